@@ -1,0 +1,88 @@
+//! Agents: whatever proposes and applies ONE change per turn to the editable
+//! files. `builtin` is offline and deterministic; `claude` drives Claude Code in
+//! headless mode. The loop never trusts an agent's word: it verifies the files
+//! afterwards (`verify`) and measures.
+
+pub mod builtin;
+pub mod claude;
+
+use std::path::{Path, PathBuf};
+
+use crate::bench::Measurement;
+use crate::config::{Policy, Workspace};
+use crate::process::Interrupt;
+use crate::report::{AgentInfo, TurnRow};
+
+/// What an agent is told at the start of a turn.
+pub struct TurnContext<'a> {
+    pub turn: u32,
+    pub ws: &'a Workspace,
+    pub policy: &'a Policy,
+    pub project_root: &'a Path,
+    /// The incumbent's latest figures (data_wait share, loader settings, CPU count).
+    pub incumbent: &'a Measurement,
+    /// The incumbent's median samples/sec.
+    pub incumbent_sps: f64,
+    pub history: &'a [TurnRow],
+    /// The profiler table of the incumbent (may be empty).
+    pub profile_table: &'a str,
+    /// `runs/<id>/turns/NN/`, where the agent's records go.
+    pub turn_dir: PathBuf,
+    pub interrupt: &'a Interrupt,
+}
+
+/// How an agent call ended.
+#[derive(Clone, Debug, Default)]
+pub struct AgentReport {
+    pub info: AgentInfo,
+    /// `None` when the call succeeded; else the reason, in the agent's words.
+    pub failure: Option<String>,
+    /// What the agent says it did.
+    pub summary: String,
+    /// The agent has nothing left to propose (builtin only).
+    pub exhausted: bool,
+    /// The call was ended by Ctrl-C / SIGTERM.
+    pub interrupted: bool,
+}
+
+pub enum Agent {
+    Builtin(builtin::BuiltinAgent),
+    Claude(claude::ClaudeAgent),
+}
+
+impl Agent {
+    pub fn from_policy(policy: &Policy, ws: &Workspace) -> Agent {
+        match policy.agent.backend.as_str() {
+            "claude" => Agent::Claude(claude::ClaudeAgent::new(policy, ws)),
+            _ => Agent::Builtin(builtin::BuiltinAgent::new(ws)),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Agent::Builtin(_) => "builtin",
+            Agent::Claude(_) => "claude",
+        }
+    }
+
+    /// Checks, before the baseline, that the agent can run at all.
+    pub fn preflight(&self) -> Result<(), String> {
+        match self {
+            Agent::Builtin(_) => Ok(()),
+            Agent::Claude(c) => c.preflight(),
+        }
+    }
+
+    /// One turn: propose and apply one change to the editable files.
+    /// `on_tool` receives the agent's tool calls as they happen.
+    pub async fn propose(
+        &mut self,
+        ctx: &TurnContext<'_>,
+        on_tool: &mut (dyn FnMut(&str, &str) + Send),
+    ) -> AgentReport {
+        match self {
+            Agent::Builtin(b) => b.propose(ctx),
+            Agent::Claude(c) => c.propose(ctx, on_tool).await,
+        }
+    }
+}

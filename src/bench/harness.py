@@ -1,0 +1,288 @@
+"""tuneloop's measurement harness (managed mode).
+
+Embedded in the tuneloop binary and written into the run folder before each
+run -- never into the user's project, so an agent editing the project cannot
+touch the measurement. It imports the user's ``build()``, runs the loop of the
+article (``record_function("data_wait")`` around ``next(it)``,
+``record_function("train_step")`` around the step), and prints exactly one line
+``TUNELOOP_RESULT {json}`` on stdout. On a user error it prints
+``TUNELOOP_ERROR {json}`` with a ``kind`` and exits 3.
+
+Modes:
+  throughput  no profiler at all; warm-up steps excluded from the timers
+  profile     torch.profiler with a schedule; the table goes to --table-out
+  ceiling     (flag, any mode) also times the step alone, fed one batch already
+              on the device: the samples/sec no DataLoader setting can beat
+
+Timers are the harness's own (time.perf_counter, inclusive, synchronised on
+CUDA), never read from a position in a sorted profiler table.
+"""
+
+import argparse
+import contextlib
+import hashlib
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+
+RESULT = "TUNELOOP_RESULT "
+ERROR = "TUNELOOP_ERROR "
+FINGERPRINT_BATCHES = 3
+SEED = 0
+
+
+def fail(kind, message, code=3):
+    sys.stdout.flush()
+    print(ERROR + json.dumps({"kind": kind, "message": message}), flush=True)
+    sys.exit(code)
+
+
+def load_build(project, entry):
+    if ":" not in entry:
+        fail("config", f"entry {entry!r} must look like MODULE:FUNCTION, e.g. train:build")
+    mod_name, fn_name = entry.split(":", 1)
+    sys.path.insert(0, project)
+    os.chdir(project)
+    try:
+        mod = importlib.import_module(mod_name)
+    except Exception as e:  # the user's module failed to import
+        fail("import", f"could not import {mod_name!r} from {project}: "
+             f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}")
+    fn = getattr(mod, fn_name, None)
+    if fn is None or not callable(fn):
+        fail("no_build", f"module {mod_name!r} has no function {fn_name!r}; "
+             f"define `def {fn_name}():` returning a dict with 'loader' and "
+             f"'model'+'optimizer' or 'step'")
+    return fn
+
+
+class Job:
+    """What build() returned, normalised."""
+
+    def __init__(self, built, torch):
+        self.torch = torch
+        if isinstance(built, (tuple, list)) and len(built) == 4:
+            built = {"loader": built[0], "model": built[1],
+                     "optimizer": built[2], "device": built[3]}
+        if not isinstance(built, dict):
+            fail("bad_return", f"build() returned {type(built).__name__}; it must return a "
+                 "dict with 'loader' and 'model'+'optimizer' (or 'step'), or the tuple "
+                 "(loader, model, optimizer, device)")
+        if "loader" not in built:
+            fail("bad_return", "build() returned a dict without 'loader'")
+        self.loader = built["loader"]
+        dev = built.get("device", "cpu")
+        self.device = dev if isinstance(dev, torch.device) else torch.device(dev)
+        self.step_fn = built.get("step")
+        self.model = built.get("model")
+        self.optimizer = built.get("optimizer")
+        self.loss_fn = built.get("loss_fn") or torch.nn.functional.cross_entropy
+        if self.step_fn is None and (self.model is None or self.optimizer is None):
+            fail("bad_return", "build() must return 'step' (a callable taking one batch) "
+                 "or both 'model' and 'optimizer'")
+        if self.step_fn is not None and not callable(self.step_fn):
+            fail("bad_return", "build()['step'] is not callable")
+
+    def to_device(self, batch):
+        torch = self.torch
+        if isinstance(batch, torch.Tensor):
+            return batch.to(self.device, non_blocking=True)
+        if isinstance(batch, (list, tuple)):
+            return type(batch)(self.to_device(b) for b in batch)
+        if isinstance(batch, dict):
+            return {k: self.to_device(v) for k, v in batch.items()}
+        return batch
+
+    def step(self, batch):
+        if self.step_fn is not None:
+            self.step_fn(batch)
+            return
+        x, y = self.to_device(batch[0]), self.to_device(batch[1])
+        loss = self.loss_fn(self.model(x), y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+
+    def sync(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+
+def batch_size_of(batch, torch):
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() > 0 else 1
+    if isinstance(batch, (list, tuple)) and batch:
+        return batch_size_of(batch[0], torch)
+    if isinstance(batch, dict) and batch:
+        return batch_size_of(next(iter(batch.values())), torch)
+    return 1
+
+
+def fingerprint_update(h, batch, torch):
+    """Shapes, dtypes and the bytes of every tensor of a batch."""
+    if isinstance(batch, torch.Tensor):
+        t = batch.detach().cpu().contiguous()
+        h.update(f"{tuple(t.shape)}|{t.dtype}|".encode())
+        try:
+            h.update(t.view(torch.uint8).numpy().tobytes())
+        except Exception:  # no numpy, or a dtype numpy lacks: values as float64 text
+            h.update(repr(t.double().flatten().tolist()).encode())
+    elif isinstance(batch, (list, tuple)):
+        h.update(f"seq{len(batch)}|".encode())
+        for b in batch:
+            fingerprint_update(h, b, torch)
+    elif isinstance(batch, dict):
+        for k in sorted(batch):
+            h.update(f"key:{k}|".encode())
+            fingerprint_update(h, batch[k], torch)
+    else:
+        h.update(repr(batch).encode())
+
+
+def loader_settings(loader):
+    out = {}
+    for k in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
+              "batch_size"):
+        v = getattr(loader, k, None)
+        if isinstance(v, (int, float, bool, str)) or v is None:
+            out[k] = v
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--project", required=True)
+    ap.add_argument("--entry", required=True)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--mode", choices=["throughput", "profile"], default="throughput")
+    ap.add_argument("--ceiling", action="store_true")
+    ap.add_argument("--ceiling-steps", type=int, default=20)
+    ap.add_argument("--table-out")
+    args = ap.parse_args()
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    build = load_build(args.project, args.entry)
+    # Seed before build() and before iter(): the sampler's generator and the
+    # workers' base seed come from the default generator, so the first batches
+    # are the same for every DataLoader setting that should not change data.
+    torch.manual_seed(SEED)
+    try:
+        job = Job(build(), torch)
+    except SystemExit:
+        raise
+    except Exception as e:
+        fail("build_failed", f"build() raised {type(e).__name__}: {e}\n"
+             f"{traceback.format_exc(limit=6)}")
+
+    torch.manual_seed(SEED)
+    it = iter(job.loader)
+    epochs = 1
+    fp = hashlib.sha256()
+    fp_batches = 0
+    total_steps = args.warmup + args.steps
+    seen = 0
+    data_wait = 0.0
+    train_step = 0.0
+    batch_size = None
+    first_batch = None
+
+    profiling = args.mode == "profile"
+    activities = [ProfilerActivity.CPU]
+    if job.device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    active = max(1, min(args.steps, 10))
+    ctx = (profile(activities=activities,
+                   schedule=schedule(skip_first=args.warmup, wait=0, warmup=1,
+                                     active=active, repeat=1))
+           if profiling else contextlib.nullcontext())
+    job.sync()
+    t_start = None
+    with ctx as prof:
+        for i in range(total_steps):
+            if i == args.warmup:
+                job.sync()
+                t_start = time.perf_counter()
+            t0 = time.perf_counter()
+            with record_function("data_wait"):
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    # A new epoch: worker start-up is part of the cost.
+                    it = iter(job.loader)
+                    epochs += 1
+                    batch = next(it)
+            t1 = time.perf_counter()
+            with record_function("train_step"):
+                job.step(batch)
+                job.sync()
+            t2 = time.perf_counter()
+            if fp_batches < FINGERPRINT_BATCHES:
+                fingerprint_update(fp, batch, torch)
+                fp_batches += 1
+            if first_batch is None and args.ceiling:
+                first_batch = batch
+            bs = batch_size_of(batch, torch)
+            if batch_size is None:
+                batch_size = bs
+            if i >= args.warmup:
+                seen += bs
+                data_wait += t1 - t0
+                train_step += t2 - t1
+            if profiling:
+                prof.step()
+        job.sync()
+    wall = time.perf_counter() - (t_start if t_start is not None else time.perf_counter())
+    del it  # shut the workers down before the ceiling run
+
+    if profiling and args.table_out:
+        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+        with open(args.table_out, "w") as f:
+            f.write(table)
+
+    ceiling_sps = None
+    if args.ceiling and first_batch is not None:
+        on_device = job.to_device(first_batch)
+        for _ in range(3):
+            job.step(on_device)
+        job.sync()
+        c0 = time.perf_counter()
+        for _ in range(args.ceiling_steps):
+            job.step(on_device)
+        job.sync()
+        c_wall = time.perf_counter() - c0
+        ceiling_sps = batch_size_of(first_batch, torch) * args.ceiling_steps / c_wall
+
+    step_total = data_wait + train_step
+    result = {
+        "samples_per_sec": seen / wall if wall > 0 else 0.0,
+        "steps": args.steps,
+        "warmup_steps": args.warmup,
+        "batch_size": batch_size,
+        "samples": seen,
+        "wall_s": wall,
+        "data_wait_s": data_wait,
+        "train_step_s": train_step,
+        "data_wait_share": data_wait / step_total if step_total > 0 else 0.0,
+        "epochs": epochs,
+        "device": str(job.device),
+        "torch_version": torch.__version__,
+        "cuda_available": bool(torch.cuda.is_available()),
+        "cpu_count": os.cpu_count(),
+        "fingerprint": fp.hexdigest(),
+        "fingerprint_batches": fp_batches,
+        "ceiling_sps": ceiling_sps,
+        "loader": loader_settings(job.loader),
+        "world_size": 1,
+        "profiled": profiling,
+    }
+    print(RESULT + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,324 @@
+//! Running one measurement of the project, and reading its figure.
+//!
+//! Managed mode writes the embedded harness (`harness.py`) into the run folder
+//! and runs it against the user's `build()`; contract mode runs the user's
+//! command and reads its `samples/sec: N` line. Either way each measurement is
+//! a fresh process (worker start-up counts) run through [`crate::process`].
+
+pub mod stats;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Workspace;
+use crate::error::BenchError;
+use crate::process::{self, Ending, Interrupt, Spec};
+
+pub const HARNESS_PY: &str = include_str!("harness.py");
+const RESULT_PREFIX: &str = "TUNELOOP_RESULT ";
+const ERROR_PREFIX: &str = "TUNELOOP_ERROR ";
+
+/// One bench process's figures (the harness's JSON line, or a contract figure).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Measurement {
+    pub samples_per_sec: f64,
+    #[serde(default)]
+    pub steps: Option<u32>,
+    #[serde(default)]
+    pub batch_size: Option<u64>,
+    #[serde(default)]
+    pub wall_s: Option<f64>,
+    #[serde(default)]
+    pub data_wait_s: Option<f64>,
+    #[serde(default)]
+    pub train_step_s: Option<f64>,
+    #[serde(default)]
+    pub data_wait_share: Option<f64>,
+    #[serde(default)]
+    pub device: Option<String>,
+    #[serde(default)]
+    pub torch_version: Option<String>,
+    #[serde(default)]
+    pub cuda_available: Option<bool>,
+    #[serde(default)]
+    pub cpu_count: Option<u32>,
+    #[serde(default)]
+    pub fingerprint: Option<String>,
+    #[serde(default)]
+    pub ceiling_sps: Option<f64>,
+    /// The DataLoader's settings as the harness saw them.
+    #[serde(default)]
+    pub loader: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub world_size: Option<u32>,
+}
+
+impl Measurement {
+    pub fn num_workers(&self) -> Option<u64> {
+        self.loader.get("num_workers").and_then(|v| v.as_u64())
+    }
+    pub fn is_cuda(&self) -> bool {
+        self.device.as_deref().is_some_and(|d| d.starts_with("cuda"))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// No profiler at all.
+    Throughput,
+    /// Throughput plus the step alone on one in-memory batch.
+    ThroughputWithCeiling,
+    /// torch.profiler on; the table is kept.
+    Profile,
+}
+
+/// A profiled run: its figures and its table.
+#[derive(Clone, Debug)]
+pub struct Profiled {
+    pub measurement: Measurement,
+    pub table: String,
+}
+
+/// Runs measurements of one workspace's project.
+#[derive(Clone, Debug)]
+pub struct Bencher {
+    pub project_root: PathBuf,
+    pub python: String,
+    pub entry: Option<String>,
+    pub command: Option<String>,
+    pub steps: u32,
+    pub warmup: u32,
+    pub timeout: Duration,
+    /// Where the harness is written (the run folder, or a temp folder for `bench`).
+    pub harness_dir: PathBuf,
+}
+
+impl Bencher {
+    pub fn new(ws: &Workspace, harness_dir: &Path) -> std::io::Result<Bencher> {
+        let b = &ws.file.bench;
+        let bencher = Bencher {
+            project_root: std::fs::canonicalize(&ws.project_root)?,
+            python: ws.python(),
+            entry: b.entry.clone(),
+            command: b.command.clone(),
+            steps: b.steps,
+            warmup: b.warmup_steps,
+            timeout: Duration::from_secs(b.timeout_s.max(1)),
+            harness_dir: harness_dir.to_owned(),
+        };
+        if bencher.entry.is_some() {
+            std::fs::create_dir_all(harness_dir)?;
+            std::fs::write(bencher.harness_path(), HARNESS_PY)?;
+        }
+        Ok(bencher)
+    }
+
+    pub fn harness_path(&self) -> PathBuf {
+        self.harness_dir.join("tuneloop_harness.py")
+    }
+
+    /// The command line of one measurement.
+    pub fn spec(&self, mode: Mode) -> Spec {
+        let mut env = BTreeMap::new();
+        env.insert("PYTHONUNBUFFERED".into(), "1".into());
+        // Not the user's bytecode cache: a stale .pyc must never be measured.
+        env.insert("PYTHONDONTWRITEBYTECODE".into(), "1".into());
+        if let Some(cmd) = &self.command {
+            if mode == Mode::Profile {
+                env.insert("TUNELOOP_PROFILE".into(), "1".into());
+            }
+            return Spec {
+                program: "sh".into(),
+                args: vec!["-c".into(), cmd.clone()],
+                cwd: self.project_root.clone(),
+                env,
+                stdin: None,
+                timeout: self.timeout,
+            };
+        }
+        let mut args = vec![
+            self.harness_path().display().to_string(),
+            "--project".into(),
+            self.project_root.display().to_string(),
+            "--entry".into(),
+            self.entry.clone().unwrap_or_default(),
+            "--steps".into(),
+            self.steps.to_string(),
+            "--warmup".into(),
+            self.warmup.to_string(),
+        ];
+        match mode {
+            Mode::Throughput => {}
+            Mode::ThroughputWithCeiling => args.push("--ceiling".into()),
+            Mode::Profile => {
+                args.extend(["--mode".into(), "profile".into(), "--table-out".into()]);
+                args.push(self.table_path().display().to_string());
+            }
+        }
+        Spec {
+            program: self.python.clone(),
+            args,
+            cwd: self.project_root.clone(),
+            env,
+            stdin: None,
+            timeout: self.timeout,
+        }
+    }
+
+    fn table_path(&self) -> PathBuf {
+        self.harness_dir.join("profile_table.txt")
+    }
+
+    pub async fn measure(&self, mode: Mode, interrupt: &Interrupt) -> Result<Measurement, BenchError> {
+        let spec = self.spec(mode);
+        let out = process::run(&spec, interrupt, |_| {}).await.map_err(|e| BenchError::Spawn {
+            program: spec.program.clone(),
+            message: e.to_string(),
+        })?;
+        match out.ending {
+            Ending::TimedOut => return Err(BenchError::Timeout { limit_s: self.timeout.as_secs() }),
+            Ending::Interrupted => return Err(BenchError::Interrupted),
+            _ => {}
+        }
+        if self.command.is_some() {
+            return parse_contract(&out.stdout, &out.stderr, &out.ending);
+        }
+        parse_managed(&out.stdout, &out.stderr, &out.ending)
+    }
+
+    /// One profiled run: its figures and the profiler table.
+    pub async fn profile(&self, interrupt: &Interrupt) -> Result<Profiled, BenchError> {
+        if self.command.is_some() {
+            let spec = self.spec(Mode::Profile);
+            let out = process::run(&spec, interrupt, |_| {}).await.map_err(|e| BenchError::Spawn {
+                program: spec.program.clone(),
+                message: e.to_string(),
+            })?;
+            if matches!(out.ending, Ending::TimedOut) {
+                return Err(BenchError::Timeout { limit_s: self.timeout.as_secs() });
+            }
+            let m = parse_contract(&out.stdout, &out.stderr, &out.ending)?;
+            return Ok(Profiled { measurement: m, table: out.stdout });
+        }
+        let _ = std::fs::remove_file(self.table_path());
+        let m = self.measure(Mode::Profile, interrupt).await?;
+        let table = std::fs::read_to_string(self.table_path()).unwrap_or_default();
+        Ok(Profiled { measurement: m, table })
+    }
+}
+
+fn tail(stdout: &str, stderr: &str) -> String {
+    let all: Vec<&str> = stdout.lines().chain(stderr.lines()).collect();
+    let start = all.len().saturating_sub(15);
+    all[start..].iter().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
+}
+
+fn ending_text(e: &Ending) -> String {
+    match e {
+        Ending::Exited(c) => c.to_string(),
+        Ending::Signalled(s) => format!("signal {s}"),
+        Ending::TimedOut => "timeout".into(),
+        Ending::Interrupted => "interrupted".into(),
+    }
+}
+
+/// Reads the harness's `TUNELOOP_RESULT` / `TUNELOOP_ERROR` line.
+pub fn parse_managed(stdout: &str, stderr: &str, ending: &Ending) -> Result<Measurement, BenchError> {
+    for line in stdout.lines().rev() {
+        if let Some(js) = line.strip_prefix(ERROR_PREFIX) {
+            let v: serde_json::Value = serde_json::from_str(js).unwrap_or_default();
+            let kind = v["kind"].as_str().unwrap_or("error").to_string();
+            let message = v["message"].as_str().unwrap_or(js).to_string();
+            let hint = match kind.as_str() {
+                "import" => "\n  hint: check [bench] entry and that the module imports with [project] python",
+                "no_build" => "\n  hint: add the function to the module, or fix [bench] entry",
+                "bad_return" => "\n  hint: return {\"loader\": ..., \"model\": ..., \"optimizer\": ...} or {\"loader\": ..., \"step\": fn}",
+                _ => "",
+            };
+            return Err(BenchError::User { kind, message: format!("{message}{hint}") });
+        }
+        if let Some(js) = line.strip_prefix(RESULT_PREFIX) {
+            return serde_json::from_str(js).map_err(|e| BenchError::NoFigure {
+                tail: format!("    unreadable result line ({e}): {js}"),
+            });
+        }
+    }
+    match ending {
+        Ending::Exited(0) => Err(BenchError::NoFigure { tail: tail(stdout, stderr) }),
+        e => Err(BenchError::Crashed { code: ending_text(e), tail: tail(stdout, stderr) }),
+    }
+}
+
+/// Reads the last `samples/sec: N` line of a contract-mode script.
+pub fn parse_contract(stdout: &str, stderr: &str, ending: &Ending) -> Result<Measurement, BenchError> {
+    if !matches!(ending, Ending::Exited(0)) {
+        return Err(BenchError::Crashed { code: ending_text(ending), tail: tail(stdout, stderr) });
+    }
+    let figure = stdout.lines().rev().find_map(|l| {
+        let rest = l.trim().strip_prefix("samples/sec:")?;
+        rest.split_whitespace().next()?.parse::<f64>().ok()
+    });
+    match figure {
+        Some(sps) if sps.is_finite() && sps > 0.0 => Ok(Measurement { samples_per_sec: sps, ..Default::default() }),
+        _ => Err(BenchError::NoFigure { tail: tail(stdout, stderr) }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contract_reads_the_last_figure() {
+        let m = parse_contract("warm\nsamples/sec: 10.5\nsamples/sec: 812.3\n", "", &Ending::Exited(0)).unwrap();
+        assert_eq!(m.samples_per_sec, 812.3);
+    }
+
+    #[test]
+    fn contract_without_figure_is_an_error_with_the_output() {
+        let e = parse_contract("hello\n", "Traceback: boom\n", &Ending::Exited(0)).unwrap_err();
+        assert!(matches!(e, BenchError::NoFigure { .. }));
+        assert!(e.to_string().contains("boom"));
+        let e = parse_contract("samples/sec: 5\n", "", &Ending::Exited(1)).unwrap_err();
+        assert!(matches!(e, BenchError::Crashed { .. }));
+    }
+
+    #[test]
+    fn managed_error_line_becomes_a_user_error() {
+        let e = parse_managed(
+            "TUNELOOP_ERROR {\"kind\": \"no_build\", \"message\": \"module 'train' has no function 'build'\"}\n",
+            "",
+            &Ending::Exited(3),
+        )
+        .unwrap_err();
+        match e {
+            BenchError::User { kind, message } => {
+                assert_eq!(kind, "no_build");
+                assert!(message.contains("has no function"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn managed_result_is_parsed() {
+        let m = parse_managed(
+            "noise\nTUNELOOP_RESULT {\"samples_per_sec\": 100.5, \"data_wait_share\": 0.9, \"loader\": {\"num_workers\": 0}}\n",
+            "",
+            &Ending::Exited(0),
+        )
+        .unwrap();
+        assert_eq!(m.samples_per_sec, 100.5);
+        assert_eq!(m.num_workers(), Some(0));
+    }
+
+    #[test]
+    fn managed_crash_shows_the_tail() {
+        let e = parse_managed("", "Segmentation fault\n", &Ending::Signalled(11)).unwrap_err();
+        assert!(e.to_string().contains("signal 11"));
+        assert!(e.to_string().contains("Segmentation fault"));
+    }
+}

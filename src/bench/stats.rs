@@ -1,0 +1,200 @@
+//! Pure statistics of measurements: medians, paired ratios and their
+//! confidence interval, and the keep/revert rule.
+//!
+//! The rule: candidate (B) and incumbent (A) run interleaved, A B B A …; each
+//! pair gives a ratio r = B/A. On log r (ratios multiply, logs add, and a 2×
+//! gain and a 2× loss are symmetric) we take the Student-t interval of the
+//! mean at the policy's confidence and map it back with exp. Keep only if
+//! the whole interval lies above `1 + noise_threshold` AND the median ratio
+//! reaches `1 + min_gain`. The t interval is exact under normal log-ratios and
+//! honest with few pairs (t with n-1 degrees of freedom is wide at n = 2), so
+//! small samples cannot produce a confident keep by luck; no random numbers, so
+//! a decision is reproducible from the recorded figures.
+
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use crate::config::DecisionPolicy;
+
+pub fn median(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    let mut v: Vec<f64> = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The paired comparison of a candidate against an incumbent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairedRatio {
+    /// candidate / incumbent, one per pair, in measurement order.
+    pub ratios: Vec<f64>,
+    pub median: f64,
+    /// Two-sided interval at the policy's confidence; infinite with < 2 pairs.
+    pub ci: [f64; 2],
+}
+
+impl PairedRatio {
+    pub fn new(candidate: &[f64], incumbent: &[f64], confidence: f64) -> PairedRatio {
+        let ratios: Vec<f64> = candidate
+            .iter()
+            .zip(incumbent)
+            .filter(|(c, i)| **c > 0.0 && **i > 0.0)
+            .map(|(c, i)| c / i)
+            .collect();
+        let median = median(&ratios);
+        let ci = log_t_interval(&ratios, confidence);
+        PairedRatio { ratios, median, ci }
+    }
+
+    pub fn pairs(&self) -> usize {
+        self.ratios.len()
+    }
+}
+
+/// exp of the Student-t interval of the mean of ln(ratios).
+pub fn log_t_interval(ratios: &[f64], confidence: f64) -> [f64; 2] {
+    let n = ratios.len();
+    if n < 2 {
+        return [0.0, f64::INFINITY];
+    }
+    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / n as f64;
+    let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n as f64 - 1.0);
+    let se = (var / n as f64).sqrt();
+    let t = StudentsT::new(0.0, 1.0, n as f64 - 1.0)
+        .expect("n >= 2 gives positive degrees of freedom")
+        .inverse_cdf(1.0 - (1.0 - confidence) / 2.0);
+    [(mean - t * se).exp(), (mean + t * se).exp()]
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Keep,
+    Revert,
+    /// Not clear yet: measure another pair.
+    Undecided,
+}
+
+/// The keep/revert rule with adaptive effort: clear answers stop early,
+/// close calls get more pairs up to `max_repeats`, and a call still open at
+/// the cap is reverted (not proven faster).
+pub fn decide(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
+    let keep_line = 1.0 + p.noise_threshold;
+    let gain_line = 1.0 + p.min_gain;
+    if pr.pairs() < p.repeats as usize {
+        return Verdict::Undecided;
+    }
+    if pr.ci[0] > keep_line && pr.median >= gain_line {
+        return Verdict::Keep;
+    }
+    // Clearly not a worthwhile gain: even the optimistic end misses it.
+    if pr.ci[1] < gain_line {
+        return Verdict::Revert;
+    }
+    if pr.pairs() >= p.max_repeats as usize {
+        return Verdict::Revert;
+    }
+    Verdict::Undecided
+}
+
+/// Why the verdict was reached, in one line for the table.
+pub fn explain(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> String {
+    let ci = format!("[{:.3}, {:.3}]", pr.ci[0], pr.ci[1]);
+    match v {
+        Verdict::Keep => format!(
+            "faster: ratio {:.3}, {:.0}% CI {ci} above {:.2}",
+            pr.median,
+            p.confidence * 100.0,
+            1.0 + p.noise_threshold
+        ),
+        Verdict::Revert if pr.ci[1] < 1.0 => format!("slower: ratio {:.3}, CI {ci} below 1", pr.median),
+        Verdict::Revert if pr.ci[0] > 1.0 + p.noise_threshold => format!(
+            "faster but under min_gain {:.0}%: ratio {:.3}, CI {ci}",
+            p.min_gain * 100.0,
+            pr.median
+        ),
+        Verdict::Revert => format!("not shown faster: ratio {:.3}, CI {ci}", pr.median),
+        Verdict::Undecided => format!("undecided: ratio {:.3}, CI {ci}", pr.median),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pol() -> DecisionPolicy {
+        DecisionPolicy::default()
+    }
+
+    #[test]
+    fn median_odd_even() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn interval_matches_t_table() {
+        // ln ratios 0, 0.1 → mean 0.05, sd 0.0707, se 0.05, t(0.975, 1) = 12.706
+        let ci = log_t_interval(&[1.0, 0.1f64.exp()], 0.95);
+        assert!((ci[0] - (0.05 - 12.706 * 0.05f64).exp()).abs() < 1e-3, "{ci:?}");
+        assert!((ci[1] - (0.05 + 12.706 * 0.05f64).exp()).abs() < 1e-2, "{ci:?}");
+    }
+
+    #[test]
+    fn a_doubling_is_kept_after_two_pairs() {
+        let pr = PairedRatio::new(&[200.0, 204.0], &[100.0, 101.0], 0.95);
+        assert_eq!(decide(&pr, &pol()), Verdict::Keep);
+    }
+
+    #[test]
+    fn a_halving_is_reverted_after_two_pairs() {
+        let pr = PairedRatio::new(&[50.0, 51.0], &[100.0, 99.0], 0.95);
+        assert_eq!(decide(&pr, &pol()), Verdict::Revert);
+    }
+
+    #[test]
+    fn a_close_call_asks_for_more_pairs_then_reverts_at_the_cap() {
+        let cand = [102.0, 99.0];
+        let inc = [100.0, 100.0];
+        let pr = PairedRatio::new(&cand, &inc, 0.95);
+        assert_eq!(decide(&pr, &pol()), Verdict::Undecided);
+        let cand8 = [102.0, 99.0, 103.0, 98.0, 101.0, 104.0, 97.0, 102.0];
+        let pr = PairedRatio::new(&cand8, &[100.0; 8], 0.95);
+        assert_eq!(decide(&pr, &pol()), Verdict::Revert);
+    }
+
+    #[test]
+    fn a_small_consistent_gain_under_min_gain_is_not_kept() {
+        let cand = [101.5, 101.6, 101.4, 101.5];
+        let pr = PairedRatio::new(&cand, &[100.0; 4], 0.95);
+        assert!(pr.ci[0] > 1.01);
+        assert_eq!(decide(&pr, &pol()), Verdict::Revert);
+    }
+
+    #[test]
+    fn noise_alone_is_never_kept() {
+        // A deterministic pseudo-noise A/A series of ±3%: never a keep.
+        let mut seed = 12345u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            1.0 + ((seed >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * 0.06
+        };
+        for _ in 0..200 {
+            let cand: Vec<f64> = (0..8).map(|_| 100.0 * next()).collect();
+            let inc: Vec<f64> = (0..8).map(|_| 100.0 * next()).collect();
+            for n in 2..=8 {
+                let pr = PairedRatio::new(&cand[..n], &inc[..n], 0.95);
+                assert_ne!(decide(&pr, &pol()), Verdict::Keep, "{pr:?}");
+            }
+        }
+    }
+}

@@ -1,0 +1,705 @@
+//! The command line: clap definitions, turning arguments into settings, and
+//! the commands themselves (thin: the work lives in the other modules). The
+//! terminal view of a run is here too — it only listens to events.
+
+pub mod view;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde_json::json;
+
+use crate::agent::Agent;
+use crate::bench::{stats, Bencher, Mode};
+use crate::config::{Policy, Workspace, DEFAULT_POLICY_TOML};
+use crate::edit;
+use crate::error::exit;
+use crate::process::Interrupt;
+use crate::report::{self, RunReport};
+use crate::run_loop::{self, StartOptions};
+use crate::store::{self, FileSet};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tuneloop",
+    version,
+    about = "Makes PyTorch training faster on its own: measures samples/sec, changes ONE DataLoader setting per turn, keeps what is really faster, reverts the rest, and reports every attempt.",
+    after_help = "Exit codes: 0 done (also when nothing improved), 2 usage or configuration error, 3 the baseline could not be measured, 4 the agent could not be started, 130 interrupted."
+)]
+pub struct Cli {
+    /// Run as if started in DIR (the workspace is found from there, like Cargo).
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Write tuneloop.toml, policies/default.toml, prompts/, the CLAUDE.md procedure and runs/.
+    Init(InitArgs),
+    /// Measure the project as it is: samples/sec, data_wait vs train_step, ceiling.
+    Bench(BenchArgs),
+    /// Run the tuning loop. Prints `run: <run folder>` first.
+    Start(StartArgs),
+    /// Continue an interrupted run.
+    Resume {
+        /// Run id or folder (default: the latest run).
+        run: Option<String>,
+    },
+    /// Put the editable files back as they were at the baseline or at the best state.
+    Restore {
+        run: Option<String>,
+        #[arg(long, value_enum, default_value = "best")]
+        to: RestoreTo,
+    },
+    /// The before/after table of a run (latest by default).
+    Report {
+        run: Option<String>,
+        #[arg(long, value_enum, default_value = "md")]
+        format: ReportFormat,
+        /// Same as --format json.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List runs.
+    Runs {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One run, or one turn of it: prompt, agent output, diff, measurements, decision.
+    Show { run: String, turn: Option<u32> },
+    /// Every DataLoader call site and its keyword arguments, with hints.
+    Scan {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The policy as loaded, and the exact agent command line it produces.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
+    },
+    /// Native measurement of the machine's data-path limits (needs the `libtorch` feature).
+    Probe {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PolicyAction {
+    /// Print the policy as loaded and the agent command line.
+    Show { file: Option<PathBuf> },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreTo {
+    Baseline,
+    Best,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportFormat {
+    Md,
+    Json,
+    Html,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentChoice {
+    Claude,
+    Builtin,
+}
+
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    /// Managed mode: MODULE:FUNCTION of your build(); the module's file becomes editable.
+    #[arg(long, conflicts_with = "bench_cmd")]
+    pub entry: Option<String>,
+    /// Contract mode: a command that prints `samples/sec: N`.
+    #[arg(long)]
+    pub bench_cmd: Option<String>,
+    /// Files the agent may change (default: the entry's module, or files with a DataLoader call).
+    #[arg(long = "editable")]
+    pub editable: Vec<String>,
+    /// Python interpreter with torch installed.
+    #[arg(long)]
+    pub python: Option<String>,
+    /// Overwrite an existing tuneloop.toml.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Also run once with the profiler and print its table.
+    #[arg(long)]
+    pub profile: bool,
+    /// Throughput runs (or A/A pairs with --aa).
+    #[arg(long)]
+    pub repeats: Option<u32>,
+    /// Calibrate: the project against itself, interleaved; prints the noise and a suggested noise_threshold.
+    #[arg(long)]
+    pub aa: bool,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct StartArgs {
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Override the policy's agent backend.
+    #[arg(long, value_enum)]
+    pub agent: Option<AgentChoice>,
+    /// Override the policy's loop.max_iterations.
+    #[arg(long)]
+    pub iterations: Option<u32>,
+    /// Go on even when the baseline shows little data_wait.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// A command's failure with its exit code.
+pub struct Failure {
+    pub code: i32,
+    pub error: anyhow::Error,
+}
+
+fn config_err(e: impl Into<anyhow::Error>) -> Failure {
+    Failure { code: exit::CONFIG, error: e.into() }
+}
+
+pub fn run(cli: Cli, interrupt: Interrupt) -> std::result::Result<i32, Failure> {
+    let cwd = match &cli.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir().map_err(config_err)?,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure { code: 1, error: e.into() })?;
+    let _guard = rt.enter();
+    interrupt.install();
+    match cli.command {
+        Command::Init(a) => init(&cwd, a).map_err(config_err),
+        Command::Scan { files, json } => scan(&files, json).map_err(config_err),
+        Command::Bench(a) => rt.block_on(bench(&cwd, a, &interrupt)),
+        Command::Start(a) => rt.block_on(start(&cwd, a, &interrupt)),
+        Command::Resume { .. } => Err(config_err(anyhow!(
+            "resume is not available yet; `tuneloop restore --to best` puts the best state back and `tuneloop start` begins a new run"
+        ))),
+        Command::Restore { run, to } => restore(&cwd, run.as_deref(), to).map_err(config_err),
+        Command::Report { run, format, json } => {
+            let f = if json { ReportFormat::Json } else { format };
+            report_cmd(&cwd, run.as_deref(), f)
+        }
+        Command::Runs { json } => runs(&cwd, json),
+        Command::Show { run, turn } => show(&cwd, &run, turn),
+        Command::Policy { action: PolicyAction::Show { file } } => policy_show(&cwd, file.as_deref()),
+        Command::Probe { .. } => Err(config_err(anyhow!(
+            "`tuneloop probe` needs the `libtorch` feature. Build it with:\n  LIBTORCH_USE_PYTORCH=1 cargo build --release --features libtorch\n(with the Python environment's torch 2.13.0 active)"
+        ))),
+    }
+}
+
+fn load_workspace(cwd: &Path) -> std::result::Result<Workspace, Failure> {
+    let dir = Workspace::find(cwd).map_err(config_err)?;
+    let ws = Workspace::load(&dir).map_err(config_err)?;
+    for w in &ws.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(ws)
+}
+
+fn load_policy(ws: &Workspace, file: Option<&Path>) -> std::result::Result<(PathBuf, Policy), Failure> {
+    let path = ws.policy_path(file);
+    let (p, unknown) = Policy::load(&path).map_err(config_err)?;
+    for k in unknown {
+        eprintln!("warning: {}: unknown key `{k}` (ignored)", path.display());
+    }
+    Ok((path, p))
+}
+
+// ---------------------------------------------------------------- init
+
+const MARK_BEGIN: &str = "<!-- tuneloop:begin";
+const MARK_END: &str = "<!-- tuneloop:end -->";
+pub const PROCEDURE_MD: &str = include_str!("../prompts/procedure.md");
+pub const PROMPT_EN: &str = include_str!("../prompts/turn.en.md");
+pub const PROMPT_JA: &str = include_str!("../prompts/turn.ja.md");
+const RUNS_README: &str = include_str!("../runs/README.md");
+
+/// Adds (or refreshes) the marked procedure block in a CLAUDE.md text,
+/// leaving everything outside the markers alone.
+pub fn merge_procedure(existing: &str) -> String {
+    if let (Some(b), Some(e)) = (existing.find(MARK_BEGIN), existing.find(MARK_END)) {
+        if b < e {
+            let end = e + MARK_END.len();
+            let end = if existing[end..].starts_with('\n') { end + 1 } else { end };
+            return format!("{}{}{}", &existing[..b], PROCEDURE_MD, &existing[end..]);
+        }
+    }
+    if existing.is_empty() {
+        return PROCEDURE_MD.to_string();
+    }
+    let sep = if existing.ends_with("\n\n") { "" } else if existing.ends_with('\n') { "\n" } else { "\n\n" };
+    format!("{existing}{sep}{PROCEDURE_MD}")
+}
+
+fn write_if_absent(path: &Path, text: &str, done: &mut Vec<String>) -> std::io::Result<()> {
+    if !path.exists() {
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        std::fs::write(path, text)?;
+        done.push(format!("wrote {}", path.display()));
+    }
+    Ok(())
+}
+
+fn init(dir: &Path, a: InitArgs) -> Result<i32> {
+    let ws_file = dir.join(crate::config::WORKSPACE_FILE);
+    let mut done = Vec::new();
+    if ws_file.exists() && !a.force {
+        done.push(format!("kept {} (use --force to overwrite)", ws_file.display()));
+    } else {
+        let editable: Vec<String> = if !a.editable.is_empty() {
+            a.editable.clone()
+        } else if let Some(e) = &a.entry {
+            let module = e.split(':').next().unwrap_or(e);
+            vec![format!("{}.py", module.replace('.', "/"))]
+        } else {
+            find_loader_files(dir)
+        };
+        if a.entry.is_none() && a.bench_cmd.is_none() {
+            return Err(anyhow!(
+                "say how to measure: `tuneloop init --entry train:build` (your build() returns the loader, model and optimizer) or `tuneloop init --bench-cmd \"python bench_loader.py\"` (a script that prints `samples/sec: N`)"
+            ));
+        }
+        if let Some(e) = &a.entry {
+            if !e.contains(':') {
+                return Err(anyhow!("--entry `{e}` must look like MODULE:FUNCTION, e.g. train:build"));
+            }
+        }
+        for f in &editable {
+            if !dir.join(f).is_file() {
+                return Err(anyhow!("editable file {} does not exist; pass --editable FILE", dir.join(f).display()));
+            }
+        }
+        let bench = match (&a.entry, &a.bench_cmd) {
+            (Some(e), _) => format!("entry = {}", toml_str(e)),
+            (None, Some(c)) => format!("command = {}", toml_str(c)),
+            _ => unreachable!(),
+        };
+        let text = format!(
+            "# tuneloop workspace. `tuneloop start` tunes the project below.\n\n[project]\n# The training code's folder, relative to this file.\nroot = \".\"\n# Python with torch installed (TUNELOOP_PYTHON overrides it).\npython = {}\n# The only files an agent may change.\neditable = [{}]\n\n[bench]\n{bench}\n# Measured steps per run, after warmup_steps that are not timed.\nsteps = 40\nwarmup_steps = 5\n# Wall-clock limit of one bench process, seconds.\ntimeout_s = 300\n\n[run]\npolicy = \"policies/default.toml\"\n",
+            toml_str(a.python.as_deref().unwrap_or("python3")),
+            editable.iter().map(|e| toml_str(e)).collect::<Vec<_>>().join(", "),
+        );
+        std::fs::write(&ws_file, text)?;
+        done.push(format!("wrote {}", ws_file.display()));
+    }
+    write_if_absent(&dir.join("policies/default.toml"), DEFAULT_POLICY_TOML, &mut done)?;
+    write_if_absent(&dir.join("prompts/turn.en.md"), PROMPT_EN, &mut done)?;
+    write_if_absent(&dir.join("prompts/turn.ja.md"), PROMPT_JA, &mut done)?;
+    write_if_absent(&dir.join("runs/README.md"), RUNS_README, &mut done)?;
+    write_if_absent(&dir.join("runs/.gitignore"), "*\n!.gitignore\n!README.md\n", &mut done)?;
+    let claude_md = dir.join("CLAUDE.md");
+    let old = std::fs::read_to_string(&claude_md).unwrap_or_default();
+    let new = merge_procedure(&old);
+    if new != old {
+        std::fs::write(&claude_md, &new)?;
+        done.push(format!("added the tuning procedure to {}", claude_md.display()));
+    }
+    for d in done {
+        println!("{d}");
+    }
+    println!("next: `tuneloop bench` to measure, `tuneloop start` to tune");
+    Ok(exit::OK)
+}
+
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// Python files in `dir` (not recursive) with a DataLoader call.
+fn find_loader_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let src = std::fs::read_to_string(e.path()).ok()?;
+                    (name.ends_with(".py") && !edit::scan_source(&name, &src).ok()?.is_empty()).then_some(name)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+// ---------------------------------------------------------------- scan
+
+fn scan(files: &[PathBuf], json_out: bool) -> Result<i32> {
+    let mut all = Vec::new();
+    for f in files {
+        let label = f.display().to_string();
+        let sites = edit::scan_file(f, &label).with_context(|| format!("cannot scan {label}"))?;
+        all.extend(sites);
+    }
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(exit::OK);
+    }
+    if all.is_empty() {
+        println!("no DataLoader call found");
+    }
+    for s in &all {
+        let kw: Vec<String> = s.kwargs.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect();
+        println!("{}:{}:{}  {}({} positional{}{})", s.file, s.line, s.column, s.callee, s.positional,
+            if kw.is_empty() { String::new() } else { format!(", {}", kw.join(", ")) },
+            if s.has_spread { ", **…" } else { "" });
+        for h in hints(s) {
+            println!("    hint: {h}");
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn hints(s: &edit::CallSite) -> Vec<String> {
+    let mut h = Vec::new();
+    let get = |k: &str| s.kwargs.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    if s.has_spread {
+        h.push("arguments come from **kwargs too: a setting there overrides what is written here".into());
+    }
+    match get("num_workers").as_deref() {
+        None | Some("0") => h.push("num_workers is 0 (the default): data loads in the training process; try the core count".into()),
+        Some(_) => {
+            if get("persistent_workers").is_none() {
+                h.push("persistent_workers not set: workers restart every epoch".into());
+            }
+        }
+    }
+    if get("pin_memory").is_none() {
+        h.push("pin_memory not set: matters only when batches are copied to a GPU".into());
+    }
+    h
+}
+
+// ---------------------------------------------------------------- bench
+
+async fn bench(cwd: &Path, a: BenchArgs, interrupt: &Interrupt) -> std::result::Result<i32, Failure> {
+    let ws = load_workspace(cwd)?;
+    let (_, policy) = load_policy(&ws, a.policy.as_deref())?;
+    let tmp = std::env::temp_dir().join(format!("tuneloop-bench-{}", std::process::id()));
+    let bencher = Bencher::new(&ws, &tmp).map_err(config_err)?;
+    let out = bench_inner(&ws, &bencher, &policy, &a, interrupt).await;
+    let _ = std::fs::remove_dir_all(&tmp);
+    out
+}
+
+async fn bench_inner(
+    ws: &Workspace,
+    bencher: &Bencher,
+    policy: &Policy,
+    a: &BenchArgs,
+    interrupt: &Interrupt,
+) -> std::result::Result<i32, Failure> {
+    let baseline_fail = |e: crate::error::BenchError| {
+        if matches!(e, crate::error::BenchError::Interrupted) {
+            Failure { code: exit::INTERRUPTED, error: anyhow!("interrupted") }
+        } else {
+            Failure { code: exit::BASELINE, error: anyhow!("the bench failed: {e}") }
+        }
+    };
+    if a.aa {
+        let pairs = a.repeats.unwrap_or(8).max(2);
+        let root = std::fs::canonicalize(&ws.project_root).map_err(config_err)?;
+        let files = FileSet::capture(&root, &ws.file.project.editable).map_err(config_err)?;
+        eprintln!("A/A calibration: the project against itself, {pairs} interleaved pairs ({} runs)", pairs * 2);
+        let p = run_loop::calibrate(bencher, &root, &files, policy, pairs, interrupt, |role, k, v| {
+            eprintln!("  pair {k} {role:<9} {v:>10.1} samples/sec");
+        })
+        .await
+        .map_err(|f| baseline_fail(f.error))?;
+        let cal = Calibration::from_ratios(&p.ratio.ratios, policy.decision.confidence);
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&cal).unwrap_or_default());
+        } else {
+            println!("A/A ratios: {}", cal.ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>().join(" "));
+            println!("median {:.3}, min {:.3}, max {:.3}, sd of ln(ratio) {:.4}", cal.median, cal.min, cal.max, cal.sd_log);
+            println!("{:.0}% interval of the mean ratio: [{:.3}, {:.3}]", policy.decision.confidence * 100.0, cal.ci[0], cal.ci[1]);
+            println!("suggested noise_threshold: {:.3} (policy has {:.3})", cal.suggested_noise_threshold, policy.decision.noise_threshold);
+        }
+        return Ok(exit::OK);
+    }
+    let mut profiled = None;
+    if a.profile {
+        eprintln!("profiled run…");
+        let p = bencher.profile(interrupt).await.map_err(baseline_fail)?;
+        if !a.json {
+            println!("{}", p.table);
+        }
+        profiled = Some(p);
+    }
+    let n = a.repeats.unwrap_or(policy.decision.baseline_runs).max(1);
+    let mut ms = Vec::new();
+    for i in 0..n {
+        eprintln!("throughput run {} of {n}…", i + 1);
+        let mode = if i == 0 { Mode::ThroughputWithCeiling } else { Mode::Throughput };
+        ms.push(bencher.measure(mode, interrupt).await.map_err(baseline_fail)?);
+    }
+    let s: Vec<f64> = ms.iter().map(|m| m.samples_per_sec).collect();
+    let med = stats::median(&s);
+    let share = {
+        let v: Vec<f64> = ms.iter().filter_map(|m| m.data_wait_share).collect();
+        (!v.is_empty()).then(|| stats::median(&v))
+    };
+    let ceiling = ms.iter().find_map(|m| m.ceiling_sps);
+    let ci = if s.len() >= 2 {
+        let c = stats::log_t_interval(&s.iter().map(|x| x / med).collect::<Vec<_>>(), policy.decision.confidence);
+        Some([c[0] * med, c[1] * med])
+    } else {
+        None
+    };
+    if a.json {
+        let v = json!({
+            "samples_per_sec": med, "samples": s, "ci": ci, "data_wait_share": share,
+            "ceiling_sps": ceiling, "runs": ms, "profile_table": profiled.map(|p| p.table),
+        });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return Ok(exit::OK);
+    }
+    println!("samples/sec: {med:.1} (median of {n}; runs: {})", s.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(", "));
+    if let Some([lo, hi]) = ci {
+        println!("{:.0}% interval: [{lo:.1}, {hi:.1}]", policy.decision.confidence * 100.0);
+    }
+    if let (Some(m), Some(sh)) = (ms.last(), share) {
+        let dw = ms.iter().filter_map(|m| m.data_wait_s).sum::<f64>() / n as f64;
+        let ts = ms.iter().filter_map(|m| m.train_step_s).sum::<f64>() / n as f64;
+        println!("data_wait: {:.1}% of step time ({dw:.3} s), train_step: {ts:.3} s per run", sh * 100.0);
+        println!("device: {}, torch {}, {} CPUs, num_workers={}",
+            m.device.as_deref().unwrap_or("?"), m.torch_version.as_deref().unwrap_or("?"),
+            m.cpu_count.unwrap_or(0), m.num_workers().map(|n| n.to_string()).unwrap_or("?".into()));
+        if sh < policy.decision.stop_when_data_wait_below {
+            println!("data_wait is small: DataLoader tuning cannot help much. Compute-side candidates:");
+            for c in run_loop::compute_side_advice() {
+                println!("  - {c}");
+            }
+        }
+    }
+    if let Some(c) = ceiling {
+        println!("ceiling (step alone, one batch in memory): {c:.1} samples/sec; now at {:.1}% of it", med / c * 100.0);
+    }
+    Ok(exit::OK)
+}
+
+/// The A/A figures `bench --aa` prints.
+#[derive(serde::Serialize, Debug)]
+pub struct Calibration {
+    pub ratios: Vec<f64>,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub sd_log: f64,
+    pub ci: [f64; 2],
+    /// Two standard deviations of one pair's ratio, at least 0.5%, rounded up to 0.5%.
+    pub suggested_noise_threshold: f64,
+}
+
+impl Calibration {
+    pub fn from_ratios(ratios: &[f64], confidence: f64) -> Calibration {
+        let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+        let n = logs.len().max(1) as f64;
+        let mean = logs.iter().sum::<f64>() / n;
+        let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+        let suggested = ((2.0 * sd).max(0.005) * 200.0).ceil() / 200.0;
+        Calibration {
+            ratios: ratios.to_vec(),
+            median: stats::median(ratios),
+            min: ratios.iter().cloned().fold(f64::INFINITY, f64::min),
+            max: ratios.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+            sd_log: sd,
+            ci: stats::log_t_interval(ratios, confidence),
+            suggested_noise_threshold: suggested,
+        }
+    }
+}
+
+// ---------------------------------------------------------------- start
+
+async fn start(cwd: &Path, a: StartArgs, interrupt: &Interrupt) -> std::result::Result<i32, Failure> {
+    let ws = load_workspace(cwd)?;
+    let (policy_path, mut policy) = load_policy(&ws, a.policy.as_deref())?;
+    if let Some(agent) = a.agent {
+        policy.agent.backend = match agent {
+            AgentChoice::Claude => "claude",
+            AgentChoice::Builtin => "builtin",
+        }
+        .into();
+    }
+    if a.force {
+        policy.loop_.force = true;
+    }
+    let agent = Agent::from_policy(&policy, &ws);
+    let mut view = view::View::new(&policy.agent.language);
+    let mut on_event = |ev: &crate::event::Event| view.show(ev);
+    let session = run_loop::prepare(
+        &ws,
+        StartOptions { policy_path, policy, iterations: a.iterations },
+        agent,
+        interrupt.clone(),
+        &mut on_event,
+    )
+    .map_err(|e| Failure { code: e.exit_code(), error: anyhow!("{e}") })?;
+    println!("run: {}", session.run_dir().display());
+    let _ = std::io::stdout().flush();
+    match session.run().await {
+        Ok(r) => {
+            println!();
+            print!("{}", report::render_markdown(&r));
+            Ok(exit::OK)
+        }
+        Err((e, dir)) => {
+            if let Some(d) = dir {
+                eprintln!("run folder: {}", d.display());
+            }
+            Err(Failure { code: e.exit_code(), error: anyhow!("{e}") })
+        }
+    }
+}
+
+// ---------------------------------------------------------------- reading runs
+
+fn runs_dir_of(cwd: &Path) -> std::result::Result<PathBuf, Failure> {
+    let dir = Workspace::find(cwd).map_err(config_err)?;
+    Ok(dir.join("runs"))
+}
+
+fn load_report(dir: &Path) -> Result<RunReport> {
+    let text = std::fs::read_to_string(dir.join("report.json")).with_context(|| {
+        format!("{} has no report.json yet (the run is still going, or was killed before its first report)", dir.display())
+    })?;
+    serde_json::from_str(&text).with_context(|| format!("cannot read {}/report.json", dir.display()))
+}
+
+fn report_cmd(cwd: &Path, run: Option<&str>, f: ReportFormat) -> std::result::Result<i32, Failure> {
+    let runs = runs_dir_of(cwd)?;
+    let dir = store::resolve_run(&runs, run).map_err(|e| config_err(anyhow!(e)))?;
+    let r = load_report(&dir).map_err(config_err)?;
+    let fmt = match f {
+        ReportFormat::Md => report::Format::Markdown,
+        ReportFormat::Json => report::Format::Json,
+        ReportFormat::Html => report::Format::Html,
+    };
+    print!("{}", report::render(&r, fmt));
+    Ok(exit::OK)
+}
+
+fn runs(cwd: &Path, json_out: bool) -> std::result::Result<i32, Failure> {
+    let runs = runs_dir_of(cwd)?;
+    let mut rows = Vec::new();
+    for dir in store::list_runs(&runs) {
+        let id = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let run_json: serde_json::Value = std::fs::read_to_string(dir.join("run.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        let rep = load_report(&dir).ok();
+        let state = run_json["state"].as_str().unwrap_or("?").to_string();
+        rows.push(json!({
+            "id": id,
+            "date": run_json["started_at"].as_str().unwrap_or(""),
+            "project": run_json["project_root"].as_str().unwrap_or(""),
+            "agent": run_json["agent"].as_str().unwrap_or(""),
+            "turns": rep.as_ref().map(|r| r.turns.len()),
+            "speedup": rep.as_ref().map(|r| r.speedup),
+            "stop_reason": rep.as_ref().map(|r| r.stop_reason.clone()),
+            "state": state,
+            "interrupted": state == "interrupted" || state == "running" && rep.as_ref().is_none_or(|r| r.interrupted),
+        }));
+    }
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        return Ok(exit::OK);
+    }
+    if rows.is_empty() {
+        println!("no runs yet; start one with `tuneloop start`");
+    }
+    for r in rows {
+        println!(
+            "{}  {}  {}  {}  turns {}  speedup {}  {}{}",
+            r["id"].as_str().unwrap_or(""),
+            r["date"].as_str().unwrap_or("").get(..16).unwrap_or(""),
+            r["project"].as_str().unwrap_or(""),
+            r["agent"].as_str().unwrap_or(""),
+            r["turns"].as_u64().map(|n| n.to_string()).unwrap_or("—".into()),
+            r["speedup"].as_f64().map(|s| format!("×{s:.2}")).unwrap_or("—".into()),
+            r["stop_reason"].as_str().unwrap_or(r["state"].as_str().unwrap_or("")),
+            if r["interrupted"].as_bool() == Some(true) { "  [interrupted]" } else { "" },
+        );
+    }
+    Ok(exit::OK)
+}
+
+fn show(cwd: &Path, run: &str, turn: Option<u32>) -> std::result::Result<i32, Failure> {
+    let runs = runs_dir_of(cwd)?;
+    let dir = store::resolve_run(&runs, Some(run)).map_err(|e| config_err(anyhow!(e)))?;
+    let Some(t) = turn else {
+        let r = load_report(&dir).map_err(config_err)?;
+        print!("{}", report::render_markdown(&r));
+        return Ok(exit::OK);
+    };
+    let tdir = dir.join("turns").join(format!("{t:02}"));
+    if !tdir.is_dir() {
+        return Err(config_err(anyhow!("run {run} has no turn {t}")));
+    }
+    let read = |f: &str| std::fs::read_to_string(tdir.join(f)).unwrap_or_else(|_| "(none)\n".into());
+    let color = view::use_color();
+    println!("== prompt ==\n{}", read("prompt.md"));
+    println!("== agent ==\n{}", read("agent.json"));
+    println!("== diff ==");
+    for line in read("diff.patch").lines() {
+        println!("{}", view::diff_line(line, color));
+    }
+    println!("== measurements ==\n{}", read("bench.json"));
+    println!("== decision ==\n{}", read("decision.json"));
+    Ok(exit::OK)
+}
+
+fn restore(cwd: &Path, run: Option<&str>, to: RestoreTo) -> Result<i32> {
+    let ws_dir = Workspace::find(cwd)?;
+    let ws = Workspace::load(&ws_dir)?;
+    let runs = ws.runs_dir();
+    let dir = store::resolve_run(&runs, run).map_err(|e| anyhow!(e))?;
+    let lock = store::Lock::acquire(&runs, "restore").map_err(|e| anyhow!(e))?;
+    let run_json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("run.json"))?)?;
+    let editable: Vec<String> = serde_json::from_value(run_json["editable"].clone())?;
+    let root = PathBuf::from(run_json["project_root"].as_str().unwrap_or("."));
+    let src = match to {
+        RestoreTo::Baseline => dir.join("baseline").join("files"),
+        RestoreTo::Best => dir.join("incumbent"),
+    };
+    let files = FileSet::load(&src, &editable).with_context(|| format!("cannot read the saved files in {}", src.display()))?;
+    files.apply(&root)?;
+    drop(lock);
+    println!("restored {} file(s) in {} to the {} state of run {}", editable.len(), root.display(),
+        if to == RestoreTo::Baseline { "baseline" } else { "best" }, dir.file_name().unwrap_or_default().to_string_lossy());
+    Ok(exit::OK)
+}
+
+fn policy_show(cwd: &Path, file: Option<&Path>) -> std::result::Result<i32, Failure> {
+    let ws = load_workspace(cwd)?;
+    let (path, policy) = load_policy(&ws, file)?;
+    println!("# policy as loaded from {}", path.display());
+    println!("{}", toml::to_string_pretty(&policy).unwrap_or_default());
+    Ok(exit::OK)
+}

@@ -1,0 +1,32 @@
+//! DataLoader call sites in Python source: finding, rewriting, diffing and
+//! comparing them.
+//!
+//! This module owns everything tuneloop knows about the *text* of the user's
+//! training code:
+//!
+//! * [`scan`] parses Python with tree-sitter and finds the calls that resolve
+//!   to `torch.utils.data.DataLoader` (bare name, aliases, qualified and
+//!   module-alias forms), with their keyword arguments as source text;
+//!   [`check_syntax`] locates the first syntax error.
+//! * [`rewrite`] sets or removes one keyword argument of one call through the
+//!   syntax tree, touching no other byte, and refuses edits that would break
+//!   the file or change anything else.
+//! * [`diff`] renders a git-style unified diff of an edit.
+//! * [`compare`] matches a file's call sites before and after a change, so the
+//!   caller can check that exactly one DataLoader argument changed and nothing
+//!   outside the calls did.
+//!
+//! Everything here is a pure function of its inputs (only [`scan_file`] reads
+//! a file); nothing spawns processes or writes files.
+
+pub mod compare;
+pub mod diff;
+pub mod rewrite;
+pub mod scan;
+
+pub use compare::{
+    compare_sites, compare_sources, non_call_changes, CompareError, KwargChange, SiteDelta,
+};
+pub use diff::unified_diff;
+pub use rewrite::{find_site, set_kwarg, RewriteError};
+pub use scan::{check_syntax, scan_file, scan_source, CallSite, ScanError, SyntaxError};

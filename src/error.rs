@@ -1,0 +1,65 @@
+//! Error types of the operations that can stop a command, and the exit codes
+//! of DESIGN. A failed *turn* is not an error: it is a recorded decision.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+pub mod exit {
+    pub const OK: i32 = 0;
+    /// Usage or configuration error.
+    pub const CONFIG: i32 = 2;
+    /// The baseline could not be measured.
+    pub const BASELINE: i32 = 3;
+    /// The agent could not be started.
+    pub const AGENT: i32 = 4;
+    /// Interrupted (SIGINT/SIGTERM).
+    pub const INTERRUPTED: i32 = 130;
+}
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("no tuneloop.toml in {start} or any folder above it\n  hint: run `tuneloop init` in your project, or pass -C DIR")]
+    NoWorkspace { start: PathBuf },
+    #[error("cannot read {path}: {source}\n  hint: {hint}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+        hint: &'static str,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: `{key}`: {message}")]
+    Invalid { path: PathBuf, key: String, message: String },
+}
+
+/// Why a bench process gave no figure.
+#[derive(Debug, Error, Clone)]
+pub enum BenchError {
+    #[error("could not start `{program}`: {message}\n  hint: set [project] python in tuneloop.toml or TUNELOOP_PYTHON to an interpreter with torch installed")]
+    Spawn { program: String, message: String },
+    #[error("the bench ran past its limit of {limit_s} s and was killed (whole process group)\n  hint: lower [bench] steps or raise [bench] timeout_s")]
+    Timeout { limit_s: u64 },
+    #[error("{kind}: {message}")]
+    User { kind: String, message: String },
+    #[error("the bench exited with status {code} and printed no figure; last output:\n{tail}")]
+    Crashed { code: String, tail: String },
+    #[error("the bench printed no figure (expected a line `samples/sec: N`); last output:\n{tail}")]
+    NoFigure { tail: String },
+    #[error("interrupted")]
+    Interrupted,
+}
+
+impl BenchError {
+    /// A short one-line reason for tables.
+    pub fn short(&self) -> String {
+        let s = self.to_string();
+        let first = s.lines().next().unwrap_or("").to_string();
+        if first.len() > 160 {
+            format!("{}…", &first[..first.char_indices().nth(157).map(|(i, _)| i).unwrap_or(first.len())])
+        } else {
+            first
+        }
+    }
+}

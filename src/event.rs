@@ -1,0 +1,77 @@
+//! What the loop says while it runs. The loop only emits these; the run log
+//! (`store`) and the terminal view (`cli::view`) listen.
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::{AgentInfo, TurnRow};
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        run_id: String,
+        project: String,
+        agent: String,
+        policy: String,
+        world_size: u32,
+    },
+    /// baseline, agent, measuring, deciding, final.
+    Phase {
+        phase: String,
+        turn: Option<u32>,
+        detail: String,
+    },
+    BaselineMeasured {
+        samples: Vec<f64>,
+        median_sps: f64,
+        data_wait_share: Option<f64>,
+        ceiling_sps: Option<f64>,
+        cpu_count: Option<u32>,
+        device: Option<String>,
+        torch_version: Option<String>,
+    },
+    /// data_wait is already a small share: DataLoader tuning cannot help much.
+    LowDataWait {
+        share: f64,
+        advice: Vec<String>,
+    },
+    TurnStarted {
+        turn: u32,
+    },
+    /// A tool call the agent made, live from its event stream.
+    AgentTool {
+        turn: u32,
+        tool: String,
+        input: String,
+    },
+    AgentFinished {
+        turn: u32,
+        info: AgentInfo,
+        ok: bool,
+        summary: String,
+    },
+    Measured {
+        turn: u32,
+        role: String,
+        pair: u32,
+        samples_per_sec: f64,
+    },
+    TurnDecided {
+        row: TurnRow,
+    },
+    Stopped {
+        reason: String,
+    },
+    FinalMeasured {
+        baseline_samples: Vec<f64>,
+        best_samples: Vec<f64>,
+        speedup: f64,
+        ci: [f64; 2],
+    },
+    Warning {
+        message: String,
+    },
+    ReportWritten {
+        path: String,
+    },
+}

@@ -1,0 +1,28 @@
+//! tuneloop: makes PyTorch training faster on its own, and leaves the evidence.
+//!
+//! Theory of operation
+//! -------------------
+//! A *workspace* (`tuneloop.toml`, `policies/`, `prompts/`, `CLAUDE.md`, `runs/`)
+//! names a *project* (the training code) and its *editable files*. `bench` runs an
+//! embedded Python harness against the project's `build()` in a fresh process and
+//! reads one JSON line back (samples/sec, data_wait vs train_step, a fingerprint of
+//! the first batches). `run_loop` measures a baseline, then asks an `agent` for ONE
+//! change per turn, verifies it from the syntax tree (`edit`, `verify`), measures
+//! candidate and incumbent interleaved, and keeps or reverts by the paired-ratio
+//! rule in `bench::stats`. Every step is an event: `store` appends it to
+//! `runs/<id>/events.jsonl` and the terminal view prints it; `report` renders the
+//! run folder as Markdown, JSON, HTML and SVG. `process` is the only place that
+//! spawns children (own process group, timeout, SIGTERM → grace → SIGKILL).
+
+pub mod agent;
+pub mod bench;
+pub mod cli;
+pub mod config;
+pub mod edit;
+pub mod error;
+pub mod event;
+pub mod process;
+pub mod report;
+pub mod run_loop;
+pub mod store;
+pub mod verify;

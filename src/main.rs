@@ -1,0 +1,17 @@
+//! The `tuneloop` binary: parse arguments, run the command, map its outcome to
+//! DESIGN's exit codes.
+
+use clap::Parser;
+
+fn main() {
+    let cli = tuneloop::cli::Cli::parse();
+    let interrupt = tuneloop::process::Interrupt::new();
+    let code = match tuneloop::cli::run(cli, interrupt) {
+        Ok(code) => code,
+        Err(f) => {
+            eprintln!("error: {:#}", f.error);
+            f.code
+        }
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,264 @@
+//! The one place that spawns children. Each child gets its own process group,
+//! a wall-clock limit, and on the limit (or on Ctrl-C) SIGTERM to the whole
+//! group, a grace period, then SIGKILL — so no worker or rank is left behind.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+/// Grace between SIGTERM and SIGKILL.
+pub const GRACE: Duration = Duration::from_secs(3);
+
+/// A command as plain data.
+#[derive(Clone, Debug, Default)]
+pub struct Spec {
+    pub program: String,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    pub env: BTreeMap<String, String>,
+    /// Bytes for stdin; `None` gives /dev/null.
+    pub stdin: Option<Vec<u8>>,
+    pub timeout: Duration,
+}
+
+impl Spec {
+    /// The argv as one line that can be pasted into a shell.
+    pub fn shell_line(&self) -> String {
+        let mut v = vec![self.program.clone()];
+        v.extend(self.args.iter().cloned());
+        shell_words::join(v)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Ending {
+    Exited(i32),
+    Signalled(i32),
+    TimedOut,
+    Interrupted,
+}
+
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub ending: Ending,
+    pub stdout: String,
+    pub stderr: String,
+    pub duration: Duration,
+}
+
+impl Outcome {
+    pub fn success(&self) -> bool {
+        matches!(self.ending, Ending::Exited(0))
+    }
+    pub fn code(&self) -> Option<i32> {
+        match self.ending {
+            Ending::Exited(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// Set by the SIGINT/SIGTERM handler; every running child is then ended.
+#[derive(Clone, Default)]
+pub struct Interrupt(Arc<AtomicBool>);
+
+impl Interrupt {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::SeqCst)
+    }
+    pub fn is_raised(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+    /// Installs SIGINT and SIGTERM handlers that raise this flag.
+    pub fn install(&self) {
+        let flag = self.clone();
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut int), Ok(mut term)) =
+                (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+            else {
+                return;
+            };
+            tokio::select! {
+                _ = int.recv() => {},
+                _ = term.recv() => {},
+            }
+            flag.raise();
+        });
+    }
+}
+
+/// Runs `spec` to its end, feeding each stdout line to `on_line` as it arrives.
+pub async fn run(
+    spec: &Spec,
+    interrupt: &Interrupt,
+    mut on_line: impl FnMut(&str),
+) -> std::io::Result<Outcome> {
+    let started = Instant::now();
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .current_dir(&spec.cwd)
+        .envs(&spec.env)
+        .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd.spawn()?;
+    let pgid = child.id().map(|p| p as i32);
+
+    if let Some(bytes) = spec.stdin.clone() {
+        if let Some(mut sin) = child.stdin.take() {
+            tokio::spawn(async move {
+                // A child that exits without reading gives EPIPE: not our error.
+                let _ = sin.write_all(&bytes).await;
+                let _ = sin.shutdown().await;
+            });
+        }
+    }
+    let mut stderr = child.stderr.take().expect("piped");
+    let err_task = tokio::spawn(async move {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf).await;
+        String::from_utf8_lossy(&buf).into_owned()
+    });
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let mut stdout = String::new();
+    let deadline = tokio::time::Instant::now() + spec.timeout;
+    let mut forced: Option<Ending> = None;
+    let mut stdout_open = true;
+
+    let status = loop {
+        tokio::select! {
+            line = lines.next_line(), if stdout_open => match line {
+                Ok(Some(l)) => { on_line(&l); stdout.push_str(&l); stdout.push('\n'); }
+                _ => stdout_open = false,
+            },
+            st = child.wait() => break st?,
+            _ = tokio::time::sleep_until(deadline), if forced.is_none() => {
+                forced = Some(Ending::TimedOut);
+                terminate_group(pgid, &mut child).await;
+            },
+            _ = tokio::time::sleep(Duration::from_millis(100)), if forced.is_none() => {
+                if interrupt.is_raised() {
+                    forced = Some(Ending::Interrupted);
+                    terminate_group(pgid, &mut child).await;
+                }
+            },
+        }
+    };
+    // The leader is gone; its group may not be (workers, ranks): end it too.
+    kill_group(pgid, libc::SIGKILL);
+    // Drain what is left of stdout, bounded so an orphan holding the pipe cannot hang us.
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Ok(Some(l)) = lines.next_line().await {
+            on_line(&l);
+            stdout.push_str(&l);
+            stdout.push('\n');
+        }
+    })
+    .await;
+    let stderr = tokio::time::timeout(Duration::from_secs(2), err_task)
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .unwrap_or_default();
+    use std::os::unix::process::ExitStatusExt;
+    let ending = forced.unwrap_or_else(|| match status.code() {
+        Some(c) => Ending::Exited(c),
+        None => Ending::Signalled(status.signal().unwrap_or(0)),
+    });
+    Ok(Outcome { ending, stdout, stderr, duration: started.elapsed() })
+}
+
+async fn terminate_group(pgid: Option<i32>, child: &mut tokio::process::Child) {
+    kill_group(pgid, libc::SIGTERM);
+    if tokio::time::timeout(GRACE, child.wait()).await.is_err() {
+        kill_group(pgid, libc::SIGKILL);
+    }
+}
+
+fn kill_group(pgid: Option<i32>, sig: i32) {
+    if let Some(p) = pgid {
+        if p > 0 {
+            // SAFETY: killpg only sends a signal; a gone group gives ESRCH, ignored.
+            unsafe {
+                libc::killpg(p, sig);
+            }
+        }
+    }
+}
+
+/// Whether a process with this pid is alive (for stale lock files).
+pub fn pid_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 checks existence and permission only.
+    unsafe { libc::kill(pid as i32, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, timeout: Duration) -> Spec {
+        Spec {
+            program: "sh".into(),
+            args: vec!["-c".into(), script.into()],
+            cwd: std::env::temp_dir(),
+            timeout,
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn exit_code_and_output_are_captured() {
+        let out = run(&sh("echo hi; echo err >&2; exit 7", Duration::from_secs(5)), &Interrupt::new(), |_| {})
+            .await
+            .unwrap();
+        assert_eq!(out.code(), Some(7));
+        assert_eq!(out.stdout, "hi\n");
+        assert_eq!(out.stderr, "err\n");
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group() {
+        let marker = std::env::temp_dir().join(format!("tl-orphan-{}", std::process::id()));
+        // The child starts a grandchild that would write the marker after 2 s.
+        let script = format!("(sleep 2; touch {}) & sleep 30", marker.display());
+        let out = run(&sh(&script, Duration::from_millis(300)), &Interrupt::new(), |_| {})
+            .await
+            .unwrap();
+        assert!(matches!(out.ending, Ending::TimedOut));
+        std::thread::sleep(Duration::from_millis(2500));
+        assert!(!marker.exists(), "a grandchild outlived the timeout");
+    }
+
+    #[tokio::test]
+    async fn interrupt_ends_the_child() {
+        let intr = Interrupt::new();
+        let i2 = intr.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            i2.raise();
+        });
+        let out = run(&sh("sleep 30", Duration::from_secs(60)), &intr, |_| {}).await.unwrap();
+        assert!(matches!(out.ending, Ending::Interrupted));
+        assert!(out.duration < Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn stdin_is_delivered() {
+        let mut s = sh("cat", Duration::from_secs(5));
+        s.stdin = Some(b"table\n".to_vec());
+        let out = run(&s, &Interrupt::new(), |_| {}).await.unwrap();
+        assert_eq!(out.stdout, "table\n");
+    }
+}

@@ -1,0 +1,157 @@
+//! `report.md`: headline, the before/after table of every turn, and the kept
+//! changes as one diff. Labels follow `RunReport::language`.
+
+use std::fmt::Write as _;
+
+use super::labels::{labels, Labels};
+use super::model::{RunReport, TurnRow};
+use super::text::{self, md_cell, md_inline};
+
+/// Renders the run as GitHub-flavoured Markdown.
+pub fn render_markdown(r: &RunReport) -> String {
+    let l = labels(r);
+    let mut out = String::new();
+    headline(&mut out, r, l);
+    out.push('\n');
+    table(&mut out, r, l);
+    out.push('\n');
+    kept_changes(&mut out, r, l);
+    out
+}
+
+fn headline(out: &mut String, r: &RunReport, l: &Labels) {
+    let _ = writeln!(out, "# {} — {}\n", l.title, md_inline(&r.run_id));
+    let _ = writeln!(
+        out,
+        "{}: {} · {}: {} · {}: {}\n",
+        l.project,
+        md_inline(&r.project),
+        l.agent,
+        md_inline(&r.agent),
+        l.started,
+        md_inline(&r.started_at),
+    );
+    for (label, value) in headline_items(r, l) {
+        let _ = writeln!(out, "- **{label}:** {value}");
+    }
+    if r.interrupted {
+        let _ = writeln!(out, "- **{}** — {}", l.interrupted, l.interrupted_note);
+    }
+}
+
+/// The headline as (label, plain-text value) pairs, shared with the HTML page.
+pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, String)> {
+    let mut items = Vec::new();
+    items.push((
+        l.throughput,
+        format!(
+            "{} → {} samples/sec ({} → {})",
+            text::sps(Some(r.baseline_sps)),
+            text::sps(Some(r.final_sps)),
+            l.baseline,
+            l.final_,
+        ),
+    ));
+    let mut speedup = if r.speedup.is_finite() {
+        format!("×{:.2}", r.speedup)
+    } else {
+        text::DASH.to_string()
+    };
+    if let Some(ci) = r.speedup_ci {
+        let _ = write!(speedup, " ({} {})", l.ci95, text::interval(Some(ci), 2));
+    }
+    items.push((l.speedup, speedup));
+    if r.ceiling_sps.is_some_and(f64::is_finite) {
+        let mut ceiling = format!("{} samples/sec", text::sps(r.ceiling_sps));
+        if let Some(share) = text::share_of_ceiling(r) {
+            let share = l.of_ceiling.replace("{pct}", &text::percent(Some(share)));
+            let _ = write!(ceiling, " ({share})");
+        }
+        items.push((l.ceiling, ceiling));
+    }
+    if r.baseline_data_wait_share.is_some() || r.final_data_wait_share.is_some() {
+        items.push((
+            l.data_wait_share,
+            format!(
+                "{} → {} ({} → {})",
+                text::percent(r.baseline_data_wait_share),
+                text::percent(r.final_data_wait_share),
+                l.baseline,
+                l.final_,
+            ),
+        ));
+    }
+    items.push((l.agent_cost, text::usd(r.total_cost_usd)));
+    items.push((l.agent_time, text::duration_ms(r.agent_time_ms)));
+    items.push((l.bench_runs, r.bench_runs.to_string()));
+    items.push((l.wall_time, text::duration_s(r.wall_s)));
+    items.push((l.stop_reason, md_inline(&r.stop_reason)));
+    items
+}
+
+/// The cells of one table row, unescaped, shared with the HTML page:
+/// turn, change, before, after, ratio, CI, runs, decision, reason. An empty
+/// text cell is a dash.
+pub(crate) fn row_cells(t: &TurnRow, l: &Labels) -> [String; 9] {
+    let or_dash = |s: &str| {
+        if s.trim().is_empty() {
+            text::DASH.to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    [
+        t.turn.to_string(),
+        or_dash(&t.change),
+        text::sps(t.before_sps),
+        text::sps(t.after_sps),
+        text::ratio(t.ratio),
+        text::interval(t.ratio_ci, 3),
+        t.runs.to_string(),
+        l.decision(t.decision).to_string(),
+        or_dash(&t.reason),
+    ]
+}
+
+pub(crate) fn columns(l: &Labels) -> [&'static str; 9] {
+    [
+        l.col_turn,
+        l.col_change,
+        l.col_before,
+        l.col_after,
+        l.col_ratio,
+        l.col_ci,
+        l.col_runs,
+        l.col_decision,
+        l.col_reason,
+    ]
+}
+
+fn table(out: &mut String, r: &RunReport, l: &Labels) {
+    let _ = writeln!(out, "## {}\n", l.turns);
+    let _ = writeln!(out, "| {} |", columns(l).join(" | "));
+    // Numbers right-aligned; text left-aligned.
+    out.push_str("|---:|---|---:|---:|---:|---|---:|---|---|\n");
+    for t in &r.turns {
+        let cells = row_cells(t, l).map(|c| md_cell(&c));
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    if r.turns.is_empty() {
+        let _ = writeln!(out, "\n_{}_", l.no_turns);
+    }
+}
+
+fn kept_changes(out: &mut String, r: &RunReport, l: &Labels) {
+    let _ = writeln!(out, "## {}\n", l.kept_changes);
+    if r.kept_diff.trim().is_empty() {
+        let _ = writeln!(out, "{}", l.none);
+        return;
+    }
+    let fence = text::fence_for(&r.kept_diff);
+    let _ = writeln!(out, "{fence}diff");
+    out.push_str(&r.kept_diff);
+    if !r.kept_diff.ends_with('\n') {
+        out.push('\n');
+    }
+    let _ = writeln!(out, "{fence}");
+}

@@ -1,0 +1,109 @@
+//! The data model of a finished (or interrupted) run, as written to
+//! `runs/<id>/report.json`. Renderers in this module read only this.
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What happened to one proposed change.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Measured faster by the decision rule; the change stays.
+    Kept,
+    /// Measured, not faster by the rule; restored byte for byte.
+    Reverted,
+    /// Failed verification (more than one change, a non-editable file, data changed, ...).
+    Rejected,
+    /// The agent or the bench failed; restored.
+    Failed,
+    /// The agent ended without changing any file.
+    NoChange,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Kept => "kept",
+            Decision::Reverted => "reverted",
+            Decision::Rejected => "rejected",
+            Decision::Failed => "failed",
+            Decision::NoChange => "no_change",
+        }
+    }
+}
+
+/// What the agent call cost and how it ended.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct AgentInfo {
+    pub backend: String,
+    pub num_turns: Option<u32>,
+    pub cost_usd: Option<f64>,
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+}
+
+/// One row of the before/after table.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct TurnRow {
+    pub turn: u32,
+    /// One line, e.g. "num_workers 0 → 4".
+    pub change: String,
+    pub file: Option<String>,
+    /// Incumbent's median samples/sec in this turn's measurement.
+    pub before_sps: Option<f64>,
+    /// Candidate's median samples/sec in this turn's measurement.
+    pub after_sps: Option<f64>,
+    /// Median of the paired ratios candidate/incumbent.
+    pub ratio: Option<f64>,
+    /// Confidence interval of the ratio, [low, high].
+    pub ratio_ci: Option<[f64; 2]>,
+    /// Number of bench processes this decision took (candidate + incumbent).
+    pub runs: u32,
+    pub decision: Decision,
+    pub reason: String,
+    pub agent: AgentInfo,
+    /// Every candidate run's samples/sec (for the plot's spread).
+    #[serde(default)]
+    pub candidate_samples: Vec<f64>,
+    /// Every incumbent run's samples/sec in this turn.
+    #[serde(default)]
+    pub incumbent_samples: Vec<f64>,
+    /// data_wait share of step time of the candidate (median), when measured.
+    #[serde(default)]
+    pub data_wait_share: Option<f64>,
+}
+
+/// The whole run, as `report.json`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct RunReport {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub project: String,
+    pub agent: String,
+    pub language: String,
+    pub started_at: String,
+    pub baseline_sps: f64,
+    /// Every baseline run's samples/sec.
+    #[serde(default)]
+    pub baseline_samples: Vec<f64>,
+    pub baseline_data_wait_share: Option<f64>,
+    pub final_sps: f64,
+    pub final_data_wait_share: Option<f64>,
+    /// Headline: best state vs baseline measured interleaved at the end.
+    pub speedup: f64,
+    pub speedup_ci: Option<[f64; 2]>,
+    pub ceiling_sps: Option<f64>,
+    /// final_sps / ceiling_sps.
+    pub final_share_of_ceiling: Option<f64>,
+    pub stop_reason: String,
+    pub interrupted: bool,
+    pub total_cost_usd: f64,
+    pub agent_time_ms: u64,
+    pub wall_s: f64,
+    /// Bench processes run in all (baseline, turns, final).
+    pub bench_runs: u32,
+    pub turns: Vec<TurnRow>,
+    /// The kept changes as one unified diff (baseline → final).
+    pub kept_diff: String,
+}

@@ -1,0 +1,171 @@
+//! Number formatting and escaping shared by the renderers. A missing or
+//! non-finite value is shown as [`DASH`].
+
+/// Shown for a missing value.
+pub const DASH: &str = "—";
+
+fn finite(x: Option<f64>) -> Option<f64> {
+    x.filter(|v| v.is_finite())
+}
+
+/// samples/sec, one decimal: `812.3`.
+pub fn sps(x: Option<f64>) -> String {
+    finite(x).map_or_else(|| DASH.to_string(), |v| format!("{v:.1}"))
+}
+
+/// A ratio, three decimals: `1.234`.
+pub fn ratio(x: Option<f64>) -> String {
+    finite(x).map_or_else(|| DASH.to_string(), |v| format!("{v:.3}"))
+}
+
+/// An interval with `decimals` decimals: `[0.981, 1.020]`.
+pub fn interval(ci: Option<[f64; 2]>, decimals: usize) -> String {
+    match ci {
+        Some([lo, hi]) if lo.is_finite() && hi.is_finite() => {
+            format!("[{lo:.decimals$}, {hi:.decimals$}]")
+        }
+        _ => DASH.to_string(),
+    }
+}
+
+/// A fraction as a percentage, one decimal: `0.817` → `81.7%`.
+pub fn percent(x: Option<f64>) -> String {
+    finite(x).map_or_else(|| DASH.to_string(), |v| format!("{:.1}%", v * 100.0))
+}
+
+/// US dollars: `$0.42`; under a cent (but not zero) with four decimals.
+pub fn usd(x: f64) -> String {
+    if !x.is_finite() {
+        DASH.to_string()
+    } else if x != 0.0 && x.abs() < 0.01 {
+        format!("${x:.4}")
+    } else {
+        format!("${x:.2}")
+    }
+}
+
+/// A duration: `4.2s`, `1m 23s`, `2h 05m 09s`.
+pub fn duration_s(secs: f64) -> String {
+    if !secs.is_finite() || secs < 0.0 {
+        return DASH.to_string();
+    }
+    if secs < 60.0 {
+        return format!("{secs:.1}s");
+    }
+    let total = secs.round() as u64;
+    let (h, m, s) = (total / 3600, (total % 3600) / 60, total % 60);
+    if h > 0 {
+        format!("{h}h {m:02}m {s:02}s")
+    } else {
+        format!("{m}m {s:02}s")
+    }
+}
+
+/// A duration given in milliseconds.
+pub fn duration_ms(ms: u64) -> String {
+    duration_s(ms as f64 / 1000.0)
+}
+
+/// The final throughput as a share of the ceiling: the report's field, or
+/// computed from `final_sps / ceiling_sps` when only the ceiling is known.
+pub fn share_of_ceiling(r: &super::model::RunReport) -> Option<f64> {
+    finite(r.final_share_of_ceiling).or_else(|| {
+        finite(r.ceiling_sps)
+            .filter(|c| *c > 0.0)
+            .map(|c| r.final_sps / c)
+            .filter(|v| v.is_finite())
+    })
+}
+
+/// One Markdown table cell: `|` escaped, line breaks folded into spaces.
+pub fn md_cell(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '|' => out.push_str("\\|"),
+            '\r' => {
+                if chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                out.push(' ');
+            }
+            '\n' => out.push(' '),
+            other => out.push(other),
+        }
+    }
+    out.trim().to_string()
+}
+
+/// Inline Markdown text outside a table: line breaks folded into spaces.
+pub fn md_inline(s: &str) -> String {
+    s.split(['\r', '\n'])
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Text escaped for HTML content and attribute values.
+pub fn html_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + s.len() / 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// A code fence long enough not to be closed by any backtick run in `body`.
+pub fn fence_for(body: &str) -> String {
+    let mut longest = 0usize;
+    let mut run = 0usize;
+    for c in body.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    "`".repeat((longest + 1).max(3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers() {
+        assert_eq!(sps(Some(812.345)), "812.3");
+        assert_eq!(sps(None), DASH);
+        assert_eq!(sps(Some(f64::NAN)), DASH);
+        assert_eq!(ratio(Some(1.0)), "1.000");
+        assert_eq!(interval(Some([0.9812, 1.02]), 3), "[0.981, 1.020]");
+        assert_eq!(interval(Some([f64::INFINITY, 1.0]), 3), DASH);
+        assert_eq!(percent(Some(0.8172)), "81.7%");
+        assert_eq!(usd(0.0), "$0.00");
+        assert_eq!(usd(0.0031), "$0.0031");
+        assert_eq!(usd(1.234), "$1.23");
+        assert_eq!(duration_s(4.21), "4.2s");
+        assert_eq!(duration_s(83.0), "1m 23s");
+        assert_eq!(duration_s(7509.0), "2h 05m 09s");
+        assert_eq!(duration_ms(1500), "1.5s");
+    }
+
+    #[test]
+    fn escaping() {
+        assert_eq!(md_cell("a | b\r\nc\nd"), "a \\| b c d");
+        assert_eq!(
+            html_escape("<a href=\"x\">'&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
+        assert_eq!(fence_for("no ticks"), "```");
+        assert_eq!(fence_for("a ```` b"), "`````");
+    }
+}

@@ -1,0 +1,763 @@
+//! The tuning loop: baseline, then turns (snapshot → agent → verify → measure
+//! interleaved → keep or revert → record), then the final best-vs-baseline
+//! measurement and the report. It never prints: it emits [`Event`]s, which the
+//! run log and the terminal view consume. A failed turn is data (a row with a
+//! reason); only set-up and infrastructure failures end the run with an error.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::json;
+
+use crate::agent::{Agent, TurnContext};
+use crate::bench::stats::{self, PairedRatio, Verdict};
+use crate::bench::{Bencher, Measurement, Mode};
+use crate::config::{Policy, Workspace};
+use crate::edit;
+use crate::error::{exit, BenchError};
+use crate::event::Event;
+use crate::process::Interrupt;
+use crate::report::{self, Decision, RunReport, TurnRow};
+use crate::store::{self, FileSet, Lock, RunStore};
+use crate::verify::{self, ProjectSnapshot};
+
+/// Why a run ended early with an error (exit codes of DESIGN).
+#[derive(Debug)]
+pub enum LoopError {
+    Config(String),
+    Baseline(String),
+    Agent(String),
+    Interrupted,
+    Io(String),
+}
+
+impl LoopError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            LoopError::Config(_) => exit::CONFIG,
+            LoopError::Baseline(_) => exit::BASELINE,
+            LoopError::Agent(_) => exit::AGENT,
+            LoopError::Interrupted => exit::INTERRUPTED,
+            LoopError::Io(_) => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for LoopError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoopError::Config(m) => write!(f, "{m}"),
+            LoopError::Baseline(m) => write!(f, "the baseline could not be measured: {m}"),
+            LoopError::Agent(m) => write!(f, "the agent could not be started: {m}"),
+            LoopError::Interrupted => write!(f, "interrupted; the incumbent's files are in place"),
+            LoopError::Io(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl From<std::io::Error> for LoopError {
+    fn from(e: std::io::Error) -> Self {
+        LoopError::Io(e.to_string())
+    }
+}
+
+/// Candidate and incumbent measured interleaved.
+#[derive(Clone, Debug)]
+pub struct Paired {
+    pub candidate: Vec<Measurement>,
+    pub incumbent: Vec<Measurement>,
+    pub ratio: PairedRatio,
+    pub verdict: Verdict,
+}
+
+impl Paired {
+    pub fn runs(&self) -> u32 {
+        (self.candidate.len() + self.incumbent.len()) as u32
+    }
+    pub fn cand_sps(&self) -> Vec<f64> {
+        self.candidate.iter().map(|m| m.samples_per_sec).collect()
+    }
+    pub fn inc_sps(&self) -> Vec<f64> {
+        self.incumbent.iter().map(|m| m.samples_per_sec).collect()
+    }
+}
+
+/// A measurement failed inside a paired comparison.
+pub struct PairFailure {
+    pub role: &'static str,
+    pub error: BenchError,
+    pub runs: u32,
+}
+
+/// Runs candidate and incumbent alternately — A B, B A, A B … — writing each
+/// side's files before its run, until the rule decides (or `pairs_fixed` pairs
+/// when given). The caller puts the right files in place afterwards.
+#[allow(clippy::too_many_arguments)]
+pub async fn measure_interleaved(
+    bencher: &Bencher,
+    root: &Path,
+    candidate: &FileSet,
+    incumbent: &FileSet,
+    policy: &Policy,
+    pairs_fixed: Option<u32>,
+    interrupt: &Interrupt,
+    mut on_run: impl FnMut(&'static str, u32, f64),
+) -> Result<Paired, PairFailure> {
+    let d = &policy.decision;
+    let mut cand = Vec::new();
+    let mut inc = Vec::new();
+    let mut runs = 0;
+    let max_pairs = pairs_fixed.unwrap_or(d.max_repeats);
+    for k in 0..max_pairs {
+        let order: [(&'static str, &FileSet); 2] = if k % 2 == 0 {
+            [("incumbent", incumbent), ("candidate", candidate)]
+        } else {
+            [("candidate", candidate), ("incumbent", incumbent)]
+        };
+        for (role, files) in order {
+            files.apply(root).map_err(|e| PairFailure {
+                role,
+                error: BenchError::Spawn { program: "write files".into(), message: e.to_string() },
+                runs,
+            })?;
+            runs += 1;
+            let m = bencher
+                .measure(Mode::Throughput, interrupt)
+                .await
+                .map_err(|error| PairFailure { role, error, runs })?;
+            on_run(role, k + 1, m.samples_per_sec);
+            if role == "candidate" { cand.push(m) } else { inc.push(m) }
+        }
+        if pairs_fixed.is_none() {
+            let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
+            let v = stats::decide(&pr, d);
+            if v != Verdict::Undecided {
+                return Ok(Paired { candidate: cand, incumbent: inc, ratio: pr, verdict: v });
+            }
+        }
+    }
+    let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
+    let mut v = stats::decide(&pr, d);
+    if v == Verdict::Undecided {
+        v = Verdict::Revert;
+    }
+    Ok(Paired { candidate: cand, incumbent: inc, ratio: pr, verdict: v })
+}
+
+fn sps(ms: &[Measurement]) -> Vec<f64> {
+    ms.iter().map(|m| m.samples_per_sec).collect()
+}
+
+fn median_share(ms: &[Measurement]) -> Option<f64> {
+    let v: Vec<f64> = ms.iter().filter_map(|m| m.data_wait_share).collect();
+    (!v.is_empty()).then(|| stats::median(&v))
+}
+
+/// What the article lists when data_wait is small: compute-side candidates.
+pub fn compute_side_advice() -> Vec<String> {
+    vec![
+        "optimizer.zero_grad(set_to_none=True)".into(),
+        "torch.no_grad() (or inference_mode) for evaluation".into(),
+        "torch.backends.cudnn.benchmark = True".into(),
+        "mixed precision (torch.autocast / AMP)".into(),
+    ]
+}
+
+pub struct StartOptions {
+    pub policy_path: PathBuf,
+    pub policy: Policy,
+    pub iterations: Option<u32>,
+}
+
+/// A running tuning session.
+pub struct Session<'a> {
+    ws: &'a Workspace,
+    policy: Policy,
+    policy_path: PathBuf,
+    agent: Agent,
+    bencher: Bencher,
+    store: RunStore,
+    view: &'a mut (dyn FnMut(&Event) + Send),
+    interrupt: Interrupt,
+    root: PathBuf,
+    editable: Vec<String>,
+    max_iterations: u32,
+    started: Instant,
+    started_at: String,
+    baseline_files: FileSet,
+    incumbent_files: FileSet,
+    baseline_samples: Vec<f64>,
+    baseline_share: Option<f64>,
+    ceiling: Option<f64>,
+    incumbent: Measurement,
+    incumbent_sps: f64,
+    profile_table: String,
+    rows: Vec<TurnRow>,
+    bench_runs: u32,
+    cost: f64,
+    agent_ms: u64,
+    _lock: Lock,
+}
+
+/// Starts a run: creates the run folder, takes the lock, and returns the
+/// session; [`Session::run`] does the work.
+pub fn prepare<'a>(
+    ws: &'a Workspace,
+    opts: StartOptions,
+    agent: Agent,
+    interrupt: Interrupt,
+    view: &'a mut (dyn FnMut(&Event) + Send),
+) -> Result<Session<'a>, LoopError> {
+    let root = std::fs::canonicalize(&ws.project_root)?;
+    let editable = ws.file.project.editable.clone();
+    // A loop with nothing to tune would only burn time: find the loader first.
+    let mut found = 0;
+    for f in editable.iter().filter(|f| f.ends_with(".py")) {
+        let src = std::fs::read_to_string(root.join(f))?;
+        match edit::scan_source(f, &src) {
+            Ok(s) => found += s.len(),
+            Err(e) => return Err(LoopError::Config(format!("{}: {e}", root.join(f).display()))),
+        }
+    }
+    if found == 0 && ws.file.bench.entry.is_some() {
+        return Err(LoopError::Config(format!(
+            "no DataLoader call found in the editable files ({}) of {}\n  hint: list the file that builds your DataLoader in [project] editable",
+            editable.join(", "),
+            root.display()
+        )));
+    }
+    agent.preflight().map_err(LoopError::Agent)?;
+    let runs_dir = ws.runs_dir();
+    let store = RunStore::create(&runs_dir)?;
+    let lock = Lock::acquire(&runs_dir, &store.id).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&store.dir);
+        LoopError::Config(e)
+    })?;
+    let bencher = Bencher::new(ws, &store.dir.join("harness"))?;
+    let baseline_files = FileSet::capture(&root, &editable)?;
+    baseline_files.save(&store.dir.join("baseline").join("files"))?;
+    baseline_files.save(&store.dir.join("incumbent"))?;
+    let max_iterations = opts.iterations.unwrap_or(opts.policy.loop_.max_iterations);
+    Ok(Session {
+        ws,
+        policy: opts.policy,
+        policy_path: opts.policy_path,
+        agent,
+        bencher,
+        store,
+        view,
+        interrupt,
+        root,
+        editable,
+        max_iterations,
+        started: Instant::now(),
+        started_at: chrono::Local::now().to_rfc3339(),
+        incumbent_files: baseline_files.clone(),
+        baseline_files,
+        baseline_samples: vec![],
+        baseline_share: None,
+        ceiling: None,
+        incumbent: Measurement::default(),
+        incumbent_sps: 0.0,
+        profile_table: String::new(),
+        rows: vec![],
+        bench_runs: 0,
+        cost: 0.0,
+        agent_ms: 0,
+        _lock: lock,
+    })
+}
+
+impl<'a> Session<'a> {
+    pub fn run_dir(&self) -> &Path {
+        &self.store.dir
+    }
+
+    fn emit(&mut self, ev: Event) {
+        if let Err(e) = self.store.append(&ev) {
+            (self.view)(&Event::Warning { message: format!("cannot append to events.jsonl: {e}") });
+        }
+        (self.view)(&ev);
+    }
+
+    fn phase(&mut self, phase: &str, turn: Option<u32>, detail: impl Into<String>) {
+        self.emit(Event::Phase { phase: phase.into(), turn, detail: detail.into() });
+    }
+
+    fn write_run_json(&self, state: &str) -> std::io::Result<()> {
+        let v = json!({
+            "run_id": self.store.id,
+            "state": state,
+            "started_at": self.started_at,
+            "workspace": self.ws.dir.display().to_string(),
+            "project_root": self.root.display().to_string(),
+            "editable": self.editable,
+            "bench": self.ws.file.bench,
+            "python": self.ws.python(),
+            "agent": self.agent.name(),
+            "policy_path": self.policy_path.display().to_string(),
+            "policy": self.policy,
+            "max_iterations": self.max_iterations,
+            "environment": {
+                "cpu_count": self.incumbent.cpu_count,
+                "device": self.incumbent.device,
+                "torch_version": self.incumbent.torch_version,
+                "cuda_available": self.incumbent.cuda_available,
+                "world_size": self.incumbent.world_size.unwrap_or(1),
+                "os": std::env::consts::OS,
+                "tuneloop_version": env!("CARGO_PKG_VERSION"),
+            },
+        });
+        store::write_json(&self.store.dir.join("run.json"), &v)
+    }
+
+    fn check_interrupt(&self) -> Result<(), LoopError> {
+        if self.interrupt.is_raised() {
+            Err(LoopError::Interrupted)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The whole run. On Ctrl-C it restores the incumbent's files and writes
+    /// the log and the report before returning `Interrupted`.
+    pub async fn run(mut self) -> Result<RunReport, (LoopError, Option<PathBuf>)> {
+        let dir = self.store.dir.clone();
+        let result = self.run_inner().await;
+        match result {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                // Whatever happened, the project ends with the incumbent's files.
+                let _ = self.incumbent_files.apply(&self.root);
+                let reason = match &e {
+                    LoopError::Interrupted => "interrupted".to_string(),
+                    other => format!("error: {other}"),
+                };
+                self.emit(Event::Stopped { reason: reason.clone() });
+                let state = if matches!(e, LoopError::Interrupted) { "interrupted" } else { "failed" };
+                let _ = self.write_run_json(state);
+                if !self.baseline_samples.is_empty() {
+                    let _ = self.write_report(&reason, matches!(e, LoopError::Interrupted), None);
+                }
+                Err((e, Some(dir)))
+            }
+        }
+    }
+
+    async fn run_inner(&mut self) -> Result<RunReport, LoopError> {
+        self.emit(Event::RunStarted {
+            run_id: self.store.id.clone(),
+            project: self.root.display().to_string(),
+            agent: self.agent.name().into(),
+            policy: self.policy_path.display().to_string(),
+            world_size: 1,
+        });
+        self.write_run_json("running")?;
+        self.baseline().await?;
+        self.write_run_json("running")?;
+
+        let stop_below = self.policy.decision.stop_when_data_wait_below;
+        let mut stop_reason: Option<String> = None;
+        if let Some(share) = self.baseline_share {
+            if share < stop_below {
+                self.emit(Event::LowDataWait { share, advice: compute_side_advice() });
+                if !self.policy.loop_.force {
+                    stop_reason = Some(format!(
+                        "data_wait is only {:.1}% of step time at the baseline: DataLoader tuning cannot help much",
+                        share * 100.0
+                    ));
+                }
+            }
+        }
+        let mut turn = 0;
+        while stop_reason.is_none() {
+            self.check_interrupt()?;
+            if let Some(r) = self.stop_rule(turn) {
+                stop_reason = Some(r);
+                break;
+            }
+            turn += 1;
+            if let Some(r) = self.turn(turn).await? {
+                stop_reason = Some(r);
+            }
+        }
+        let stop_reason = stop_reason.unwrap_or_default();
+        self.emit(Event::Stopped { reason: stop_reason.clone() });
+        let final_ = self.final_measurement().await?;
+        self.incumbent_files.apply(&self.root)?;
+        let report = self.write_report(&stop_reason, false, final_)?;
+        self.write_run_json("finished")?;
+        Ok(report)
+    }
+
+    fn stop_rule(&self, turns_done: u32) -> Option<String> {
+        let l = &self.policy.loop_;
+        let d = &self.policy.decision;
+        if turns_done >= self.max_iterations {
+            return Some(format!("iteration limit ({}) reached", self.max_iterations));
+        }
+        let streak = self.rows.iter().rev().take_while(|r| r.decision != Decision::Kept).count() as u32;
+        if l.max_consecutive_reverts > 0 && streak >= l.max_consecutive_reverts {
+            return Some(format!("{streak} turns in a row not kept"));
+        }
+        if l.max_total_usd > 0.0 && self.cost >= l.max_total_usd {
+            return Some(format!("cost budget spent (${:.2} of ${:.2})", self.cost, l.max_total_usd));
+        }
+        if l.max_wall_s > 0 && self.started.elapsed().as_secs() >= l.max_wall_s {
+            return Some(format!("time budget spent ({} s)", l.max_wall_s));
+        }
+        if turns_done > 0 {
+            if let Some(s) = self.incumbent.data_wait_share {
+                if s < d.stop_when_data_wait_below {
+                    return Some(format!("data_wait no longer significant ({:.1}% of step time)", s * 100.0));
+                }
+            }
+        }
+        if let Some(c) = self.ceiling {
+            if c > 0.0 && self.incumbent_sps >= d.stop_when_ceiling_share_above * c {
+                return Some(format!("within {:.0}% of the ceiling", (1.0 - self.incumbent_sps / c) * 100.0));
+            }
+        }
+        None
+    }
+
+    async fn baseline(&mut self) -> Result<(), LoopError> {
+        let bdir = self.store.dir.join("baseline");
+        self.phase("baseline", None, "profiled run");
+        let prof = match self.bencher.profile(&self.interrupt).await {
+            Ok(p) => p,
+            Err(BenchError::Interrupted) => return Err(LoopError::Interrupted),
+            Err(e) => return Err(LoopError::Baseline(e.to_string())),
+        };
+        self.bench_runs += 1;
+        std::fs::write(bdir.join("profile.txt"), &prof.table)?;
+        self.profile_table = prof.table;
+        let n = self.policy.decision.baseline_runs;
+        let mut ms = Vec::new();
+        for i in 0..n {
+            self.check_interrupt()?;
+            self.phase("baseline", None, format!("throughput run {} of {n}", i + 1));
+            let mode = if i == 0 { Mode::ThroughputWithCeiling } else { Mode::Throughput };
+            match self.bencher.measure(mode, &self.interrupt).await {
+                Ok(m) => ms.push(m),
+                Err(BenchError::Interrupted) => return Err(LoopError::Interrupted),
+                Err(e) => return Err(LoopError::Baseline(e.to_string())),
+            }
+            self.bench_runs += 1;
+        }
+        store::write_json(&bdir.join("bench.json"), &json!({ "profiled": prof.measurement, "runs": ms }))?;
+        self.baseline_samples = sps(&ms);
+        self.incumbent_sps = stats::median(&self.baseline_samples);
+        self.baseline_share = median_share(&ms);
+        self.ceiling = ms.iter().find_map(|m| m.ceiling_sps);
+        let mut inc = ms.last().cloned().unwrap_or_default();
+        inc.data_wait_share = self.baseline_share;
+        self.incumbent = inc;
+        self.emit(Event::BaselineMeasured {
+            samples: self.baseline_samples.clone(),
+            median_sps: self.incumbent_sps,
+            data_wait_share: self.baseline_share,
+            ceiling_sps: self.ceiling,
+            cpu_count: self.incumbent.cpu_count,
+            device: self.incumbent.device.clone(),
+            torch_version: self.incumbent.torch_version.clone(),
+        });
+        Ok(())
+    }
+
+    /// One turn. Returns a stop reason when the agent has nothing left.
+    async fn turn(&mut self, turn: u32) -> Result<Option<String>, LoopError> {
+        self.emit(Event::TurnStarted { turn });
+        let tdir = self.store.turn_dir(turn);
+        std::fs::create_dir_all(&tdir)?;
+        // Before the agent runs: the incumbent is on disk, and the project snapshot taken.
+        self.incumbent_files.save(&self.store.dir.join("incumbent"))?;
+        let snapshot = ProjectSnapshot::capture(&self.root)?;
+        self.phase("agent", Some(turn), self.agent.name());
+        let view = &mut self.view;
+        let store = &mut self.store;
+        let mut on_tool = |tool: &str, input: &str| {
+            let ev = Event::AgentTool { turn, tool: tool.into(), input: input.into() };
+            let _ = store.append(&ev);
+            view(&ev);
+        };
+        let ctx = TurnContext {
+            turn,
+            ws: self.ws,
+            policy: &self.policy,
+            project_root: &self.root,
+            incumbent: &self.incumbent,
+            incumbent_sps: self.incumbent_sps,
+            history: &self.rows,
+            profile_table: &self.profile_table,
+            turn_dir: tdir.clone(),
+            interrupt: &self.interrupt,
+        };
+        let rep = self.agent.propose(&ctx, &mut on_tool).await;
+        self.cost += rep.info.cost_usd.unwrap_or(0.0);
+        self.agent_ms += rep.info.duration_ms;
+        store::write_json(
+            &tdir.join("agent.json"),
+            &json!({ "info": rep.info, "failure": rep.failure, "summary": rep.summary, "exhausted": rep.exhausted }),
+        )?;
+        if !tdir.join("prompt.md").exists() {
+            std::fs::write(tdir.join("prompt.md"), format!("(builtin agent: no prompt)\n\n{}\n", rep.summary))?;
+        }
+        self.emit(Event::AgentFinished {
+            turn,
+            info: rep.info.clone(),
+            ok: rep.failure.is_none(),
+            summary: rep.failure.clone().unwrap_or_else(|| rep.summary.clone()),
+        });
+        let after = FileSet::capture(&self.root, &self.editable)
+            .unwrap_or_else(|_| FileSet(Default::default()));
+        let now = ProjectSnapshot::capture(&self.root)?;
+        let others = snapshot.changes(&now, &self.editable);
+        let undo = |s: &mut Self| -> std::io::Result<()> {
+            let lost = snapshot.restore_others(&s.editable);
+            s.incumbent_files.apply(&s.root)?;
+            if !lost.is_empty() {
+                (s.view)(&Event::Warning { message: format!("could not restore: {}", lost.join(", ")) });
+            }
+            Ok(())
+        };
+        if rep.interrupted {
+            undo(self)?;
+            return Err(LoopError::Interrupted);
+        }
+        if rep.exhausted {
+            undo(self)?;
+            let _ = std::fs::remove_dir_all(&tdir);
+            return Ok(Some("candidates exhausted".into()));
+        }
+        let diff = self.diff(&self.incumbent_files, &after);
+        std::fs::write(tdir.join("diff.patch"), &diff)?;
+        let mut row = TurnRow {
+            turn,
+            change: String::new(),
+            file: None,
+            before_sps: Some(self.incumbent_sps),
+            after_sps: None,
+            ratio: None,
+            ratio_ci: None,
+            runs: 0,
+            decision: Decision::Failed,
+            reason: String::new(),
+            agent: rep.info.clone(),
+            candidate_samples: vec![],
+            incumbent_samples: vec![],
+            data_wait_share: None,
+        };
+        if let Some(f) = &rep.failure {
+            row.change = "(agent failed)".into();
+            row.reason = format!("agent: {f}");
+            undo(self)?;
+            return self.finish_turn(row, &tdir, None).map(|_| None);
+        }
+        let verdict = verify::check_turn(&self.incumbent_files, &after, &others, &self.policy.loop_.knobs);
+        let (knob, file) = match verdict {
+            verify::Verdict::NoChange => {
+                row.decision = Decision::NoChange;
+                row.change = "(no change proposed)".into();
+                row.reason = "the agent changed no file".into();
+                undo(self)?;
+                return self.finish_turn(row, &tdir, None).map(|_| None);
+            }
+            verify::Verdict::Rejected { reason, change } => {
+                row.decision = Decision::Rejected;
+                row.change = change;
+                row.reason = reason;
+                undo(self)?;
+                return self.finish_turn(row, &tdir, None).map(|_| None);
+            }
+            verify::Verdict::OneChange { file, knob, change, .. } => {
+                row.change = change;
+                row.file = Some(file.clone());
+                (knob, file)
+            }
+        };
+        let _ = file;
+        // Measure candidate and incumbent interleaved.
+        self.phase("measuring", Some(turn), format!("{} vs incumbent", row.change));
+        let (root, cand, inc) = (self.root.clone(), after.clone(), self.incumbent_files.clone());
+        let bencher = self.bencher.clone();
+        let policy = self.policy.clone();
+        let interrupt = self.interrupt.clone();
+        let mut measured: Vec<Event> = Vec::new();
+        let res = measure_interleaved(&bencher, &root, &cand, &inc, &policy, None, &interrupt, |role, pair, v| {
+            measured.push(Event::Measured { turn, role: role.into(), pair, samples_per_sec: v });
+        })
+        .await;
+        for ev in measured {
+            self.emit(ev);
+        }
+        let paired = match res {
+            Ok(p) => p,
+            Err(f) => {
+                self.bench_runs += f.runs;
+                undo(self)?;
+                if matches!(f.error, BenchError::Interrupted) {
+                    return Err(LoopError::Interrupted);
+                }
+                row.runs = f.runs;
+                row.reason = format!("bench failed ({}): {}", f.role, f.error.short());
+                std::fs::write(tdir.join("bench_error.txt"), f.error.to_string())?;
+                return self.finish_turn(row, &tdir, None).map(|_| None);
+            }
+        };
+        self.bench_runs += paired.runs();
+        self.phase("deciding", Some(turn), "");
+        row.runs = paired.runs();
+        row.ratio = Some(paired.ratio.median);
+        row.ratio_ci = Some(paired.ratio.ci);
+        row.before_sps = Some(stats::median(&paired.inc_sps()));
+        row.after_sps = Some(stats::median(&paired.cand_sps()));
+        row.candidate_samples = paired.cand_sps();
+        row.incumbent_samples = paired.inc_sps();
+        row.data_wait_share = median_share(&paired.candidate);
+        row.reason = stats::explain(&paired.ratio, paired.verdict, &self.policy.decision);
+        // Data equivalence: these knobs must not change what the model is fed.
+        let fp_inc = paired.incumbent.first().and_then(|m| m.fingerprint.clone());
+        let fp_changed = paired.candidate.iter().any(|m| m.fingerprint != fp_inc);
+        if verify::DATA_PRESERVING.contains(&knob.as_str()) && fp_inc.is_some() && fp_changed {
+            row.decision = Decision::Rejected;
+            row.reason = format!("the first batches changed (fingerprint differs): `{knob}` must not alter the data");
+        } else if paired.verdict == Verdict::Keep {
+            row.decision = Decision::Kept;
+        } else {
+            row.decision = Decision::Reverted;
+        }
+        if row.decision == Decision::Kept {
+            self.incumbent_files = after;
+            self.incumbent_files.apply(&self.root)?;
+            self.incumbent_files.save(&self.store.dir.join("incumbent"))?;
+            self.incumbent_sps = row.after_sps.unwrap_or(self.incumbent_sps);
+            let mut m = paired.candidate.last().cloned().unwrap_or_default();
+            m.data_wait_share = row.data_wait_share;
+            self.incumbent = m;
+        } else {
+            undo(self)?;
+        }
+        self.finish_turn(row, &tdir, Some(&paired)).map(|_| None)
+    }
+
+    fn finish_turn(&mut self, row: TurnRow, tdir: &Path, paired: Option<&Paired>) -> Result<(), LoopError> {
+        if let Some(p) = paired {
+            store::write_json(
+                &tdir.join("bench.json"),
+                &json!({ "candidate": p.candidate, "incumbent": p.incumbent, "ratios": p.ratio.ratios,
+                         "median": p.ratio.median, "ci": p.ratio.ci, "verdict": p.verdict }),
+            )?;
+        }
+        store::write_json(&tdir.join("decision.json"), &row)?;
+        self.rows.push(row.clone());
+        self.emit(Event::TurnDecided { row });
+        Ok(())
+    }
+
+    fn diff(&self, a: &FileSet, b: &FileSet) -> String {
+        self.editable.iter().map(|f| edit::unified_diff(f, &a.text(f), &b.text(f))).collect()
+    }
+
+    /// Best vs baseline, interleaved: the headline speedup.
+    async fn final_measurement(&mut self) -> Result<Option<(f64, [f64; 2], f64)>, LoopError> {
+        if self.incumbent_files == self.baseline_files {
+            return Ok(None);
+        }
+        self.check_interrupt()?;
+        let pairs = self.policy.decision.repeats.max(3);
+        self.phase("final", None, format!("best vs baseline, {pairs} interleaved pairs"));
+        let (root, best, base) = (self.root.clone(), self.incumbent_files.clone(), self.baseline_files.clone());
+        let (bencher, policy, interrupt) = (self.bencher.clone(), self.policy.clone(), self.interrupt.clone());
+        let res =
+            measure_interleaved(&bencher, &root, &best, &base, &policy, Some(pairs), &interrupt, |_, _, _| {}).await;
+        self.incumbent_files.apply(&self.root)?;
+        match res {
+            Ok(p) => {
+                self.bench_runs += p.runs();
+                store::write_json(
+                    &self.store.dir.join("final.json"),
+                    &json!({ "best": p.candidate, "baseline": p.incumbent, "ratios": p.ratio.ratios,
+                             "median": p.ratio.median, "ci": p.ratio.ci }),
+                )?;
+                self.emit(Event::FinalMeasured {
+                    baseline_samples: p.inc_sps(),
+                    best_samples: p.cand_sps(),
+                    speedup: p.ratio.median,
+                    ci: p.ratio.ci,
+                });
+                Ok(Some((p.ratio.median, p.ratio.ci, stats::median(&p.cand_sps()))))
+            }
+            Err(f) if matches!(f.error, BenchError::Interrupted) => Err(LoopError::Interrupted),
+            Err(f) => {
+                self.bench_runs += f.runs;
+                self.emit(Event::Warning { message: format!("final measurement failed: {}", f.error.short()) });
+                Ok(None)
+            }
+        }
+    }
+
+    fn write_report(
+        &mut self,
+        stop_reason: &str,
+        interrupted: bool,
+        final_: Option<(f64, [f64; 2], f64)>,
+    ) -> Result<RunReport, LoopError> {
+        let baseline_sps = stats::median(&self.baseline_samples);
+        let (speedup, speedup_ci, final_sps) = match final_ {
+            Some((s, ci, f)) => (s, Some(ci), f),
+            None => (self.incumbent_sps / baseline_sps, None, self.incumbent_sps),
+        };
+        let r = RunReport {
+            schema_version: report::SCHEMA_VERSION,
+            run_id: self.store.id.clone(),
+            project: self.root.display().to_string(),
+            agent: self.agent.name().into(),
+            language: self.policy.agent.language.clone(),
+            started_at: self.started_at.clone(),
+            baseline_sps,
+            baseline_samples: self.baseline_samples.clone(),
+            baseline_data_wait_share: self.baseline_share,
+            final_sps,
+            final_data_wait_share: self.incumbent.data_wait_share,
+            speedup,
+            speedup_ci,
+            ceiling_sps: self.ceiling,
+            final_share_of_ceiling: self.ceiling.map(|c| final_sps / c),
+            stop_reason: stop_reason.into(),
+            interrupted,
+            total_cost_usd: self.cost,
+            agent_time_ms: self.agent_ms,
+            wall_s: self.started.elapsed().as_secs_f64(),
+            bench_runs: self.bench_runs,
+            turns: self.rows.clone(),
+            kept_diff: self.diff(&self.baseline_files, &self.incumbent_files),
+        };
+        write_report_files(&self.store.dir, &r)?;
+        self.emit(Event::ReportWritten { path: self.store.dir.join("report.md").display().to_string() });
+        Ok(r)
+    }
+}
+
+/// report.json, report.md, report.html, plot.svg.
+pub fn write_report_files(dir: &Path, r: &RunReport) -> std::io::Result<()> {
+    let svg = report::render_plot_svg(r);
+    store::write_atomic(&dir.join("report.json"), report::render_json(r).as_bytes())?;
+    store::write_atomic(&dir.join("report.md"), report::render_markdown(r).as_bytes())?;
+    store::write_atomic(&dir.join("plot.svg"), svg.as_bytes())?;
+    store::write_atomic(&dir.join("report.html"), report::render_html(r, &svg).as_bytes())?;
+    Ok(())
+}
+
+/// A/A calibration: the incumbent against itself, `pairs` interleaved pairs.
+pub async fn calibrate(
+    bencher: &Bencher,
+    root: &Path,
+    files: &FileSet,
+    policy: &Policy,
+    pairs: u32,
+    interrupt: &Interrupt,
+    on_run: impl FnMut(&'static str, u32, f64),
+) -> Result<Paired, PairFailure> {
+    measure_interleaved(bencher, root, files, files, policy, Some(pairs), interrupt, on_run).await
+}

@@ -1,0 +1,258 @@
+//! The run folder `runs/<id>/`: events.jsonl (append-only, fsynced per event),
+//! per-turn files, snapshots of the editable files (baseline, incumbent), the
+//! project lock, and listing past runs. Every file is written atomically
+//! (temp file, fsync, rename) so a crash leaves either the old or the new one.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::event::Event;
+
+/// Writes `bytes` to `path` atomically and durably.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp-{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        std::process::id()
+    ));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+pub fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> io::Result<()> {
+    let mut s = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
+    s.push('\n');
+    write_atomic(path, s.as_bytes())
+}
+
+/// The editable files' bytes, by path relative to the project root.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileSet(pub BTreeMap<String, Vec<u8>>);
+
+impl FileSet {
+    pub fn capture(root: &Path, files: &[String]) -> io::Result<FileSet> {
+        let mut m = BTreeMap::new();
+        for f in files {
+            m.insert(f.clone(), fs::read(root.join(f))?);
+        }
+        Ok(FileSet(m))
+    }
+
+    /// Puts these bytes back, each file atomically; files already equal are left alone.
+    pub fn apply(&self, root: &Path) -> io::Result<()> {
+        for (rel, bytes) in &self.0 {
+            let p = root.join(rel);
+            if fs::read(&p).ok().as_deref() == Some(bytes.as_slice()) {
+                continue;
+            }
+            write_atomic(&p, bytes)?;
+        }
+        Ok(())
+    }
+
+    pub fn save(&self, dir: &Path) -> io::Result<()> {
+        for (rel, bytes) in &self.0 {
+            write_atomic(&dir.join(rel), bytes)?;
+        }
+        Ok(())
+    }
+
+    pub fn load(dir: &Path, files: &[String]) -> io::Result<FileSet> {
+        Self::capture(dir, files)
+    }
+
+    pub fn text(&self, rel: &str) -> String {
+        self.0.get(rel).map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default()
+    }
+}
+
+/// A run folder being written.
+pub struct RunStore {
+    pub dir: PathBuf,
+    pub id: String,
+    events: File,
+    started: std::time::Instant,
+}
+
+impl RunStore {
+    pub fn create(runs_dir: &Path) -> io::Result<RunStore> {
+        fs::create_dir_all(runs_dir)?;
+        let base = chrono::Local::now().format("%Y%m%d-%H%M%S").to_string();
+        let mut id = base.clone();
+        let mut n = 1;
+        while runs_dir.join(&id).exists() {
+            n += 1;
+            id = format!("{base}-{n}");
+        }
+        let dir = runs_dir.join(&id);
+        fs::create_dir_all(dir.join("turns"))?;
+        Self::open(&dir)
+    }
+
+    /// Opens an existing run folder to append to it (resume).
+    pub fn open(dir: &Path) -> io::Result<RunStore> {
+        let events = OpenOptions::new().create(true).append(true).open(dir.join("events.jsonl"))?;
+        let id = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run").to_string();
+        Ok(RunStore { dir: dir.to_owned(), id, events, started: std::time::Instant::now() })
+    }
+
+    /// Appends one event line and fsyncs it.
+    pub fn append(&mut self, ev: &Event) -> io::Result<()> {
+        let mut v = serde_json::to_value(ev).map_err(io::Error::other)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("ts".into(), chrono::Local::now().to_rfc3339().into());
+            o.insert("elapsed_s".into(), serde_json::json!((self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0));
+        }
+        let mut line = serde_json::to_string(&v).map_err(io::Error::other)?;
+        line.push('\n');
+        self.events.write_all(line.as_bytes())?;
+        self.events.sync_data()
+    }
+
+    pub fn turn_dir(&self, turn: u32) -> PathBuf {
+        self.dir.join("turns").join(format!("{turn:02}"))
+    }
+}
+
+/// Reads every event of a run folder; a torn last line (crash mid-write) is skipped.
+pub fn read_events(dir: &Path) -> io::Result<Vec<serde_json::Value>> {
+    let text = fs::read_to_string(dir.join("events.jsonl"))?;
+    Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+}
+
+/// Run folders, oldest first (ids sort by time).
+pub fn list_runs(runs_dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(runs_dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.is_dir() && p.join("events.jsonl").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// `RUN` as given (an id, a path) or the latest run.
+pub fn resolve_run(runs_dir: &Path, run: Option<&str>) -> Result<PathBuf, String> {
+    match run {
+        Some(r) => {
+            let p = Path::new(r);
+            if p.join("events.jsonl").exists() {
+                return Ok(p.to_owned());
+            }
+            let q = runs_dir.join(r);
+            if q.join("events.jsonl").exists() {
+                return Ok(q);
+            }
+            Err(format!("no run `{r}` in {}; `tuneloop runs` lists them", runs_dir.display()))
+        }
+        None => list_runs(runs_dir)
+            .pop()
+            .ok_or_else(|| format!("no runs in {} yet; start one with `tuneloop start`", runs_dir.display())),
+    }
+}
+
+/// One tuning run per project at a time: `runs/.lock` holds the owner's pid.
+pub struct Lock {
+    path: PathBuf,
+}
+
+impl Lock {
+    pub fn acquire(runs_dir: &Path, run_id: &str) -> Result<Lock, String> {
+        fs::create_dir_all(runs_dir).map_err(|e| e.to_string())?;
+        let path = runs_dir.join(".lock");
+        let me = format!("{} {}\n", std::process::id(), run_id);
+        for _ in 0..2 {
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(mut f) => {
+                    f.write_all(me.as_bytes()).map_err(|e| e.to_string())?;
+                    let _ = f.sync_all();
+                    return Ok(Lock { path });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let text = fs::read_to_string(&path).unwrap_or_default();
+                    let mut it = text.split_whitespace();
+                    let pid: Option<u32> = it.next().and_then(|p| p.parse().ok());
+                    let owner = it.next().unwrap_or("?").to_string();
+                    match pid {
+                        Some(pid) if crate::process::pid_alive(pid) => {
+                            return Err(format!(
+                                "another tuneloop run ({owner}, pid {pid}) holds {}; wait for it or stop it",
+                                path.display()
+                            ))
+                        }
+                        // Its owner is gone: a stale lock.
+                        _ => {
+                            let _ = fs::remove_file(&path);
+                        }
+                    }
+                }
+                Err(e) => return Err(format!("cannot create {}: {e}", path.display())),
+            }
+        }
+        Err(format!("cannot take the lock {}", path.display()))
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fileset_roundtrip_is_byte_exact() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("a.py"), b"x = 1\r\n# \xff\n").unwrap();
+        let s = FileSet::capture(d.path(), &["a.py".into()]).unwrap();
+        fs::write(d.path().join("a.py"), b"changed").unwrap();
+        s.apply(d.path()).unwrap();
+        assert_eq!(fs::read(d.path().join("a.py")).unwrap(), b"x = 1\r\n# \xff\n");
+    }
+
+    #[test]
+    fn lock_refuses_a_live_owner_and_clears_a_dead_one() {
+        let d = tempfile::tempdir().unwrap();
+        let l = Lock::acquire(d.path(), "r1").unwrap();
+        assert!(Lock::acquire(d.path(), "r2").unwrap_err().contains("r1"));
+        drop(l);
+        // A lock left by a process that no longer exists.
+        fs::write(d.path().join(".lock"), "999999999 old\n").unwrap();
+        assert!(Lock::acquire(d.path(), "r3").is_ok());
+    }
+
+    #[test]
+    fn events_survive_a_torn_last_line() {
+        let d = tempfile::tempdir().unwrap();
+        let mut s = RunStore::open(d.path()).unwrap();
+        s.append(&Event::Stopped { reason: "x".into() }).unwrap();
+        let mut f = OpenOptions::new().append(true).open(d.path().join("events.jsonl")).unwrap();
+        f.write_all(b"{\"event\": \"tor").unwrap();
+        let ev = read_events(d.path()).unwrap();
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0]["event"], "stopped");
+    }
+}

@@ -1,0 +1,266 @@
+//! Checking what an agent did, from the files, never from its word: only the
+//! editable files changed, they still parse, and exactly ONE keyword argument
+//! of ONE DataLoader call changed, naming a knob the policy allows. Also the
+//! project snapshot that lets a turn put back files an agent had no right to
+//! touch.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::edit::{self, KwargChange};
+use crate::store::FileSet;
+
+/// Files bigger than this are tracked by size and time only (not restorable).
+const MAX_SNAPSHOT_FILE: u64 = 1 << 20;
+/// Stop walking after this many files: a data folder is not source.
+const MAX_FILES: usize = 20_000;
+/// Folders never walked.
+const SKIP_DIRS: [&str; 6] = [".git", "__pycache__", "runs", ".venv", "venv", "node_modules"];
+
+/// The settings that must not change what the model is fed.
+pub const DATA_PRESERVING: [&str; 4] = ["num_workers", "pin_memory", "prefetch_factor", "persistent_workers"];
+
+#[derive(Clone, Debug, PartialEq)]
+struct Entry {
+    size: u64,
+    modified: Option<SystemTime>,
+    content: Option<Vec<u8>>,
+}
+
+/// Every file under the project root (small ones with their bytes).
+#[derive(Clone, Debug, Default)]
+pub struct ProjectSnapshot {
+    root: PathBuf,
+    files: BTreeMap<String, Entry>,
+}
+
+impl ProjectSnapshot {
+    pub fn capture(root: &Path) -> std::io::Result<ProjectSnapshot> {
+        let mut files = BTreeMap::new();
+        let mut stack = vec![root.to_owned()];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir)? {
+                let e = e?;
+                let path = e.path();
+                let ft = e.file_type()?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                if ft.is_dir() {
+                    if !SKIP_DIRS.contains(&name.as_str()) {
+                        stack.push(path);
+                    }
+                    continue;
+                }
+                if !ft.is_file() || name.starts_with(".tuneloop") || name.ends_with(".pyc") {
+                    continue;
+                }
+                let md = e.metadata()?;
+                let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().into_owned();
+                let content = if md.len() <= MAX_SNAPSHOT_FILE { std::fs::read(&path).ok() } else { None };
+                files.insert(rel, Entry { size: md.len(), modified: md.modified().ok(), content });
+                if files.len() >= MAX_FILES {
+                    return Ok(ProjectSnapshot { root: root.to_owned(), files });
+                }
+            }
+        }
+        Ok(ProjectSnapshot { root: root.to_owned(), files })
+    }
+
+    /// Paths added, removed or changed since `self`, other than `ignore`.
+    pub fn changes(&self, now: &ProjectSnapshot, ignore: &[String]) -> Vec<String> {
+        let keys: BTreeSet<&String> = self.files.keys().chain(now.files.keys()).collect();
+        keys.into_iter()
+            .filter(|k| !ignore.contains(k))
+            .filter(|k| match (self.files.get(*k), now.files.get(*k)) {
+                (Some(a), Some(b)) => match (&a.content, &b.content) {
+                    (Some(x), Some(y)) => x != y,
+                    _ => a.size != b.size || a.modified != b.modified,
+                },
+                _ => true,
+            })
+            .map(|k| k.to_string())
+            .collect()
+    }
+
+    /// Puts back every changed path except `ignore`: new files removed,
+    /// changed or deleted files rewritten. Returns paths it could not restore.
+    pub fn restore_others(&self, ignore: &[String]) -> Vec<String> {
+        let Ok(now) = ProjectSnapshot::capture(&self.root) else {
+            return vec!["(cannot read the project)".into()];
+        };
+        let mut lost = Vec::new();
+        for rel in self.changes(&now, ignore) {
+            let p = self.root.join(&rel);
+            match self.files.get(&rel) {
+                None => {
+                    let _ = std::fs::remove_file(&p);
+                }
+                Some(Entry { content: Some(bytes), .. }) => {
+                    if crate::store::write_atomic(&p, bytes).is_err() {
+                        lost.push(rel);
+                    }
+                }
+                Some(_) => lost.push(rel),
+            }
+        }
+        lost
+    }
+}
+
+/// What a turn's edit amounts to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Exactly one allowed DataLoader argument changed.
+    OneChange { file: String, knob: String, change: String, line: usize },
+    NoChange,
+    Rejected { reason: String, change: String },
+}
+
+/// Compares the editable files before and after a turn, plus the rest of the project.
+pub fn check_turn(
+    before: &FileSet,
+    after: &FileSet,
+    other_changes: &[String],
+    knobs: &[String],
+) -> Verdict {
+    if !other_changes.is_empty() {
+        let list = other_changes.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        return Verdict::Rejected {
+            reason: format!("changed files outside the editable files: {list}"),
+            change: "outside editable files".into(),
+        };
+    }
+    let changed: Vec<&String> = before.0.keys().filter(|k| before.0.get(*k) != after.0.get(*k)).collect();
+    if changed.is_empty() {
+        return Verdict::NoChange;
+    }
+    let mut found: Vec<(String, KwargChange, usize)> = Vec::new();
+    for file in &changed {
+        let old = before.text(file);
+        let new = after.text(file);
+        if !file.ends_with(".py") {
+            return Verdict::Rejected {
+                reason: format!("{file} is not Python; only DataLoader arguments may change"),
+                change: format!("edit of {file}"),
+            };
+        }
+        if let Err(e) = edit::check_syntax(&new) {
+            return Verdict::Rejected { reason: format!("{file} no longer parses: {e}"), change: format!("edit of {file}") };
+        }
+        let (Ok(s_old), Ok(s_new)) = (edit::scan_source(file, &old), edit::scan_source(file, &new)) else {
+            return Verdict::Rejected { reason: format!("{file} cannot be scanned"), change: format!("edit of {file}") };
+        };
+        let deltas = match edit::compare_sites(&s_old, &s_new) {
+            Ok(d) => d,
+            Err(e) => return Verdict::Rejected { reason: format!("{file}: {e}"), change: format!("edit of {file}") },
+        };
+        if edit::non_call_changes(&old, &new, &s_old, &s_new) {
+            return Verdict::Rejected {
+                reason: format!("{file} changed outside DataLoader arguments (training step, model, data code)"),
+                change: format!("code edit in {file}"),
+            };
+        }
+        for d in deltas {
+            if d.positional_changed || d.callee_changed || d.spread_changed {
+                return Verdict::Rejected {
+                    reason: format!("{file}: a DataLoader call's positional arguments or callee changed"),
+                    change: format!("call edit in {file}"),
+                };
+            }
+            let line = s_new.get(d.site_index).map(|s| s.line).unwrap_or(0);
+            for c in d.changes {
+                found.push((file.to_string(), c, line));
+            }
+        }
+    }
+    match found.len() {
+        0 => Verdict::Rejected {
+            reason: "the editable files changed but no DataLoader argument did (formatting or comments only)".into(),
+            change: "no argument changed".into(),
+        },
+        1 => {
+            let (file, c, line) = found.remove(0);
+            let knob = c.name().to_string();
+            let change = c.describe();
+            if !knobs.iter().any(|k| k == &knob) {
+                let why = if knob == "batch_size" || knob == "drop_last" || knob == "sampler" || knob == "shuffle" {
+                    format!("`{knob}` is part of the measurement, not a DataLoader tuning")
+                } else {
+                    format!("`{knob}` is not a knob the policy allows ({})", knobs.join(", "))
+                };
+                return Verdict::Rejected { reason: why, change };
+            }
+            Verdict::OneChange { file, knob, change, line }
+        }
+        n => Verdict::Rejected {
+            reason: format!("{n} DataLoader arguments changed; one change per turn"),
+            change: found.iter().map(|(_, c, _)| c.describe()).collect::<Vec<_>>().join("; "),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fs(src: &str) -> FileSet {
+        FileSet([("train.py".to_string(), src.as_bytes().to_vec())].into_iter().collect())
+    }
+
+    fn knobs() -> Vec<String> {
+        DATA_PRESERVING.iter().map(|s| s.to_string()).collect()
+    }
+
+    const BASE: &str = "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32)\nsteps = 10\n";
+
+    #[test]
+    fn one_argument_is_one_change() {
+        let after = BASE.replace("batch_size=32)", "batch_size=32, num_workers=2)");
+        match check_turn(&fs(BASE), &fs(&after), &[], &knobs()) {
+            Verdict::OneChange { knob, change, line, .. } => {
+                assert_eq!(knob, "num_workers");
+                assert!(change.contains("num_workers") && change.contains('2'), "{change}");
+                assert_eq!(line, 2);
+            }
+            v => panic!("{v:?}"),
+        }
+    }
+
+    #[test]
+    fn two_arguments_batch_size_and_code_edits_are_rejected() {
+        let two = BASE.replace("batch_size=32)", "batch_size=32, num_workers=2, pin_memory=True)");
+        assert!(matches!(check_turn(&fs(BASE), &fs(&two), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("2 DataLoader arguments")));
+        let bs = BASE.replace("batch_size=32", "batch_size=64");
+        assert!(matches!(check_turn(&fs(BASE), &fs(&bs), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("part of the measurement")));
+        let steps = BASE.replace("steps = 10", "steps = 5");
+        assert!(matches!(check_turn(&fs(BASE), &fs(&steps), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("outside DataLoader")));
+        let broken = BASE.replace("batch_size=32)", "batch_size=32");
+        assert!(matches!(check_turn(&fs(BASE), &fs(&broken), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("no longer parses")));
+    }
+
+    #[test]
+    fn outside_changes_and_no_change() {
+        assert!(matches!(
+            check_turn(&fs(BASE), &fs(BASE), &["bench.py".into()], &knobs()),
+            Verdict::Rejected { ref reason, .. } if reason.contains("bench.py")
+        ));
+        assert_eq!(check_turn(&fs(BASE), &fs(BASE), &[], &knobs()), Verdict::NoChange);
+    }
+
+    #[test]
+    fn snapshot_restores_files_outside_the_editable_set() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("train.py"), "a").unwrap();
+        std::fs::write(d.path().join("bench.py"), "b").unwrap();
+        let snap = ProjectSnapshot::capture(d.path()).unwrap();
+        std::fs::write(d.path().join("bench.py"), "tampered").unwrap();
+        std::fs::write(d.path().join("new.py"), "x").unwrap();
+        std::fs::write(d.path().join("train.py"), "edited").unwrap();
+        let now = ProjectSnapshot::capture(d.path()).unwrap();
+        assert_eq!(snap.changes(&now, &["train.py".into()]), vec!["bench.py".to_string(), "new.py".to_string()]);
+        assert!(snap.restore_others(&["train.py".into()]).is_empty());
+        assert_eq!(std::fs::read_to_string(d.path().join("bench.py")).unwrap(), "b");
+        assert!(!d.path().join("new.py").exists());
+        assert_eq!(std::fs::read_to_string(d.path().join("train.py")).unwrap(), "edited");
+    }
+}
