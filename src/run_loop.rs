@@ -583,14 +583,13 @@ impl<'a> Session<'a> {
         let bencher = self.bencher.clone();
         let policy = self.policy.clone();
         let interrupt = self.interrupt.clone();
-        let mut measured: Vec<Event> = Vec::new();
+        let (store, view) = (&mut self.store, &mut self.view);
         let res = measure_interleaved(&bencher, &root, &cand, &inc, &policy, None, &interrupt, |role, pair, v| {
-            measured.push(Event::Measured { turn, role: role.into(), pair, samples_per_sec: v });
+            let ev = Event::Measured { turn, role: role.into(), pair, samples_per_sec: v };
+            let _ = store.append(&ev);
+            view(&ev);
         })
         .await;
-        for ev in measured {
-            self.emit(ev);
-        }
         let paired = match res {
             Ok(p) => p,
             Err(f) => {

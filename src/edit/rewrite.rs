@@ -70,8 +70,10 @@ pub fn find_site(sites: &[CallSite], line: usize) -> Option<&CallSite> {
 ///   whole line, with any comment on it, when it sits on a line of its own);
 /// * absent, `None`: the source is returned unchanged.
 ///
-/// `site` must come from scanning this same `src` (its `call_range` locates
-/// the call). `value` is Python source text and is trimmed.
+/// `site` must come from scanning this same `src`: its `call_range` locates
+/// the call, or, when that does not match (a site read back from JSON has an
+/// empty range), its line, column and callee. `value` is Python source text
+/// and is trimmed.
 pub fn set_kwarg(
     src: &str,
     site: &CallSite,
@@ -98,7 +100,14 @@ pub fn set_kwarg(
     };
     let index = sites
         .iter()
-        .position(|s| s.call_range == site.call_range)
+        .position(|s| s.call_range == site.call_range && s.callee == site.callee)
+        .or_else(|| {
+            // A site that went through JSON has no byte range: locate it by
+            // its position and callee instead.
+            sites.iter().position(|s| {
+                s.line == site.line && s.column == site.column && s.callee == site.callee
+            })
+        })
         .ok_or_else(not_found)?;
     let current = &sites[index];
     let call = call_node(&tree, &current.call_range).ok_or_else(not_found)?;
@@ -966,6 +975,19 @@ val = DataLoader(val_ds, batch_size=32, num_workers=2)
         // A value that adds another DataLoader call.
         let err = set_kwarg(src, site, "sampler", Some("DataLoader(x)")).unwrap_err();
         assert!(err.to_string().contains("2 after"), "{err}");
+    }
+
+    #[test]
+    fn site_read_back_from_json_is_found_by_position() {
+        let src = "a = DataLoader(x)\nb = DataLoader(y)\n";
+        let sites = scan_source("t.py", src).unwrap();
+        let json = serde_json::to_string(&sites[1]).unwrap();
+        let back: CallSite = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.call_range, 0..0);
+        assert_eq!(
+            set_kwarg(src, &back, "num_workers", Some("2")).unwrap(),
+            "a = DataLoader(x)\nb = DataLoader(y, num_workers=2)\n"
+        );
     }
 
     #[test]

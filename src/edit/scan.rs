@@ -919,6 +919,33 @@ val = DataLoader(ds)
     }
 
     #[test]
+    fn class_body_names_do_not_reach_methods() {
+        let src = r#"
+class Module:
+    DataLoader = make_custom_loader_class()
+    custom = DataLoader(1)
+
+    def train_dataloader(self):
+        return DataLoader(self.ds)
+"#;
+        let sites = scan_source("t.py", src).unwrap();
+        assert_eq!(sites.len(), 1);
+        assert_eq!(sites[0].line, 7);
+    }
+
+    #[test]
+    fn loop_and_with_targets_bind() {
+        let src = "for DataLoader in xs:\n    DataLoader(1)\n";
+        assert!(callees(src).is_empty());
+        let src = "with open(p) as DataLoader:\n    DataLoader(1)\n";
+        assert!(callees(src).is_empty());
+        // A comprehension variable is local to the comprehension.
+        let src = "ys = [DataLoader(1) for DataLoader in xs]\nz = DataLoader(2)\n";
+        assert_eq!(scan_source("t.py", src).unwrap().len(), 1);
+        assert_eq!(scan_source("t.py", src).unwrap()[0].line, 2);
+    }
+
+    #[test]
     fn try_import_fallback_to_none_is_ignored() {
         let src = "try:\n    from torch.utils.data import DataLoader\nexcept ImportError:\n    DataLoader = None\nDataLoader(ds)\n";
         assert_eq!(callees(src), vec!["DataLoader"]);
