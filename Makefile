@@ -12,10 +12,12 @@ setup:
 build:
 	$(CARGO) build --release
 
+# The demo tunes examples/slow_loader, then puts its train.py back as it was
+# (the tuned file stays in runs/<id>/incumbent/) so the demo can run again.
 demo: setup build
 	./target/release/tuneloop start --agent builtin
-	@echo
-	@echo "run folder: runs/$$(ls -t runs | grep -v README | head -n 1) (report.md, report.html, plot.svg)"
+	./target/release/tuneloop restore --to baseline
+	@echo "report: runs/$$(ls -t runs | grep -v README | head -n 1)/report.md (also report.html, plot.svg)"
 
 test: setup
 	$(CARGO) test --all-targets -- --test-threads 2

@@ -224,6 +224,7 @@ fn load_policy(ws: &Workspace, file: Option<&Path>) -> std::result::Result<(Path
     for k in unknown {
         eprintln!("warning: {}: unknown key `{k}` (ignored)", path.display());
     }
+    p.validate(&path).map_err(config_err)?;
     Ok((path, p))
 }
 

@@ -214,15 +214,15 @@ impl Policy {
         parse_toml(text, path)
     }
 
+    /// Reads and parses a policy file; the caller reports the unknown keys,
+    /// then calls [`Policy::validate`].
     pub fn load(path: &Path) -> Result<(Policy, Vec<String>), ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
             path: path.to_owned(),
             source: e,
             hint: "pass --policy FILE, or run `tuneloop init` to write policies/default.toml",
         })?;
-        let (p, w): (Policy, _) = parse_toml(&text, path)?;
-        p.validate(path)?;
-        Ok((p, w))
+        parse_toml(&text, path)
     }
 
     /// Checks values that parse but cannot work.
