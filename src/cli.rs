@@ -164,6 +164,12 @@ pub struct StartArgs {
     /// Go on even when the baseline shows little data_wait.
     #[arg(long)]
     pub force: bool,
+    /// Start even when the editable files have uncommitted git changes.
+    #[arg(long)]
+    pub allow_dirty: bool,
+    /// Record each kept change as a commit on the branch `tuneloop/<run-id>` (your branch is left alone).
+    #[arg(long)]
+    pub git_commits: bool,
 }
 
 /// A command's failure with its exit code.
@@ -192,9 +198,7 @@ pub fn run(cli: Cli, interrupt: Interrupt) -> std::result::Result<i32, Failure> 
         Command::Scan { files, json } => scan(&files, json).map_err(config_err),
         Command::Bench(a) => rt.block_on(bench(&cwd, a, &interrupt)),
         Command::Start(a) => rt.block_on(start(&cwd, a, &interrupt)),
-        Command::Resume { .. } => Err(config_err(anyhow!(
-            "resume is not available yet; `tuneloop restore --to best` puts the best state back and `tuneloop start` begins a new run"
-        ))),
+        Command::Resume { run } => rt.block_on(resume(&cwd, run.as_deref(), &interrupt)),
         Command::Restore { run, to } => restore(&cwd, run.as_deref(), to).map_err(config_err),
         Command::Report { run, format, json } => {
             let f = if json { ReportFormat::Json } else { format };
@@ -555,12 +559,40 @@ async fn start(cwd: &Path, a: StartArgs, interrupt: &Interrupt) -> std::result::
     let mut on_event = |ev: &crate::event::Event| view.show(ev);
     let session = run_loop::prepare(
         &ws,
-        StartOptions { policy_path, policy, iterations: a.iterations },
+        StartOptions {
+            policy_path,
+            policy,
+            iterations: a.iterations,
+            allow_dirty: a.allow_dirty,
+            git_commits: a.git_commits,
+        },
         agent,
         interrupt.clone(),
         &mut on_event,
     )
     .map_err(|e| Failure { code: e.exit_code(), error: anyhow!("{e}") })?;
+    drive(session).await
+}
+
+async fn resume(cwd: &Path, run: Option<&str>, interrupt: &Interrupt) -> std::result::Result<i32, Failure> {
+    let ws = load_workspace(cwd)?;
+    let runs = ws.runs_dir();
+    let dir = match run {
+        Some(r) => store::resolve_run(&runs, Some(r)).map_err(|e| config_err(anyhow!(e)))?,
+        None => store::unfinished_run(&runs)
+            .map(|(d, _)| d)
+            .ok_or_else(|| config_err(anyhow!("no interrupted run to resume in {}", runs.display())))?,
+    };
+    let lang = crate::config::Policy::default().agent.language;
+    let mut view = view::View::new(&lang);
+    let mut on_event = |ev: &crate::event::Event| view.show(ev);
+    let session = run_loop::resume(&ws, &dir, interrupt.clone(), &mut on_event)
+        .map_err(|e| Failure { code: e.exit_code(), error: anyhow!("{e}") })?;
+    drive(session).await
+}
+
+/// Runs a prepared or resumed session to its end and prints the report.
+async fn drive(session: run_loop::Session<'_>) -> std::result::Result<i32, Failure> {
     println!("run: {}", session.run_dir().display());
     let _ = std::io::stdout().flush();
     match session.run().await {
@@ -685,11 +717,22 @@ fn restore(cwd: &Path, run: Option<&str>, to: RestoreTo) -> Result<i32> {
     let run_json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("run.json"))?)?;
     let editable: Vec<String> = serde_json::from_value(run_json["editable"].clone())?;
     let root = PathBuf::from(run_json["project_root"].as_str().unwrap_or("."));
-    let src = match to {
-        RestoreTo::Baseline => dir.join("baseline").join("files"),
-        RestoreTo::Best => dir.join("incumbent"),
-    };
-    let files = FileSet::load(&src, &editable).with_context(|| format!("cannot read the saved files in {}", src.display()))?;
+    let files = match to {
+        RestoreTo::Baseline => FileSet::load(&dir.join("baseline").join("files"), &editable),
+        RestoreTo::Best => run_loop::best_files(&dir, &editable),
+    }
+    .with_context(|| format!("cannot read the saved files in {}", dir.display()))?;
+    let state = run_json["state"].as_str().unwrap_or("");
+    if state == "running" || state == "interrupted" {
+        // A killed turn's agent may have touched other files: put them back.
+        if let Ok(snap) = crate::verify::ProjectSnapshot::load(&dir.join("snapshot")) {
+            let lost = snap.restore_others(&editable);
+            if !lost.is_empty() {
+                eprintln!("warning: could not restore {}", lost.join(", "));
+            }
+        }
+        store::set_run_state(&dir, "restored")?;
+    }
     files.apply(&root)?;
     drop(lock);
     println!("restored {} file(s) in {} to the {} state of run {}", editable.len(), root.display(),

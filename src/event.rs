@@ -15,6 +15,10 @@ pub enum Event {
         policy: String,
         world_size: u32,
     },
+    RunResumed {
+        run_id: String,
+        completed_turns: u32,
+    },
     /// baseline, agent, measuring, deciding, final.
     Phase {
         phase: String,

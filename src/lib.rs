@@ -21,6 +21,7 @@ pub mod config;
 pub mod edit;
 pub mod error;
 pub mod event;
+pub mod git;
 pub mod process;
 pub mod report;
 pub mod run_loop;

@@ -113,6 +113,16 @@ pub async fn run(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // If tuneloop itself dies (even by SIGKILL), the child's leader dies with
+    // it; DataLoader workers and torchrun ranks watch their parent and follow.
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl is async-signal-safe and touches only the child's own state.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
     let mut child = cmd.spawn()?;
     let pgid = child.id().map(|p| p as i32);
 
@@ -196,6 +206,31 @@ fn kill_group(pgid: Option<i32>, sig: i32) {
             }
         }
     }
+}
+
+/// Runs a short command to its end, synchronously (git plumbing): stdin
+/// bytes in, output captured. No timeout: only for commands that cannot hang.
+pub fn run_quick(spec: &Spec) -> std::io::Result<Outcome> {
+    use std::io::Write as _;
+    let started = Instant::now();
+    let mut child = std::process::Command::new(&spec.program)
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .envs(&spec.env)
+        .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    if let (Some(bytes), Some(mut sin)) = (&spec.stdin, child.stdin.take()) {
+        sin.write_all(bytes)?;
+    }
+    let out = child.wait_with_output()?;
+    Ok(Outcome {
+        ending: Ending::Exited(out.status.code().unwrap_or(-1)),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        duration: started.elapsed(),
+    })
 }
 
 /// Whether a process with this pid is alive (for stale lock files).

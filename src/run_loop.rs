@@ -167,6 +167,10 @@ pub struct StartOptions {
     pub policy_path: PathBuf,
     pub policy: Policy,
     pub iterations: Option<u32>,
+    /// Start even when the editable files have uncommitted changes.
+    pub allow_dirty: bool,
+    /// Record each kept change as a commit on `tuneloop/<run-id>`.
+    pub git_commits: bool,
 }
 
 /// A running tuning session.
@@ -196,6 +200,10 @@ pub struct Session<'a> {
     bench_runs: u32,
     cost: f64,
     agent_ms: u64,
+    /// Continues an interrupted run: the baseline is already measured.
+    resumed: bool,
+    /// `--git-commits`: each kept change becomes a commit on this branch.
+    git_branch: Option<String>,
     _lock: Lock,
 }
 
@@ -228,16 +236,21 @@ pub fn prepare<'a>(
     }
     agent.preflight().map_err(LoopError::Agent)?;
     let runs_dir = ws.runs_dir();
+    let lock = Lock::acquire(&runs_dir, "start").map_err(LoopError::Config)?;
+    if let Some((dir, state)) = store::unfinished_run(&runs_dir) {
+        let id = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        return Err(LoopError::Config(format!(
+            "run {id} was {state} before it finished, and the project may hold its files\n  hint: `tuneloop resume {id}` continues it; `tuneloop restore {id} --to best` (or `--to baseline`) puts the files back and closes it"
+        )));
+    }
+    crate::git::check_clean(&root, &editable, opts.allow_dirty).map_err(LoopError::Config)?;
     let store = RunStore::create(&runs_dir)?;
-    let lock = Lock::acquire(&runs_dir, &store.id).map_err(|e| {
-        let _ = std::fs::remove_dir_all(&store.dir);
-        LoopError::Config(e)
-    })?;
     let bencher = Bencher::new(ws, &store.dir.join("harness"))?;
     let baseline_files = FileSet::capture(&root, &editable)?;
     baseline_files.save(&store.dir.join("baseline").join("files"))?;
     baseline_files.save(&store.dir.join("incumbent"))?;
     let max_iterations = opts.iterations.unwrap_or(opts.policy.loop_.max_iterations);
+    let git_branch = if opts.git_commits { Some(format!("tuneloop/{}", store.id)) } else { None };
     Ok(Session {
         ws,
         policy: opts.policy,
@@ -264,8 +277,177 @@ pub fn prepare<'a>(
         bench_runs: 0,
         cost: 0.0,
         agent_ms: 0,
+        resumed: false,
+        git_branch,
         _lock: lock,
     })
+}
+
+/// Rebuilds a session from an interrupted run's folder: the completed turns
+/// (those with a `decision.json`), the baseline, and the incumbent (the
+/// candidate files of the last kept turn). A turn without a decision is
+/// discarded and done again; the files any agent touched are put back first.
+pub fn resume<'a>(
+    ws: &'a Workspace,
+    run_dir: &Path,
+    interrupt: Interrupt,
+    view: &'a mut (dyn FnMut(&Event) + Send),
+) -> Result<Session<'a>, LoopError> {
+    let runs_dir = ws.runs_dir();
+    let lock = Lock::acquire(&runs_dir, "resume").map_err(LoopError::Config)?;
+    let run: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run_dir.join("run.json"))
+            .map_err(|e| LoopError::Config(format!("{}: {e}", run_dir.join("run.json").display())))?,
+    )
+    .map_err(|e| LoopError::Config(format!("{}: {e}", run_dir.join("run.json").display())))?;
+    let state = run["state"].as_str().unwrap_or("");
+    if state == "finished" || state == "restored" {
+        return Err(LoopError::Config(format!("run {} is {state}; nothing to resume", run_dir.display())));
+    }
+    let policy: Policy = serde_json::from_value(run["policy"].clone())
+        .map_err(|e| LoopError::Config(format!("run.json policy: {e}")))?;
+    let editable: Vec<String> = serde_json::from_value(run["editable"].clone()).unwrap_or_default();
+    let root = PathBuf::from(run["project_root"].as_str().unwrap_or("."));
+    let agent = Agent::from_policy(&policy, ws);
+    agent.preflight().map_err(LoopError::Agent)?;
+    let rec = Recovered::read(run_dir, &editable)?;
+    // Put the project back as it was before the interrupted turn began.
+    if let Ok(snap) = ProjectSnapshot::load(&run_dir.join("snapshot")) {
+        snap.restore_others(&editable);
+    }
+    rec.incumbent_files.apply(&root)?;
+    rec.incumbent_files.save(&run_dir.join("incumbent"))?;
+    let store = RunStore::open(run_dir)?;
+    let bencher = Bencher::new(ws, &run_dir.join("harness"))?;
+    let git_branch = run["git_branch"].as_str().map(str::to_string);
+    Ok(Session {
+        ws,
+        policy_path: PathBuf::from(run["policy_path"].as_str().unwrap_or("")),
+        max_iterations: run["max_iterations"].as_u64().unwrap_or(policy.loop_.max_iterations as u64) as u32,
+        policy,
+        agent,
+        bencher,
+        store,
+        view,
+        interrupt,
+        root,
+        editable,
+        started: Instant::now(),
+        started_at: run["started_at"].as_str().unwrap_or("").to_string(),
+        incumbent_files: rec.incumbent_files,
+        baseline_files: rec.baseline_files,
+        baseline_samples: rec.baseline_samples,
+        baseline_share: rec.baseline_share,
+        ceiling: rec.ceiling,
+        incumbent: rec.incumbent,
+        incumbent_sps: rec.incumbent_sps,
+        profile_table: rec.profile_table,
+        bench_runs: rec.bench_runs,
+        cost: rec.rows.iter().filter_map(|r| r.agent.cost_usd).sum(),
+        agent_ms: rec.rows.iter().map(|r| r.agent.duration_ms).sum(),
+        rows: rec.rows,
+        resumed: true,
+        git_branch,
+        _lock: lock,
+    })
+}
+
+/// What a run folder says about a run's progress.
+pub struct Recovered {
+    pub baseline_files: FileSet,
+    pub incumbent_files: FileSet,
+    pub baseline_samples: Vec<f64>,
+    pub baseline_share: Option<f64>,
+    pub ceiling: Option<f64>,
+    pub incumbent: Measurement,
+    pub incumbent_sps: f64,
+    pub profile_table: String,
+    pub rows: Vec<TurnRow>,
+    pub bench_runs: u32,
+}
+
+/// The editable files of a run's best state: the candidate files of its last
+/// kept turn (decision.json is the commit point), else the baseline.
+pub fn best_files(run_dir: &Path, editable: &[String]) -> std::io::Result<FileSet> {
+    let mut turn_dirs: Vec<PathBuf> = std::fs::read_dir(run_dir.join("turns"))
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    turn_dirs.sort();
+    for d in turn_dirs.iter().rev() {
+        let kept = std::fs::read_to_string(d.join("decision.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<TurnRow>(&t).ok())
+            .is_some_and(|r| r.decision == Decision::Kept);
+        if kept {
+            return FileSet::load(&d.join("candidate"), editable);
+        }
+    }
+    FileSet::load(&run_dir.join("baseline").join("files"), editable)
+}
+
+impl Recovered {
+    pub fn read(run_dir: &Path, editable: &[String]) -> Result<Recovered, LoopError> {
+        let baseline_files = FileSet::load(&run_dir.join("baseline").join("files"), editable)
+            .map_err(|e| LoopError::Config(format!("{}: the baseline files are missing: {e}", run_dir.display())))?;
+        let mut rows: Vec<TurnRow> = Vec::new();
+        let mut incumbent_files = baseline_files.clone();
+        let mut incumbent_meas: Option<Measurement> = None;
+        let tdir = run_dir.join("turns");
+        let mut turn_dirs: Vec<PathBuf> =
+            std::fs::read_dir(&tdir).map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect()).unwrap_or_default();
+        turn_dirs.sort();
+        for d in turn_dirs {
+            let Some(row) = std::fs::read_to_string(d.join("decision.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<TurnRow>(&t).ok())
+            else {
+                // An unfinished turn: done again on resume.
+                let _ = std::fs::remove_dir_all(&d);
+                continue;
+            };
+            if row.decision == Decision::Kept {
+                incumbent_files = FileSet::load(&d.join("candidate"), editable)
+                    .map_err(|e| LoopError::Config(format!("{}: kept files missing: {e}", d.display())))?;
+                incumbent_meas = std::fs::read_to_string(d.join("bench.json"))
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                    .and_then(|v| serde_json::from_value::<Vec<Measurement>>(v["candidate"].clone()).ok())
+                    .and_then(|v| v.last().cloned())
+                    .map(|mut m| {
+                        m.data_wait_share = row.data_wait_share;
+                        m
+                    });
+            }
+            rows.push(row);
+        }
+        let bench: serde_json::Value = std::fs::read_to_string(run_dir.join("baseline").join("bench.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .ok_or_else(|| LoopError::Config(format!("{}: the baseline was not measured yet; start a new run", run_dir.display())))?;
+        let base_runs: Vec<Measurement> = serde_json::from_value(bench["runs"].clone()).unwrap_or_default();
+        let baseline_samples = sps(&base_runs);
+        let baseline_share = median_share(&base_runs);
+        let mut base_inc = base_runs.last().cloned().unwrap_or_default();
+        base_inc.data_wait_share = baseline_share;
+        let incumbent_sps = rows
+            .iter()
+            .rev()
+            .find(|r| r.decision == Decision::Kept)
+            .and_then(|r| r.after_sps)
+            .unwrap_or_else(|| stats::median(&baseline_samples));
+        Ok(Recovered {
+            bench_runs: 1 + base_runs.len() as u32 + rows.iter().map(|r| r.runs).sum::<u32>(),
+            ceiling: base_runs.iter().find_map(|m| m.ceiling_sps),
+            baseline_files,
+            incumbent_files,
+            baseline_samples,
+            baseline_share,
+            incumbent: incumbent_meas.unwrap_or(base_inc),
+            incumbent_sps,
+            profile_table: std::fs::read_to_string(run_dir.join("baseline").join("profile.txt")).unwrap_or_default(),
+            rows,
+        })
+    }
 }
 
 impl<'a> Session<'a> {
@@ -298,6 +480,7 @@ impl<'a> Session<'a> {
             "policy_path": self.policy_path.display().to_string(),
             "policy": self.policy,
             "max_iterations": self.max_iterations,
+            "git_branch": self.git_branch,
             "environment": {
                 "cpu_count": self.incumbent.cpu_count,
                 "device": self.incumbent.device,
@@ -345,20 +528,25 @@ impl<'a> Session<'a> {
     }
 
     async fn run_inner(&mut self) -> Result<RunReport, LoopError> {
-        self.emit(Event::RunStarted {
-            run_id: self.store.id.clone(),
-            project: self.root.display().to_string(),
-            agent: self.agent.name().into(),
-            policy: self.policy_path.display().to_string(),
-            world_size: 1,
-        });
-        self.write_run_json("running")?;
-        self.baseline().await?;
-        self.write_run_json("running")?;
+        if self.resumed {
+            self.emit(Event::RunResumed { run_id: self.store.id.clone(), completed_turns: self.rows.len() as u32 });
+            self.write_run_json("running")?;
+        } else {
+            self.emit(Event::RunStarted {
+                run_id: self.store.id.clone(),
+                project: self.root.display().to_string(),
+                agent: self.agent.name().into(),
+                policy: self.policy_path.display().to_string(),
+                world_size: 1,
+            });
+            self.write_run_json("running")?;
+            self.baseline().await?;
+            self.write_run_json("running")?;
+        }
 
         let stop_below = self.policy.decision.stop_when_data_wait_below;
         let mut stop_reason: Option<String> = None;
-        if let Some(share) = self.baseline_share {
+        if let Some(share) = self.baseline_share.filter(|_| self.rows.is_empty()) {
             if share < stop_below {
                 self.emit(Event::LowDataWait { share, advice: compute_side_advice() });
                 if !self.policy.loop_.force {
@@ -369,7 +557,7 @@ impl<'a> Session<'a> {
                 }
             }
         }
-        let mut turn = 0;
+        let mut turn = self.rows.last().map(|r| r.turn).unwrap_or(0);
         while stop_reason.is_none() {
             self.check_interrupt()?;
             if let Some(r) = self.stop_rule(turn) {
@@ -473,7 +661,9 @@ impl<'a> Session<'a> {
         // Before the agent runs: the incumbent is on disk, and the project snapshot taken.
         self.incumbent_files.save(&self.store.dir.join("incumbent"))?;
         let snapshot = ProjectSnapshot::capture(&self.root)?;
+        snapshot.save(&self.store.dir.join("snapshot"))?;
         self.phase("agent", Some(turn), self.agent.name());
+        test_stall("agent");
         let view = &mut self.view;
         let store = &mut self.store;
         let mut on_tool = |tool: &str, input: &str| {
@@ -483,6 +673,7 @@ impl<'a> Session<'a> {
         };
         let ctx = TurnContext {
             turn,
+            max_iterations: self.max_iterations,
             ws: self.ws,
             policy: &self.policy,
             project_root: &self.root,
@@ -512,8 +703,13 @@ impl<'a> Session<'a> {
         let after = FileSet::capture(&self.root, &self.editable)
             .unwrap_or_else(|_| FileSet(Default::default()));
         let now = ProjectSnapshot::capture(&self.root)?;
-        let others = snapshot.changes(&now, &self.editable);
+        let mut others = snapshot.changes(&now, &self.editable);
+        // The managed harness lives in the run folder, out of the snapshot's reach.
+        if self.bencher.harness_changed() {
+            others.push(format!("the bench harness ({})", self.bencher.harness_path().display()));
+        }
         let undo = |s: &mut Self| -> std::io::Result<()> {
+            s.bencher.restore_harness()?;
             let lost = snapshot.restore_others(&s.editable);
             s.incumbent_files.apply(&s.root)?;
             if !lost.is_empty() {
@@ -577,6 +773,10 @@ impl<'a> Session<'a> {
             }
         };
         let _ = file;
+        // The candidate on disk before it is measured: if this turn is kept
+        // and the machine dies, resume finds the kept files here.
+        after.save(&tdir.join("candidate"))?;
+        test_stall("measure");
         // Measure candidate and incumbent interleaved.
         self.phase("measuring", Some(turn), format!("{} vs incumbent", row.change));
         let (root, cand, inc) = (self.root.clone(), after.clone(), self.incumbent_files.clone());
@@ -626,10 +826,11 @@ impl<'a> Session<'a> {
         } else {
             row.decision = Decision::Reverted;
         }
-        if row.decision == Decision::Kept {
+        let kept = row.decision == Decision::Kept;
+        let change = row.change.clone();
+        if kept {
             self.incumbent_files = after;
             self.incumbent_files.apply(&self.root)?;
-            self.incumbent_files.save(&self.store.dir.join("incumbent"))?;
             self.incumbent_sps = row.after_sps.unwrap_or(self.incumbent_sps);
             let mut m = paired.candidate.last().cloned().unwrap_or_default();
             m.data_wait_share = row.data_wait_share;
@@ -637,7 +838,18 @@ impl<'a> Session<'a> {
         } else {
             undo(self)?;
         }
-        self.finish_turn(row, &tdir, Some(&paired)).map(|_| None)
+        // decision.json is the turn's commit point; incumbent/ follows it.
+        self.finish_turn(row, &tdir, Some(&paired))?;
+        if kept {
+            self.incumbent_files.save(&self.store.dir.join("incumbent"))?;
+            if let Some(branch) = self.git_branch.clone() {
+                let msg = format!("tuneloop {} turn {turn}: {change}", self.store.id);
+                if let Err(e) = crate::git::commit_kept(&self.root, &self.incumbent_files, &branch, &msg) {
+                    self.emit(Event::Warning { message: format!("git commit on {branch} failed: {e}") });
+                }
+            }
+        }
+        Ok(None)
     }
 
     fn finish_turn(&mut self, row: TurnRow, tdir: &Path, paired: Option<&Paired>) -> Result<(), LoopError> {
@@ -732,6 +944,7 @@ impl<'a> Session<'a> {
             turns: self.rows.clone(),
             kept_diff: self.diff(&self.baseline_files, &self.incumbent_files),
         };
+        test_stall("report");
         write_report_files(&self.store.dir, &r)?;
         self.emit(Event::ReportWritten { path: self.store.dir.join("report.md").display().to_string() });
         Ok(r)
@@ -759,4 +972,12 @@ pub async fn calibrate(
     on_run: impl FnMut(&'static str, u32, f64),
 ) -> Result<Paired, PairFailure> {
     measure_interleaved(bencher, root, files, files, policy, Some(pairs), interrupt, on_run).await
+}
+
+/// Test hook: `TUNELOOP_TEST_STALL=<point>` makes the run sleep at that point
+/// (agent, measure, report) so a crash test can kill it there.
+fn test_stall(point: &str) {
+    if std::env::var("TUNELOOP_TEST_STALL").is_ok_and(|p| p == point) {
+        std::thread::sleep(std::time::Duration::from_secs(120));
+    }
 }

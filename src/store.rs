@@ -171,6 +171,27 @@ pub fn resolve_run(runs_dir: &Path, run: Option<&str>) -> Result<PathBuf, String
     }
 }
 
+/// A run that stopped without finishing (killed, or interrupted and not yet
+/// resumed or restored): its state and folder. The project may hold its files.
+pub fn unfinished_run(runs_dir: &Path) -> Option<(PathBuf, String)> {
+    list_runs(runs_dir).into_iter().rev().find_map(|d| {
+        let v: serde_json::Value = serde_json::from_str(&fs::read_to_string(d.join("run.json")).ok()?).ok()?;
+        match v["state"].as_str()? {
+            "running" => Some((d, "killed".to_string())),
+            "interrupted" => Some((d, "interrupted".to_string())),
+            _ => None,
+        }
+    })
+}
+
+/// Sets `state` in a run's run.json.
+pub fn set_run_state(dir: &Path, state: &str) -> io::Result<()> {
+    let p = dir.join("run.json");
+    let mut v: serde_json::Value = serde_json::from_str(&fs::read_to_string(&p)?).map_err(io::Error::other)?;
+    v["state"] = state.into();
+    write_json(&p, &v)
+}
+
 /// One tuning run per project at a time: `runs/.lock` holds the owner's pid.
 pub struct Lock {
     path: PathBuf,

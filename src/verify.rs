@@ -66,6 +66,35 @@ impl ProjectSnapshot {
         Ok(ProjectSnapshot { root: root.to_owned(), files })
     }
 
+    /// Writes the snapshot to `dir` (`manifest.json` + `files/`), durably, so
+    /// a resumed run can put back what a killed turn's agent touched.
+    pub fn save(&self, dir: &Path) -> std::io::Result<()> {
+        let _ = std::fs::remove_dir_all(dir);
+        let mut manifest = serde_json::Map::new();
+        for (rel, e) in &self.files {
+            if let Some(c) = &e.content {
+                crate::store::write_atomic(&dir.join("files").join(rel), c)?;
+            }
+            let mtime = e.modified.and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok()).map(|d| d.as_nanos() as u64);
+            manifest.insert(rel.clone(), serde_json::json!({"size": e.size, "mtime_ns": mtime, "saved": e.content.is_some()}));
+        }
+        crate::store::write_json(&dir.join("manifest.json"), &serde_json::json!({"root": self.root, "files": manifest}))
+    }
+
+    pub fn load(dir: &Path) -> std::io::Result<ProjectSnapshot> {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json"))?)?;
+        let root = PathBuf::from(v["root"].as_str().unwrap_or("."));
+        let mut files = BTreeMap::new();
+        if let Some(m) = v["files"].as_object() {
+            for (rel, e) in m {
+                let content = if e["saved"].as_bool() == Some(true) { Some(std::fs::read(dir.join("files").join(rel))?) } else { None };
+                let modified = e["mtime_ns"].as_u64().map(|n| SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(n));
+                files.insert(rel.clone(), Entry { size: e["size"].as_u64().unwrap_or(0), modified, content });
+            }
+        }
+        Ok(ProjectSnapshot { root, files })
+    }
+
     /// Paths added, removed or changed since `self`, other than `ignore`.
     pub fn changes(&self, now: &ProjectSnapshot, ignore: &[String]) -> Vec<String> {
         let keys: BTreeSet<&String> = self.files.keys().chain(now.files.keys()).collect();

@@ -16,6 +16,8 @@ use crate::report::{AgentInfo, TurnRow};
 /// What an agent is told at the start of a turn.
 pub struct TurnContext<'a> {
     pub turn: u32,
+    /// The run's iteration limit (the policy's, or `--iterations`).
+    pub max_iterations: u32,
     pub ws: &'a Workspace,
     pub policy: &'a Policy,
     pub project_root: &'a Path,

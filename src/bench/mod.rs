@@ -120,6 +120,20 @@ impl Bencher {
         self.harness_dir.join("tuneloop_harness.py")
     }
 
+    /// Whether the harness on disk is no longer tuneloop's own (managed mode):
+    /// an agent that reached it could falsify every measurement.
+    pub fn harness_changed(&self) -> bool {
+        self.entry.is_some() && std::fs::read(self.harness_path()).ok().as_deref() != Some(HARNESS_PY.as_bytes())
+    }
+
+    /// Writes tuneloop's own harness back where it was changed.
+    pub fn restore_harness(&self) -> std::io::Result<()> {
+        if self.harness_changed() {
+            crate::store::write_atomic(&self.harness_path(), HARNESS_PY.as_bytes())?;
+        }
+        Ok(())
+    }
+
     /// The command line of one measurement.
     pub fn spec(&self, mode: Mode) -> Spec {
         let mut env = BTreeMap::new();

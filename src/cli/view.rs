@@ -52,6 +52,9 @@ impl View {
         let stamp = format!("[{:02}:{:02}]", t / 60, t % 60);
         let line = match ev {
             Event::RunStarted { run_id, agent, .. } => format!("run {run_id} started, agent {agent}"),
+            Event::RunResumed { run_id, completed_turns } => {
+                format!("run {run_id} resumed after {completed_turns} completed turn(s)")
+            }
             Event::Phase { phase, turn, detail } => match turn {
                 Some(n) => format!("turn {n}: {phase} {detail}"),
                 None => format!("{phase}: {detail}"),
