@@ -201,7 +201,7 @@ impl Default for DecisionPolicy {
             max_repeats: 8,
             min_gain: 0.03,
             noise_threshold: 0.01,
-            confidence: 0.95,
+            confidence: 0.99,
             stop_when_data_wait_below: 0.10,
             stop_when_ceiling_share_above: 0.95,
             baseline_runs: 3,

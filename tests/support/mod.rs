@@ -86,7 +86,7 @@ impl Ws {
 }
 
 /// A small policy for tests: few runs per decision.
-pub const FAST_POLICY: &str = "[agent]\nbackend = \"builtin\"\n\n[loop]\nmax_iterations = 1\n\n[decision]\nrepeats = 2\nmax_repeats = 3\nbaseline_runs = 1\n";
+pub const FAST_POLICY: &str = "[agent]\nbackend = \"builtin\"\n\n[loop]\nmax_iterations = 1\n\n[decision]\nrepeats = 2\nmax_repeats = 4\nbaseline_runs = 1\n";
 
 /// A training job whose items wait on (simulated) storage: more workers pay.
 pub const IO_BOUND_TRAIN: &str = r#"import time
