@@ -193,6 +193,7 @@ pub fn set_run_state(dir: &Path, state: &str) -> io::Result<()> {
 }
 
 /// One tuning run per project at a time: `runs/.lock` holds the owner's pid.
+#[derive(Debug)]
 pub struct Lock {
     path: PathBuf,
 }

@@ -179,7 +179,8 @@ pub fn check_turn(
         let (Ok(s_old), Ok(s_new)) = (edit::scan_source(file, &old), edit::scan_source(file, &new)) else {
             return Verdict::Rejected { reason: format!("{file} cannot be scanned"), change: format!("edit of {file}") };
         };
-        let deltas = match edit::compare_sites(&s_old, &s_new) {
+        // compare_sources also sees positional and `**` argument text change.
+        let deltas = match edit::compare_sources(file, &old, &new) {
             Ok(d) => d,
             Err(e) => return Verdict::Rejected { reason: format!("{file}: {e}"), change: format!("edit of {file}") },
         };
@@ -265,6 +266,15 @@ mod tests {
         assert!(matches!(check_turn(&fs(BASE), &fs(&steps), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("outside DataLoader")));
         let broken = BASE.replace("batch_size=32)", "batch_size=32");
         assert!(matches!(check_turn(&fs(BASE), &fs(&broken), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("no longer parses")));
+    }
+
+    #[test]
+    fn a_changed_positional_argument_is_rejected() {
+        let other = BASE.replace("DataLoader(ds,", "DataLoader(val_ds,");
+        assert!(matches!(
+            check_turn(&fs(BASE), &fs(&other), &[], &knobs()),
+            Verdict::Rejected { ref reason, .. } if reason.contains("positional")
+        ));
     }
 
     #[test]
