@@ -153,6 +153,8 @@ pub struct LoopPolicy {
     pub max_wall_s: u64,
     /// Go on tuning even when the baseline shows little data_wait.
     pub force: bool,
+    /// Let a preprocessing change alter the data the model sees (flagged in the report).
+    pub allow_data_change: bool,
 }
 
 impl Default for LoopPolicy {
@@ -169,6 +171,7 @@ impl Default for LoopPolicy {
             max_total_usd: 5.0,
             max_wall_s: 0,
             force: false,
+            allow_data_change: false,
         }
     }
 }

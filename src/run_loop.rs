@@ -455,6 +455,11 @@ impl<'a> Session<'a> {
         &self.store.dir
     }
 
+    /// tuneloop's own run folders are not the project's files.
+    fn snapshot_skip(&self) -> Vec<PathBuf> {
+        std::fs::canonicalize(self.ws.runs_dir()).into_iter().collect()
+    }
+
     fn emit(&mut self, ev: Event) {
         if let Err(e) = self.store.append(&ev) {
             (self.view)(&Event::Warning { message: format!("cannot append to events.jsonl: {e}") });
@@ -660,7 +665,8 @@ impl<'a> Session<'a> {
         std::fs::create_dir_all(&tdir)?;
         // Before the agent runs: the incumbent is on disk, and the project snapshot taken.
         self.incumbent_files.save(&self.store.dir.join("incumbent"))?;
-        let snapshot = ProjectSnapshot::capture(&self.root)?;
+        let skip = self.snapshot_skip();
+        let snapshot = ProjectSnapshot::capture(&self.root, &skip)?;
         snapshot.save(&self.store.dir.join("snapshot"))?;
         self.phase("agent", Some(turn), self.agent.name());
         test_stall("agent");
@@ -702,12 +708,10 @@ impl<'a> Session<'a> {
         });
         let after = FileSet::capture(&self.root, &self.editable)
             .unwrap_or_else(|_| FileSet(Default::default()));
-        let now = ProjectSnapshot::capture(&self.root)?;
-        let mut others = snapshot.changes(&now, &self.editable);
+        let now = ProjectSnapshot::capture(&self.root, &skip)?;
+        let others = snapshot.changes(&now, &self.editable);
         // The managed harness lives in the run folder, out of the snapshot's reach.
-        if self.bencher.harness_changed() {
-            others.push(format!("the bench harness ({})", self.bencher.harness_path().display()));
-        }
+        let harness_touched = self.bencher.harness_changed();
         let undo = |s: &mut Self| -> std::io::Result<()> {
             s.bencher.restore_harness()?;
             let lost = snapshot.restore_others(&s.editable);
@@ -750,7 +754,18 @@ impl<'a> Session<'a> {
             undo(self)?;
             return self.finish_turn(row, &tdir, None).map(|_| None);
         }
-        let verdict = verify::check_turn(&self.incumbent_files, &after, &others, &self.policy.loop_.knobs);
+        let mut verdict = verify::check_turn(&self.incumbent_files, &after, &others, &self.policy.loop_.knobs);
+        if harness_touched {
+            verdict = verify::Verdict::Rejected {
+                reason: "the measurement harness was modified (it is restored before every run)".into(),
+                change: "harness edit".into(),
+            };
+        } else if let Some(script) = self.bencher.script_files().iter().find(|f| others.contains(f)) {
+            verdict = verify::Verdict::Rejected {
+                reason: format!("the bench script {script} was modified; it is part of the measurement"),
+                change: format!("edit of {script}"),
+            };
+        }
         let (knob, file) = match verdict {
             verify::Verdict::NoChange => {
                 row.decision = Decision::NoChange;
@@ -818,11 +833,18 @@ impl<'a> Session<'a> {
         // Data equivalence: these knobs must not change what the model is fed.
         let fp_inc = paired.incumbent.first().and_then(|m| m.fingerprint.clone());
         let fp_changed = paired.candidate.iter().any(|m| m.fingerprint != fp_inc);
-        if verify::DATA_PRESERVING.contains(&knob.as_str()) && fp_inc.is_some() && fp_changed {
+        let data_changed = fp_inc.is_some() && fp_changed;
+        if verify::DATA_PRESERVING.contains(&knob.as_str()) && data_changed {
             row.decision = Decision::Rejected;
             row.reason = format!("the first batches changed (fingerprint differs): `{knob}` must not alter the data");
+        } else if knob == "preprocessing" && data_changed && !self.policy.loop_.allow_data_change {
+            row.decision = Decision::Rejected;
+            row.reason = "the preprocessing change altered the first batches (fingerprint differs); set [loop] allow_data_change = true to allow it".into();
         } else if paired.verdict == Verdict::Keep {
             row.decision = Decision::Kept;
+            if data_changed {
+                row.reason = format!("{} — DATA CHANGED: the first batches differ (allowed by loop.allow_data_change)", row.reason);
+            }
         } else {
             row.decision = Decision::Reverted;
         }

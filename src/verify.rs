@@ -15,8 +15,8 @@ use crate::store::FileSet;
 const MAX_SNAPSHOT_FILE: u64 = 1 << 20;
 /// Stop walking after this many files: a data folder is not source.
 const MAX_FILES: usize = 20_000;
-/// Folders never walked.
-const SKIP_DIRS: [&str; 6] = [".git", "__pycache__", "runs", ".venv", "venv", "node_modules"];
+/// Folders never walked (besides the workspace's own `runs/`).
+const SKIP_DIRS: [&str; 5] = [".git", "__pycache__", ".venv", "venv", "node_modules"];
 
 /// The settings that must not change what the model is fed.
 pub const DATA_PRESERVING: [&str; 4] = ["num_workers", "pin_memory", "prefetch_factor", "persistent_workers"];
@@ -32,11 +32,13 @@ struct Entry {
 #[derive(Clone, Debug, Default)]
 pub struct ProjectSnapshot {
     root: PathBuf,
+    /// Folders not walked: tuneloop's own `runs/` when it lies inside the project.
+    skip: Vec<PathBuf>,
     files: BTreeMap<String, Entry>,
 }
 
 impl ProjectSnapshot {
-    pub fn capture(root: &Path) -> std::io::Result<ProjectSnapshot> {
+    pub fn capture(root: &Path, skip: &[PathBuf]) -> std::io::Result<ProjectSnapshot> {
         let mut files = BTreeMap::new();
         let mut stack = vec![root.to_owned()];
         while let Some(dir) = stack.pop() {
@@ -46,7 +48,7 @@ impl ProjectSnapshot {
                 let ft = e.file_type()?;
                 let name = e.file_name().to_string_lossy().into_owned();
                 if ft.is_dir() {
-                    if !SKIP_DIRS.contains(&name.as_str()) {
+                    if !SKIP_DIRS.contains(&name.as_str()) && !skip.contains(&path) {
                         stack.push(path);
                     }
                     continue;
@@ -59,11 +61,11 @@ impl ProjectSnapshot {
                 let content = if md.len() <= MAX_SNAPSHOT_FILE { std::fs::read(&path).ok() } else { None };
                 files.insert(rel, Entry { size: md.len(), modified: md.modified().ok(), content });
                 if files.len() >= MAX_FILES {
-                    return Ok(ProjectSnapshot { root: root.to_owned(), files });
+                    return Ok(ProjectSnapshot { root: root.to_owned(), skip: skip.to_vec(), files });
                 }
             }
         }
-        Ok(ProjectSnapshot { root: root.to_owned(), files })
+        Ok(ProjectSnapshot { root: root.to_owned(), skip: skip.to_vec(), files })
     }
 
     /// Writes the snapshot to `dir` (`manifest.json` + `files/`), durably, so
@@ -78,7 +80,10 @@ impl ProjectSnapshot {
             let mtime = e.modified.and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok()).map(|d| d.as_nanos() as u64);
             manifest.insert(rel.clone(), serde_json::json!({"size": e.size, "mtime_ns": mtime, "saved": e.content.is_some()}));
         }
-        crate::store::write_json(&dir.join("manifest.json"), &serde_json::json!({"root": self.root, "files": manifest}))
+        crate::store::write_json(
+            &dir.join("manifest.json"),
+            &serde_json::json!({"root": self.root, "skip": self.skip, "files": manifest}),
+        )
     }
 
     pub fn load(dir: &Path) -> std::io::Result<ProjectSnapshot> {
@@ -92,7 +97,8 @@ impl ProjectSnapshot {
                 files.insert(rel.clone(), Entry { size: e["size"].as_u64().unwrap_or(0), modified, content });
             }
         }
-        Ok(ProjectSnapshot { root, files })
+        let skip = serde_json::from_value(v["skip"].clone()).unwrap_or_default();
+        Ok(ProjectSnapshot { root, skip, files })
     }
 
     /// Paths added, removed or changed since `self`, other than `ignore`.
@@ -114,7 +120,7 @@ impl ProjectSnapshot {
     /// Puts back every changed path except `ignore`: new files removed,
     /// changed or deleted files rewritten. Returns paths it could not restore.
     pub fn restore_others(&self, ignore: &[String]) -> Vec<String> {
-        let Ok(now) = ProjectSnapshot::capture(&self.root) else {
+        let Ok(now) = ProjectSnapshot::capture(&self.root, &self.skip) else {
             return vec!["(cannot read the project)".into()];
         };
         let mut lost = Vec::new();
@@ -164,6 +170,7 @@ pub fn check_turn(
         return Verdict::NoChange;
     }
     let mut found: Vec<(String, KwargChange, usize)> = Vec::new();
+    let mut preprocessing: Vec<(String, String, usize)> = Vec::new();
     for file in &changed {
         let old = before.text(file);
         let new = after.text(file);
@@ -185,10 +192,16 @@ pub fn check_turn(
             Err(e) => return Verdict::Rejected { reason: format!("{file}: {e}"), change: format!("edit of {file}") },
         };
         if edit::non_call_changes(&old, &new, &s_old, &s_new) {
-            return Verdict::Rejected {
-                reason: format!("{file} changed outside DataLoader arguments (training step, model, data code)"),
-                change: format!("code edit in {file}"),
-            };
+            if !knobs.iter().any(|k| k == "preprocessing") {
+                return Verdict::Rejected {
+                    reason: format!("{file} changed outside DataLoader arguments (training step, model, data code)"),
+                    change: format!("code edit in {file}"),
+                };
+            }
+            match preprocessing_spot(file, &old, &new, &s_new) {
+                Ok(spot) => preprocessing.push(spot),
+                Err(reason) => return Verdict::Rejected { reason, change: format!("code edit in {file}") },
+            }
         }
         for d in deltas {
             if d.positional_changed || d.callee_changed || d.spread_changed {
@@ -202,6 +215,16 @@ pub fn check_turn(
                 found.push((file.to_string(), c, line));
             }
         }
+    }
+    if !preprocessing.is_empty() {
+        if preprocessing.len() > 1 || !found.is_empty() {
+            return Verdict::Rejected {
+                reason: "a preprocessing change must be the turn's only change".into(),
+                change: "several changes".into(),
+            };
+        }
+        let (file, change, line) = preprocessing.remove(0);
+        return Verdict::OneChange { file, knob: "preprocessing".into(), change, line };
     }
     match found.len() {
         0 => Verdict::Rejected {
@@ -226,6 +249,38 @@ pub fn check_turn(
             reason: format!("{n} DataLoader arguments changed; one change per turn"),
             change: found.iter().map(|(_, c, _)| c.describe()).collect::<Vec<_>>().join("; "),
         },
+    }
+}
+
+/// A preprocessing change must be ONE contiguous spot inside the dataset's
+/// code: `__getitem__`/`__getitems__`, a transform, or the collate function.
+fn preprocessing_spot(
+    file: &str,
+    old: &str,
+    new: &str,
+    sites: &[edit::CallSite],
+) -> Result<(String, String, usize), String> {
+    let ranges = edit::changed_ranges(old, new);
+    if ranges.len() != 1 {
+        return Err(format!("{file}: {} separate code changes; one preprocessing spot per turn", ranges.len()));
+    }
+    let (a, b) = ranges[0];
+    let funcs = edit::enclosing_functions(new, a, b).map_err(|e| format!("{file}: {e}"))?;
+    let collate: Vec<&str> = sites.iter().filter_map(|s| s.kwarg("collate_fn")).collect();
+    let is_data_code = |f: &str| {
+        let name = f.rsplit('.').next().unwrap_or(f);
+        name == "__getitem__"
+            || name == "__getitems__"
+            || name.contains("transform")
+            || name.contains("collate")
+            || collate.contains(&name)
+    };
+    match funcs.iter().find(|f| is_data_code(f)) {
+        Some(f) => Ok((file.to_string(), format!("preprocessing in {f} ({file}:{a})"), a)),
+        None => Err(format!(
+            "{file}:{a}: the change is outside the dataset's code ({}); preprocessing changes belong in __getitem__, a transform or the collate function",
+            if funcs.is_empty() { "module level".to_string() } else { funcs.join(" in ") }
+        )),
     }
 }
 
@@ -268,6 +323,30 @@ mod tests {
         assert!(matches!(check_turn(&fs(BASE), &fs(&broken), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("no longer parses")));
     }
 
+    const DATA: &str = "from torch.utils.data import DataLoader\n\nclass Items:\n    def __getitem__(self, i):\n        x = decode(i)\n        return x\n\n\ndef build():\n    steps = 10\n    return DataLoader(Items(), batch_size=8)\n";
+
+    #[test]
+    fn preprocessing_is_one_spot_in_the_dataset_code_when_allowed() {
+        let mut k = knobs();
+        let spot = DATA.replace("x = decode(i)", "x = decode_fast(i)");
+        assert!(matches!(check_turn(&fs(DATA), &fs(&spot), &[], &k), Verdict::Rejected { .. }));
+        k.push("preprocessing".into());
+        match check_turn(&fs(DATA), &fs(&spot), &[], &k) {
+            Verdict::OneChange { knob, change, .. } => {
+                assert_eq!(knob, "preprocessing");
+                assert!(change.contains("Items.__getitem__"), "{change}");
+            }
+            v => panic!("{v:?}"),
+        }
+        let outside = DATA.replace("steps = 10", "steps = 5");
+        assert!(matches!(check_turn(&fs(DATA), &fs(&outside), &[], &k), Verdict::Rejected { ref reason, .. } if reason.contains("outside the dataset's code")));
+        let two = spot.replace("return x", "return x  # fast");
+        let two = two.replace("steps = 10", "steps = 5");
+        assert!(matches!(check_turn(&fs(DATA), &fs(&two), &[], &k), Verdict::Rejected { ref reason, .. } if reason.contains("separate")));
+        let with_arg = spot.replace("batch_size=8)", "batch_size=8, num_workers=2)");
+        assert!(matches!(check_turn(&fs(DATA), &fs(&with_arg), &[], &k), Verdict::Rejected { .. }));
+    }
+
     #[test]
     fn a_changed_positional_argument_is_rejected() {
         let other = BASE.replace("DataLoader(ds,", "DataLoader(val_ds,");
@@ -291,11 +370,11 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("train.py"), "a").unwrap();
         std::fs::write(d.path().join("bench.py"), "b").unwrap();
-        let snap = ProjectSnapshot::capture(d.path()).unwrap();
+        let snap = ProjectSnapshot::capture(d.path(), &[]).unwrap();
         std::fs::write(d.path().join("bench.py"), "tampered").unwrap();
         std::fs::write(d.path().join("new.py"), "x").unwrap();
         std::fs::write(d.path().join("train.py"), "edited").unwrap();
-        let now = ProjectSnapshot::capture(d.path()).unwrap();
+        let now = ProjectSnapshot::capture(d.path(), &[]).unwrap();
         assert_eq!(snap.changes(&now, &["train.py".into()]), vec!["bench.py".to_string(), "new.py".to_string()]);
         assert!(snap.restore_others(&["train.py".into()]).is_empty());
         assert_eq!(std::fs::read_to_string(d.path().join("bench.py")).unwrap(), "b");

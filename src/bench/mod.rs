@@ -116,6 +116,17 @@ impl Bencher {
         Ok(bencher)
     }
 
+    /// Files of the project that a contract-mode bench command names (its
+    /// script): part of the measurement, never the agent's to change.
+    pub fn script_files(&self) -> Vec<String> {
+        let Some(cmd) = &self.command else { return vec![] };
+        shell_words::split(cmd)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|w| !w.starts_with('-') && self.project_root.join(w).is_file())
+            .collect()
+    }
+
     pub fn harness_path(&self) -> PathBuf {
         self.harness_dir.join("tuneloop_harness.py")
     }
@@ -187,6 +198,9 @@ impl Bencher {
     }
 
     pub async fn measure(&self, mode: Mode, interrupt: &Interrupt) -> Result<Measurement, BenchError> {
+        // Whatever touched it, every measurement runs tuneloop's own harness.
+        self.restore_harness()
+            .map_err(|e| BenchError::Spawn { program: "harness".into(), message: e.to_string() })?;
         let spec = self.spec(mode);
         let out = process::run(&spec, interrupt, |_| {}).await.map_err(|e| BenchError::Spawn {
             program: spec.program.clone(),

@@ -23,10 +23,12 @@ pub mod compare;
 pub mod diff;
 pub mod rewrite;
 pub mod scan;
+pub mod scope;
 
 pub use compare::{
     compare_sites, compare_sources, non_call_changes, CompareError, KwargChange, SiteDelta,
 };
 pub use diff::unified_diff;
 pub use rewrite::{find_site, set_kwarg, RewriteError};
+pub use scope::{changed_ranges, enclosing_functions};
 pub use scan::{check_syntax, scan_file, scan_source, CallSite, ScanError, SyntaxError};
