@@ -4,10 +4,11 @@ VENV ?= $(HOME)/.cache/tuneloop/venv
 export TUNELOOP_PYTHON := $(VENV)/bin/python
 CARGO ?= cargo
 
-.PHONY: setup build demo test clean-runs
+.PHONY: setup build demo test clean-runs bench-decision bench-report
 
 setup:
 	TUNELOOP_VENV=$(VENV) ./scripts/setup-venv.sh
+	./scripts/setup-chromium.sh
 
 build:
 	$(CARGO) build --release
@@ -24,3 +25,13 @@ test: setup
 
 clean-runs:
 	find runs -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
+
+# Decision quality (false keeps, real gains kept, runs per decision): about
+# 30 minutes on 2 cores; writes bench/RESULTS.md and bench/decision.json.
+bench-decision: setup
+	$(CARGO) bench --bench decision
+
+# Report speed: `tuneloop report` on a run of 1,000 turns, end to end through
+# the release binary; writes the "Report speed" section of bench/RESULTS.md.
+bench-report:
+	$(CARGO) bench --bench report

@@ -164,8 +164,12 @@ def main():
     ap.add_argument("--table-out")
     args = ap.parse_args()
 
-    import torch
-    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile, record_function, schedule
+    except ImportError as e:
+        fail("no_torch", f"{sys.executable} cannot import torch ({e}); point [project] python "
+             "in tuneloop.toml (or TUNELOOP_PYTHON) at the interpreter your training uses")
 
     build = load_build(args.project, args.entry)
     # Seed before build() and before iter(): the sampler's generator and the

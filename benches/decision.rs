@@ -1,0 +1,251 @@
+//! Decision-quality benchmark: how often does the keep/revert rule keep a
+//! change that cannot matter, and how often does it keep real gains of 5% and
+//! 20% — and how many bench runs does each decision take?
+//!
+//! Two parts, both on this machine with real PyTorch:
+//! 1. Real trials: a copy of `examples/slow_loader` (num_workers=2, 20 steps),
+//!    candidate vs incumbent measured by tuneloop's own `measure_interleaved`
+//!    with the default policy. Null changes: a comment added; the same setting
+//!    written differently (`num_workers=2` → `num_workers=int(2)`). Real gains:
+//!    the per-item storage latency lowered so throughput rises by about 5% and
+//!    20% (the gain actually reached is measured and reported).
+//! 2. Resampled trials: a long A/A series of real runs of the incumbent is
+//!    recorded once; each simulated trial reads consecutive runs from a random
+//!    offset in the measurement order A B B A …, scales the candidate's by
+//!    1.00 / 1.05 / 1.20, and applies the same rule (`stats::decide`) pair by
+//!    pair. This gives thousands of trials with this machine's real noise and
+//!    drift, which real trials alone could not afford.
+//!
+//! `cargo bench --bench decision` (or `make bench-decision`); sizes by env:
+//! TL_REAL_TRIALS (per kind, default 12), TL_POOL_RUNS (default 120),
+//! TL_SIM_TRIALS (per kind, default 20000). Writes bench/decision.json and the
+//! "Decision quality" section of bench/RESULTS.md.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::json;
+use tuneloop::bench::stats::{self, PairedRatio, Verdict};
+use tuneloop::bench::{Bencher, Mode};
+use tuneloop::config::{Policy, Workspace};
+use tuneloop::edit;
+use tuneloop::process::Interrupt;
+use tuneloop::run_loop::measure_interleaved;
+use tuneloop::store::FileSet;
+
+fn env_u(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// splitmix64: deterministic, no dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn workspace(dir: &Path, repo: &Path) -> (Workspace, String) {
+    let src = std::fs::read_to_string(repo.join("examples/slow_loader/train.py")).unwrap();
+    let site = edit::scan_source("train.py", &src).unwrap().remove(0);
+    let src = edit::set_kwarg(&src, &site, "num_workers", Some("2")).unwrap();
+    std::fs::write(dir.join("train.py"), &src).unwrap();
+    std::fs::write(
+        dir.join("tuneloop.toml"),
+        "[project]\nroot = \".\"\npython = \"~/.cache/tuneloop/venv/bin/python\"\neditable = [\"train.py\"]\n[bench]\nentry = \"train:build\"\nsteps = 20\nwarmup_steps = 3\ntimeout_s = 300\n",
+    )
+    .unwrap();
+    (Workspace::load(dir).unwrap(), src)
+}
+
+#[derive(Default, Clone, serde::Serialize)]
+struct Tally {
+    kind: String,
+    trials: usize,
+    kept: usize,
+    runs: Vec<u32>,
+    /// Median of all candidate/incumbent ratios seen (real trials: the true effect).
+    pooled_ratio: f64,
+}
+
+impl Tally {
+    fn keep_rate(&self) -> f64 {
+        self.kept as f64 / self.trials.max(1) as f64
+    }
+    fn runs_summary(&self) -> (f64, f64, u32) {
+        let v: Vec<f64> = self.runs.iter().map(|&r| r as f64).collect();
+        (v.iter().sum::<f64>() / v.len().max(1) as f64, stats::median(&v), self.runs.iter().cloned().max().unwrap_or(0))
+    }
+}
+
+/// One simulated trial over the A/A pool: ABBA order from `offset`.
+fn sim_trial(pool: &[f64], offset: usize, gain: f64, policy: &Policy) -> (Verdict, u32) {
+    let d = &policy.decision;
+    let (mut cand, mut inc) = (Vec::new(), Vec::new());
+    let mut i = offset;
+    for k in 0..d.max_repeats {
+        let (a, b) = (pool[i % pool.len()], pool[(i + 1) % pool.len()]);
+        i += 2;
+        // Pair k: incumbent first on even k, candidate first on odd k.
+        if k % 2 == 0 {
+            inc.push(a);
+            cand.push(b * gain);
+        } else {
+            cand.push(a * gain);
+            inc.push(b);
+        }
+        let v = stats::decide(&PairedRatio::new(&cand, &inc, d.confidence), d);
+        if v != Verdict::Undecided {
+            return (v, 2 * (k + 1));
+        }
+    }
+    (Verdict::Revert, 2 * d.max_repeats)
+}
+
+fn wilson_upper(k: usize, n: usize) -> f64 {
+    // 95% upper bound of a binomial proportion (Wilson score interval).
+    let (k, n, z) = (k as f64, n.max(1) as f64, 1.96f64);
+    let p = k / n;
+    let c = p + z * z / (2.0 * n);
+    let s = z * ((p * (1.0 - p) + z * z / (4.0 * n)) / n).sqrt();
+    (c + s) / (1.0 + z * z / n)
+}
+
+fn main() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let real_trials = env_u("TL_REAL_TRIALS", 12);
+    let pool_runs = env_u("TL_POOL_RUNS", 120);
+    let sim_trials = env_u("TL_SIM_TRIALS", 20000);
+    let policy = Policy::default();
+    let tmp = std::env::temp_dir().join(format!("tuneloop-decision-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let (ws, base_src) = workspace(&tmp, &repo);
+    let bencher = Bencher::new(&ws, &tmp.join(".harness")).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let intr = Interrupt::new();
+    let root = std::fs::canonicalize(&tmp).unwrap();
+    let editable = vec!["train.py".to_string()];
+    let base = FileSet::capture(&root, &editable).unwrap();
+    let started = Instant::now();
+
+    // ---- real trials
+    let variant = |text: String| FileSet([("train.py".to_string(), text.into_bytes())].into_iter().collect());
+    let latency = |s: f64| base_src.replace("IO_LATENCY_S = 0.002", &format!("IO_LATENCY_S = {s:.6}"));
+    // Per item: 2 ms sleep + ~0.4 ms CPU, two workers: time per item ∝ latency + CPU.
+    let kinds: Vec<(&str, FileSet)> = vec![
+        ("null: comment added", variant(format!("{base_src}# a comment: cannot matter\n"))),
+        ("null: same setting written differently", variant(base_src.replace("num_workers=2", "num_workers=int(2)"))),
+        ("gain ~5%: item latency 2.0 → 1.886 ms", variant(latency(0.001886))),
+        ("gain ~20%: item latency 2.0 → 1.6 ms", variant(latency(0.0016))),
+    ];
+    let mut real: Vec<Tally> = Vec::new();
+    for (kind, cand) in &kinds {
+        let mut t = Tally { kind: kind.to_string(), ..Default::default() };
+        let mut ratios = Vec::new();
+        for i in 0..real_trials {
+            let p = rt
+                .block_on(measure_interleaved(&bencher, &root, cand, &base, &policy, None, &intr, |_, _, _| {}))
+                .unwrap_or_else(|f| panic!("bench failed: {}", f.error));
+            t.trials += 1;
+            t.kept += (p.verdict == Verdict::Keep) as usize;
+            t.runs.push(p.runs());
+            ratios.extend(p.ratio.ratios.iter().cloned());
+            eprintln!("[{:>5.0}s] {kind}: trial {} → {:?} in {} runs (ratio {:.3})", started.elapsed().as_secs_f64(), i + 1, p.verdict, p.runs(), p.ratio.median);
+        }
+        t.pooled_ratio = stats::median(&ratios);
+        real.push(t);
+    }
+    base.apply(&root).unwrap();
+
+    // ---- the A/A pool
+    let mut pool = Vec::new();
+    for i in 0..pool_runs {
+        let m = rt.block_on(bencher.measure(Mode::Throughput, &intr)).unwrap();
+        pool.push(m.samples_per_sec);
+        if i % 20 == 19 {
+            eprintln!("[{:>5.0}s] A/A pool: {} runs", started.elapsed().as_secs_f64(), i + 1);
+        }
+    }
+    let pool_med = stats::median(&pool);
+    let adj: Vec<f64> = pool.windows(2).map(|w| (w[1] / w[0]).ln()).collect();
+    let sd_pair = (adj.iter().map(|x| x * x).sum::<f64>() / adj.len().max(1) as f64).sqrt();
+
+    // ---- resampled trials
+    let mut rng = Rng(0x5eed);
+    let mut sim: Vec<Tally> = Vec::new();
+    for (kind, gain) in [("null (×1.00)", 1.0), ("gain ×1.05", 1.05), ("gain ×1.20", 1.20)] {
+        let mut t = Tally { kind: kind.into(), pooled_ratio: gain, ..Default::default() };
+        for _ in 0..sim_trials {
+            let (v, runs) = sim_trial(&pool, rng.below(pool.len()), gain, &policy);
+            t.trials += 1;
+            t.kept += (v == Verdict::Keep) as usize;
+            t.runs.push(runs);
+        }
+        sim.push(t);
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+
+    // ---- write the results
+    let d = &policy.decision;
+    let mut md = String::new();
+    md.push_str(&format!(
+        "Machine: this project's 2-core shared development box (other work was running at times: figures include that noise). \
+         Policy defaults: repeats {}, max_repeats {}, confidence {} per look, noise_threshold {}, min_gain {}. \
+         Workload: examples/slow_loader with num_workers=2, 20 timed steps, each run a fresh process. Wall time {:.0} s.\n\n",
+        d.repeats, d.max_repeats, d.confidence, d.noise_threshold, d.min_gain, started.elapsed().as_secs_f64()
+    ));
+    md.push_str("**Real trials** (candidate and incumbent measured interleaved by tuneloop, each decision from scratch):\n\n");
+    md.push_str("| change | trials | kept | keep rate | 95% upper bound | true effect (median ratio) | runs per decision: mean / median / max |\n|---|---:|---:|---:|---:|---:|---|\n");
+    for t in &real {
+        let (mean, med, max) = t.runs_summary();
+        md.push_str(&format!(
+            "| {} | {} | {} | {:.1}% | {:.1}% | {:.3} | {:.1} / {:.0} / {} |\n",
+            t.kind, t.trials, t.kept, t.keep_rate() * 100.0, wilson_upper(t.kept, t.trials) * 100.0, t.pooled_ratio, mean, med, max
+        ));
+    }
+    md.push_str(&format!(
+        "\n**Resampled trials** over a recorded A/A series of {} real runs (median {:.1} samples/sec; sd of ln(ratio) of adjacent runs {:.4}), \
+         candidate scaled by the gain, same rule pair by pair:\n\n",
+        pool.len(), pool_med, sd_pair
+    ));
+    md.push_str("| change | trials | kept | keep rate | 95% upper bound | runs per decision: mean / median / max |\n|---|---:|---:|---:|---:|---|\n");
+    for t in &sim {
+        let (mean, med, max) = t.runs_summary();
+        md.push_str(&format!(
+            "| {} | {} | {} | {:.2}% | {:.2}% | {:.1} / {:.0} / {} |\n",
+            t.kind, t.trials, t.kept, t.keep_rate() * 100.0, wilson_upper(t.kept, t.trials) * 100.0, mean, med, max
+        ));
+    }
+    let results = repo.join("bench/RESULTS.md");
+    tuneloop_bench_write_section(&results, "Decision quality", &md);
+    std::fs::write(
+        repo.join("bench/decision.json"),
+        serde_json::to_string_pretty(&json!({"real": real, "resampled": sim, "pool": pool, "policy": policy.decision})).unwrap(),
+    )
+    .unwrap();
+    println!("{md}");
+}
+
+/// Replaces (or appends) the `## {title}` section of RESULTS.md.
+fn tuneloop_bench_write_section(path: &Path, title: &str, body: &str) {
+    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmark results\n".into());
+    let head = format!("## {title}\n");
+    let section = format!("{head}\n{body}\n");
+    let new = match old.find(&head) {
+        Some(start) => {
+            let rest = &old[start + head.len()..];
+            let end = rest.find("\n## ").map(|i| start + head.len() + i + 1).unwrap_or(old.len());
+            format!("{}{}{}", &old[..start], section, &old[end..])
+        }
+        None => format!("{}\n{}", old.trim_end_matches('\n').to_string() + "\n", section),
+    };
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, new).unwrap();
+}
