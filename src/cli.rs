@@ -224,6 +224,11 @@ fn load_workspace(cwd: &Path) -> std::result::Result<Workspace, Failure> {
 
 fn load_policy(ws: &Workspace, file: Option<&Path>) -> std::result::Result<(PathBuf, Policy), Failure> {
     let path = ws.policy_path(file);
+    let default_path = file.is_none() && ws.file.run.policy == crate::config::RunSection::default().policy;
+    if default_path && !path.exists() {
+        eprintln!("note: {} not found; using the built-in default policy (`tuneloop init` writes it)", path.display());
+        return Ok((path, Policy::default()));
+    }
     let (p, unknown) = Policy::load(&path).map_err(config_err)?;
     for k in unknown {
         eprintln!("warning: {}: unknown key `{k}` (ignored)", path.display());
@@ -555,7 +560,7 @@ async fn start(cwd: &Path, a: StartArgs, interrupt: &Interrupt) -> std::result::
         policy.loop_.force = true;
     }
     let agent = Agent::from_policy(&policy, &ws);
-    let mut view = view::View::new(&policy.agent.language);
+    let mut view = view::View::new(&policy.agent.language).with_max_pairs(policy.decision.max_repeats);
     let mut on_event = |ev: &crate::event::Event| view.show(ev);
     let session = run_loop::prepare(
         &ws,
@@ -583,8 +588,13 @@ async fn resume(cwd: &Path, run: Option<&str>, interrupt: &Interrupt) -> std::re
             .map(|(d, _)| d)
             .ok_or_else(|| config_err(anyhow!("no interrupted run to resume in {}", runs.display())))?,
     };
-    let lang = crate::config::Policy::default().agent.language;
-    let mut view = view::View::new(&lang);
+    // The view speaks the run's own policy (its language, its pairs per turn).
+    let run_policy: Policy = std::fs::read_to_string(dir.join("run.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| serde_json::from_value(v["policy"].clone()).ok())
+        .unwrap_or_default();
+    let mut view = view::View::new(&run_policy.agent.language).with_max_pairs(run_policy.decision.max_repeats);
     let mut on_event = |ev: &crate::event::Event| view.show(ev);
     let session = run_loop::resume(&ws, &dir, interrupt.clone(), &mut on_event)
         .map_err(|e| Failure { code: e.exit_code(), error: anyhow!("{e}") })?;
@@ -618,10 +628,18 @@ fn runs_dir_of(cwd: &Path) -> std::result::Result<PathBuf, Failure> {
 }
 
 fn load_report(dir: &Path) -> Result<RunReport> {
-    let text = std::fs::read_to_string(dir.join("report.json")).with_context(|| {
-        format!("{} has no report.json yet (the run is still going, or was killed before its first report)", dir.display())
-    })?;
-    serde_json::from_str(&text).with_context(|| format!("cannot read {}/report.json", dir.display()))
+    Ok(crate::review::load_report(dir)?)
+}
+
+/// The language of the workspace's policy, for the words of `runs`; English
+/// when there is no readable policy.
+fn workspace_language(cwd: &Path) -> String {
+    Workspace::find(cwd)
+        .and_then(|d| Workspace::load(&d))
+        .ok()
+        .and_then(|ws| Policy::load(&ws.policy_path(None)).ok())
+        .map(|(p, _)| p.agent.language)
+        .unwrap_or_else(|| "en".into())
 }
 
 fn report_cmd(cwd: &Path, run: Option<&str>, f: ReportFormat) -> std::result::Result<i32, Failure> {
@@ -633,52 +651,18 @@ fn report_cmd(cwd: &Path, run: Option<&str>, f: ReportFormat) -> std::result::Re
         ReportFormat::Json => report::Format::Json,
         ReportFormat::Html => report::Format::Html,
     };
-    print!("{}", report::render(&r, fmt));
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(report::render(&r, fmt).as_bytes());
     Ok(exit::OK)
 }
 
 fn runs(cwd: &Path, json_out: bool) -> std::result::Result<i32, Failure> {
     let runs = runs_dir_of(cwd)?;
-    let mut rows = Vec::new();
-    for dir in store::list_runs(&runs) {
-        let id = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        let run_json: serde_json::Value = std::fs::read_to_string(dir.join("run.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default();
-        let rep = load_report(&dir).ok();
-        let state = run_json["state"].as_str().unwrap_or("?").to_string();
-        rows.push(json!({
-            "id": id,
-            "date": run_json["started_at"].as_str().unwrap_or(""),
-            "project": run_json["project_root"].as_str().unwrap_or(""),
-            "agent": run_json["agent"].as_str().unwrap_or(""),
-            "turns": rep.as_ref().map(|r| r.turns.len()),
-            "speedup": rep.as_ref().map(|r| r.speedup),
-            "stop_reason": rep.as_ref().map(|r| r.stop_reason.clone()),
-            "state": state,
-            "interrupted": state == "interrupted" || state == "running" && rep.as_ref().is_none_or(|r| r.interrupted),
-        }));
-    }
+    let rows = crate::review::list_runs(&runs);
     if json_out {
         println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
-        return Ok(exit::OK);
-    }
-    if rows.is_empty() {
-        println!("no runs yet; start one with `tuneloop start`");
-    }
-    for r in rows {
-        println!(
-            "{}  {}  {}  {}  turns {}  speedup {}  {}{}",
-            r["id"].as_str().unwrap_or(""),
-            r["date"].as_str().unwrap_or("").get(..16).unwrap_or(""),
-            r["project"].as_str().unwrap_or(""),
-            r["agent"].as_str().unwrap_or(""),
-            r["turns"].as_u64().map(|n| n.to_string()).unwrap_or("—".into()),
-            r["speedup"].as_f64().map(|s| format!("×{s:.2}")).unwrap_or("—".into()),
-            r["stop_reason"].as_str().unwrap_or(r["state"].as_str().unwrap_or("")),
-            if r["interrupted"].as_bool() == Some(true) { "  [interrupted]" } else { "" },
-        );
+    } else {
+        print!("{}", crate::review::render_runs(&rows, &workspace_language(cwd)));
     }
     Ok(exit::OK)
 }
@@ -691,20 +675,9 @@ fn show(cwd: &Path, run: &str, turn: Option<u32>) -> std::result::Result<i32, Fa
         print!("{}", report::render_markdown(&r));
         return Ok(exit::OK);
     };
-    let tdir = dir.join("turns").join(format!("{t:02}"));
-    if !tdir.is_dir() {
-        return Err(config_err(anyhow!("run {run} has no turn {t}")));
-    }
-    let read = |f: &str| std::fs::read_to_string(tdir.join(f)).unwrap_or_else(|_| "(none)\n".into());
-    let color = view::use_color();
-    println!("== prompt ==\n{}", read("prompt.md"));
-    println!("== agent ==\n{}", read("agent.json"));
-    println!("== diff ==");
-    for line in read("diff.patch").lines() {
-        println!("{}", view::diff_line(line, color));
-    }
-    println!("== measurements ==\n{}", read("bench.json"));
-    println!("== decision ==\n{}", read("decision.json"));
+    let files = crate::review::read_turn(&dir, t).map_err(config_err)?;
+    let paint = crate::review::Paint { diff_line: view::diff_line, color: view::use_color_stdout() };
+    print!("{}", crate::review::render_turn(&files, &paint));
     Ok(exit::OK)
 }
 
@@ -745,5 +718,23 @@ fn policy_show(cwd: &Path, file: Option<&Path>) -> std::result::Result<i32, Fail
     let (path, policy) = load_policy(&ws, file)?;
     println!("# policy as loaded from {}", path.display());
     println!("{}", toml::to_string_pretty(&policy).unwrap_or_default());
+    // What `--agent claude` runs each turn, ready to paste into a shell.
+    let (line, procedure) = crate::agent::claude::command_line_preview(&policy.agent, &ws);
+    let used = if policy.agent.backend == "claude" { "backend = \"claude\"" } else { "used with --agent claude" };
+    let root = std::fs::canonicalize(&ws.project_root).unwrap_or_else(|_| ws.project_root.clone());
+    println!("# the agent command line ({used}); it runs in {}", root.display());
+    println!("# with the incumbent's profiler table on stdin, and the prompt rendered each turn");
+    match &procedure {
+        crate::agent::claude::Procedure::Discovered(p) => {
+            println!("# the procedure reaches the agent through {}", p.display())
+        }
+        crate::agent::claude::Procedure::Appended(_) => {
+            println!("# no CLAUDE.md above the project carries the procedure: it is appended to the system prompt")
+        }
+    }
+    println!("{line}");
+    for w in crate::agent::claude::command::warnings(&policy.agent) {
+        eprintln!("warning: {}: {w}", path.display());
+    }
     Ok(exit::OK)
 }

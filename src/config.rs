@@ -52,9 +52,14 @@ pub struct BenchSection {
     pub warmup_steps: u32,
     /// Wall-clock limit of one bench process, seconds.
     pub timeout_s: u64,
-    /// A command prefix the harness runs under, e.g. `torchrun --nproc_per_node {nproc}`.
+    /// A command prefix the harness runs under, e.g.
+    /// `torchrun --standalone --nproc_per_node {nproc}` or `srun -n {nproc} {python}`;
+    /// the harness script and its arguments are appended.
     pub launcher: Option<String>,
+    /// Processes (ranks) the launcher starts; `{nproc}` in `launcher`.
     pub nproc: u32,
+    /// Under a launcher: give the loader a DistributedSampler when it has none.
+    pub distributed_sampler: bool,
 }
 
 impl Default for BenchSection {
@@ -67,6 +72,7 @@ impl Default for BenchSection {
             timeout_s: 300,
             launcher: None,
             nproc: 1,
+            distributed_sampler: false,
         }
     }
 }
@@ -222,7 +228,7 @@ impl Policy {
     pub fn load(path: &Path) -> Result<(Policy, Vec<String>), ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
             path: path.to_owned(),
-            source: e,
+            err: e,
             hint: "pass --policy FILE, or run `tuneloop init` to write policies/default.toml",
         })?;
         parse_toml(&text, path)
@@ -320,7 +326,7 @@ impl Workspace {
         let path = dir.join(WORKSPACE_FILE);
         let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::Read {
             path: path.clone(),
-            source: e,
+            err: e,
             hint: "run `tuneloop init` in your project to create it",
         })?;
         let (file, unknown): (WorkspaceFile, _) = parse_toml(&text, &path)?;
@@ -363,6 +369,17 @@ impl Workspace {
                 return Err(bad("bench.entry", format!("`{e}` must look like MODULE:FUNCTION, e.g. train:build")))
             }
             _ => {}
+        }
+        if let Some(l) = &b.launcher {
+            if b.command.is_some() {
+                return Err(bad("bench.launcher", "a launcher runs the managed harness; it cannot wrap bench.command".into()));
+            }
+            if shell_words::split(l).map(|w| w.is_empty()).unwrap_or(true) {
+                return Err(bad("bench.launcher", format!("`{l}` is not a command line")));
+            }
+        }
+        if b.nproc < 1 {
+            return Err(bad("bench.nproc", "must be at least 1".into()));
         }
         if b.steps < 1 {
             return Err(bad("bench.steps", "must be at least 1".into()));

@@ -21,13 +21,8 @@ pub mod exit {
 pub enum ConfigError {
     #[error("no tuneloop.toml in {start} or any folder above it\n  hint: run `tuneloop init` in your project, or pass -C DIR")]
     NoWorkspace { start: PathBuf },
-    #[error("cannot read {path}: {source}\n  hint: {hint}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-        hint: &'static str,
-    },
+    #[error("cannot read {path}: {err}\n  hint: {hint}")]
+    Read { path: PathBuf, err: std::io::Error, hint: &'static str },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("{path}: `{key}`: {message}")]

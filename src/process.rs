@@ -146,6 +146,10 @@ pub async fn run(
     let deadline = tokio::time::Instant::now() + spec.timeout;
     let mut forced: Option<Ending> = None;
     let mut stdout_open = true;
+    // One timer for the whole run: a sleep made afresh in each pass of the
+    // loop would never fire while the child prints faster than it.
+    let mut poll = tokio::time::interval(Duration::from_millis(100));
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
     let status = loop {
         tokio::select! {
@@ -158,7 +162,7 @@ pub async fn run(
                 forced = Some(Ending::TimedOut);
                 terminate_group(pgid, &mut child).await;
             },
-            _ = tokio::time::sleep(Duration::from_millis(100)), if forced.is_none() => {
+            _ = poll.tick(), if forced.is_none() => {
                 if interrupt.is_raised() {
                     forced = Some(Ending::Interrupted);
                     terminate_group(pgid, &mut child).await;
@@ -286,6 +290,20 @@ mod tests {
         });
         let out = run(&sh("sleep 30", Duration::from_secs(60)), &intr, |_| {}).await.unwrap();
         assert!(matches!(out.ending, Ending::Interrupted));
+        assert!(out.duration < Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn interrupt_ends_a_child_that_prints_without_pause() {
+        let intr = Interrupt::new();
+        let i2 = intr.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            i2.raise();
+        });
+        let script = "while :; do echo tick; sleep 0.01; done";
+        let out = run(&sh(script, Duration::from_secs(60)), &intr, |_| {}).await.unwrap();
+        assert!(matches!(out.ending, Ending::Interrupted), "{:?}", out.ending);
         assert!(out.duration < Duration::from_secs(10));
     }
 

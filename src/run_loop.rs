@@ -542,7 +542,7 @@ impl<'a> Session<'a> {
                 project: self.root.display().to_string(),
                 agent: self.agent.name().into(),
                 policy: self.policy_path.display().to_string(),
-                world_size: 1,
+                world_size: if self.ws.file.bench.launcher.is_some() { self.ws.file.bench.nproc } else { 1 },
             });
             self.write_run_json("running")?;
             self.baseline().await?;

@@ -138,7 +138,9 @@ pub fn next_proposal(
 ) -> Option<Proposal> {
     let tried = tried(history);
     let was_tried = |k: &str, v: &str| tried.iter().any(|(tk, tv, _)| tk == k && tv == v);
-    let cpus = incumbent.cpu_count.unwrap_or(1).max(1) as u64;
+    // Ranks share the machine's cores: each rank's loader gets its share.
+    let ranks = incumbent.world_size.unwrap_or(1).max(1) as u64;
+    let cpus = (incumbent.cpu_count.unwrap_or(1).max(1) as u64 / ranks).max(1);
     let share = incumbent.data_wait_share.unwrap_or(1.0);
     let nw: u64 = current_value(site, incumbent, "num_workers")
         .and_then(|v| v.parse().ok())
@@ -147,7 +149,7 @@ pub fn next_proposal(
     if knobs.contains(&"num_workers") && share >= CLIMB_WHILE_DATA_WAIT_ABOVE.max(stop_when_data_wait_below) {
         let last = tried.iter().rev().find(|(k, _, _)| k == "num_workers");
         let climbing = last.is_none_or(|(_, _, d)| *d == Decision::Kept);
-        let next = if nw == 0 { cpus.max(2) } else { nw * 2 };
+        let next = if nw == 0 { cpus } else { nw * 2 };
         let cap = (cpus * 8).clamp(8, 64);
         if climbing && next <= cap && !was_tried("num_workers", &next.to_string()) {
             let why = if nw == 0 {
@@ -252,6 +254,16 @@ mod tests {
         let h2 = [h.clone(), vec![row(2, "num_workers 4 → 8", Decision::Reverted)]].concat();
         let p = next_proposal(&meas(4, 0.6, false), &s4, &h2, &ALL, 0.1).unwrap();
         assert_eq!(p.knob, "prefetch_factor");
+    }
+
+    #[test]
+    fn ranks_share_the_cores() {
+        let s = site("DataLoader(ds)\n");
+        let mut m = meas(0, 0.9, false);
+        m.cpu_count = Some(8);
+        assert_eq!(next_proposal(&m, &s, &[], &ALL, 0.1).unwrap().value, "8");
+        m.world_size = Some(4);
+        assert_eq!(next_proposal(&m, &s, &[], &ALL, 0.1).unwrap().value, "2");
     }
 
     #[test]

@@ -8,6 +8,8 @@ article (``record_function("data_wait")`` around ``next(it)``,
 ``TUNELOOP_RESULT {json}`` on stdout. On a user error it prints
 ``TUNELOOP_ERROR {json}`` with a ``kind`` and exits 3.
 
+Under a launcher such as torchrun each rank runs this file; see Distributed.
+
 Modes:
   throughput  no profiler at all; warm-up steps excluded from the timers
   profile     torch.profiler with a schedule; the table goes to --table-out
@@ -111,6 +113,84 @@ class Job:
             self.torch.cuda.synchronize()
 
 
+class Distributed:
+    """Under torchrun (or any launcher that sets RANK / WORLD_SIZE / LOCAL_RANK):
+    one process group (gloo on CPU, nccl on CUDA), the model wrapped in DDP,
+    each rank timed on its own, and rank 0 reporting for all."""
+
+    def __init__(self, torch, rank, world, local_rank):
+        self.torch, self.rank, self.world, self.local_rank = torch, rank, world, local_rank
+        import torch.distributed as dist
+        self.dist = dist
+
+    @classmethod
+    def from_env(cls, torch):
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world <= 1:
+            return None
+        return cls(torch, int(os.environ.get("RANK", "0")), world,
+                   int(os.environ.get("LOCAL_RANK", "0")))
+
+    def setup(self, job, distributed_sampler):
+        torch, dist = self.torch, self.dist
+        if job.device.type == "cuda":
+            job.device = torch.device("cuda", self.local_rank)
+            torch.cuda.set_device(job.device)
+            if job.model is not None:
+                job.model.to(job.device)
+        backend = "nccl" if job.device.type == "cuda" else "gloo"
+        if not dist.is_initialized():
+            dist.init_process_group(backend)
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        if job.model is not None and not isinstance(job.model, DDP):
+            ids = [self.local_rank] if job.device.type == "cuda" else None
+            job.model = DDP(job.model, device_ids=ids)
+        if distributed_sampler:
+            self.shard_loader(job)
+
+    def shard_loader(self, job):
+        """Rebuilds the user's loader with a DistributedSampler (asked for in
+        tuneloop.toml), keeping every other setting."""
+        from torch.utils.data import DataLoader, DistributedSampler
+        old = job.loader
+        if isinstance(getattr(old, "sampler", None), DistributedSampler):
+            return
+        shuffle = type(old.sampler).__name__ == "RandomSampler"
+        kwargs = dict(batch_size=old.batch_size, num_workers=old.num_workers,
+                      collate_fn=old.collate_fn, pin_memory=old.pin_memory,
+                      drop_last=old.drop_last, worker_init_fn=old.worker_init_fn,
+                      persistent_workers=old.persistent_workers, timeout=old.timeout)
+        if old.num_workers > 0:
+            kwargs["prefetch_factor"] = old.prefetch_factor
+        job.loader = DataLoader(old.dataset, sampler=DistributedSampler(old.dataset, shuffle=shuffle),
+                                **kwargs)
+
+    def combine(self, mine):
+        """Gathers every rank's figures; rank 0 returns the combined result."""
+        mine["rank"] = self.rank
+        everyone = [None] * self.world
+        self.dist.all_gather_object(everyone, mine)
+        self.dist.barrier()
+        self.dist.destroy_process_group()
+        if self.rank != 0:
+            return None
+        slowest = max(everyone, key=lambda r: r["data_wait_share"])
+        total = dict(everyone[0])
+        total["samples_per_sec"] = sum(r["samples_per_sec"] for r in everyone)
+        total["samples"] = sum(r["samples"] for r in everyone)
+        total["data_wait_share"] = slowest["data_wait_share"]
+        total["slowest_rank"] = slowest["rank"]
+        if all(r["ceiling_sps"] for r in everyone):
+            total["ceiling_sps"] = sum(r["ceiling_sps"] for r in everyone)
+        total["world_size"] = self.world
+        total["per_rank"] = [
+            {k: r[k] for k in ("rank", "samples_per_sec", "data_wait_share", "data_wait_s",
+                               "train_step_s", "wall_s", "fingerprint")}
+            for r in everyone
+        ]
+        return total
+
+
 def batch_size_of(batch, torch):
     if isinstance(batch, torch.Tensor):
         return int(batch.shape[0]) if batch.dim() > 0 else 1
@@ -162,6 +242,7 @@ def main():
     ap.add_argument("--ceiling", action="store_true")
     ap.add_argument("--ceiling-steps", type=int, default=20)
     ap.add_argument("--table-out")
+    ap.add_argument("--distributed-sampler", action="store_true")
     args = ap.parse_args()
 
     try:
@@ -171,6 +252,7 @@ def main():
         fail("no_torch", f"{sys.executable} cannot import torch ({e}); point [project] python "
              "in tuneloop.toml (or TUNELOOP_PYTHON) at the interpreter your training uses")
 
+    dist_env = Distributed.from_env(torch)
     build = load_build(args.project, args.entry)
     # Seed before build() and before iter(): the sampler's generator and the
     # workers' base seed come from the default generator, so the first batches
@@ -183,6 +265,9 @@ def main():
     except Exception as e:
         fail("build_failed", f"build() raised {type(e).__name__}: {e}\n"
              f"{traceback.format_exc(limit=6)}")
+
+    if dist_env is not None:
+        dist_env.setup(job, args.distributed_sampler)
 
     torch.manual_seed(SEED)
     it = iter(job.loader)
@@ -282,9 +367,13 @@ def main():
         "fingerprint_batches": fp_batches,
         "ceiling_sps": ceiling_sps,
         "loader": loader_settings(job.loader),
-        "world_size": 1,
+        "world_size": dist_env.world if dist_env is not None else 1,
         "profiled": profiling,
     }
+    if dist_env is not None:
+        result = dist_env.combine(result)
+        if result is None:  # not rank 0: rank 0 speaks for all
+            return
     print(RESULT + json.dumps(result), flush=True)
 
 

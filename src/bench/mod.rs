@@ -54,6 +54,11 @@ pub struct Measurement {
     pub loader: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     pub world_size: Option<u32>,
+    /// Under a launcher: each rank's figures (rank, samples_per_sec, data_wait_share, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_rank: Vec<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowest_rank: Option<u32>,
 }
 
 impl Measurement {
@@ -94,6 +99,9 @@ pub struct Bencher {
     pub timeout: Duration,
     /// Where the harness is written (the run folder, or a temp folder for `bench`).
     pub harness_dir: PathBuf,
+    /// The launcher's words with `{nproc}` and `{python}` filled in, if any.
+    pub launcher: Option<Vec<String>>,
+    pub distributed_sampler: bool,
 }
 
 impl Bencher {
@@ -108,6 +116,8 @@ impl Bencher {
             warmup: b.warmup_steps,
             timeout: Duration::from_secs(b.timeout_s.max(1)),
             harness_dir: harness_dir.to_owned(),
+            launcher: b.launcher.as_ref().map(|l| launcher_words(l, b.nproc, &ws.python())),
+            distributed_sampler: b.distributed_sampler,
         };
         if bencher.entry.is_some() {
             std::fs::create_dir_all(harness_dir)?;
@@ -183,8 +193,19 @@ impl Bencher {
                 args.push(self.table_path().display().to_string());
             }
         }
+        if self.distributed_sampler {
+            args.push("--distributed-sampler".into());
+        }
+        let (program, args) = match &self.launcher {
+            Some(words) => {
+                let mut all = words[1..].to_vec();
+                all.extend(args);
+                (words[0].clone(), all)
+            }
+            None => (self.python.clone(), args),
+        };
         Spec {
-            program: self.python.clone(),
+            program,
             args,
             cwd: self.project_root.clone(),
             env,
@@ -236,6 +257,30 @@ impl Bencher {
         let table = std::fs::read_to_string(self.table_path()).unwrap_or_default();
         Ok(Profiled { measurement: m, table })
     }
+}
+
+/// Fills a launcher template. `torchrun` not on PATH is looked up next to the
+/// interpreter (a virtualenv's bin folder), where pip puts it.
+pub fn launcher_words(template: &str, nproc: u32, python: &str) -> Vec<String> {
+    let filled = template.replace("{nproc}", &nproc.to_string()).replace("{python}", python);
+    let mut words = shell_words::split(&filled).unwrap_or_default();
+    if let Some(first) = words.first_mut() {
+        if !first.contains('/') && !on_path(first) {
+            if let Some(dir) = Path::new(python).parent() {
+                let sibling = dir.join(&*first);
+                if sibling.is_file() {
+                    *first = sibling.display().to_string();
+                }
+            }
+        }
+    }
+    words
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+        .unwrap_or(false)
 }
 
 fn tail(stdout: &str, stderr: &str) -> String {
@@ -298,6 +343,14 @@ pub fn parse_contract(stdout: &str, stderr: &str, ending: &Ending) -> Result<Mea
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn launcher_templates_are_filled() {
+        let w = launcher_words("torchrun --standalone --nproc_per_node {nproc}", 4, "/nowhere/bin/python");
+        assert_eq!(w, vec!["torchrun", "--standalone", "--nproc_per_node", "4"]);
+        let w = launcher_words("srun -n {nproc} {python}", 2, "/opt/py/bin/python");
+        assert_eq!(w, vec!["srun", "-n", "2", "/opt/py/bin/python"]);
+    }
 
     #[test]
     fn contract_reads_the_last_figure() {

@@ -26,8 +26,13 @@ pub struct Invocation<'a> {
 
 /// The arguments after the program name, in the order the CLI expects.
 pub fn args(p: &AgentPolicy, inv: &Invocation) -> Vec<String> {
-    let mut a: Vec<String> =
-        vec!["-p".into(), inv.prompt.into(), "--output-format".into(), "stream-json".into(), "--verbose".into()];
+    let mut a: Vec<String> = vec![
+        "-p".into(),
+        inv.prompt.into(),
+        "--output-format".into(),
+        "stream-json".into(),
+        "--verbose".into(),
+    ];
     let mut flag = |name: &str, value: String| {
         a.push(name.into());
         a.push(value);
@@ -61,7 +66,12 @@ pub fn args(p: &AgentPolicy, inv: &Invocation) -> Vec<String> {
 
 /// One argument for a variadic tool flag: rules joined by commas.
 fn join_rules(rules: &[String]) -> String {
-    rules.iter().map(|r| r.trim()).filter(|r| !r.is_empty()).collect::<Vec<_>>().join(",")
+    rules
+        .iter()
+        .map(|r| r.trim())
+        .filter(|r| !r.is_empty())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The rules the CLI will see, split as it splits them: on commas and
@@ -97,7 +107,9 @@ pub fn split_rules(value: &str) -> Vec<String> {
 /// `(tool, specifier)` of a rule such as `Bash(npm run *)`.
 fn parse_rule(rule: &str) -> (&str, Option<&str>) {
     match rule.find('(') {
-        Some(i) if rule.ends_with(')') => (rule[..i].trim(), Some(rule[i + 1..rule.len() - 1].trim())),
+        Some(i) if rule.ends_with(')') => {
+            (rule[..i].trim(), Some(rule[i + 1..rule.len() - 1].trim()))
+        }
         _ => (rule.trim(), None),
     }
 }
@@ -107,14 +119,28 @@ fn matches_everything(spec: Option<&str>) -> bool {
     match spec {
         None => true,
         Some(s) => {
-            let s = s.trim().trim_start_matches("//").trim_start_matches('/').trim_start_matches("~/");
-            s.is_empty() || s.chars().all(|c| c == '*' || c == ':' || c == '/' || c == ' ')
+            let s = s
+                .trim()
+                .trim_start_matches("//")
+                .trim_start_matches('/')
+                .trim_start_matches("~/");
+            s.is_empty()
+                || s.chars()
+                    .all(|c| c == '*' || c == ':' || c == '/' || c == ' ')
         }
     }
 }
 
 /// Permission modes the CLI accepts.
-pub const PERMISSION_MODES: [&str; 7] = ["acceptEdits", "auto", "bypassPermissions", "default", "dontAsk", "manual", "plan"];
+pub const PERMISSION_MODES: [&str; 7] = [
+    "acceptEdits",
+    "auto",
+    "bypassPermissions",
+    "default",
+    "dontAsk",
+    "manual",
+    "plan",
+];
 
 /// Rules in the policy that hand the agent more than one tuning turn needs,
 /// each with what to write instead.
@@ -129,7 +155,11 @@ pub fn warnings(p: &AgentPolicy) -> Vec<String> {
                  e.g. \"Bash(python bench_loader.py)\""
             ));
         } else if tool == "Write" {
-            let scope = if matches_everything(spec) { "any file, anywhere it can reach" } else { "new files" };
+            let scope = if matches_everything(spec) {
+                "any file, anywhere it can reach"
+            } else {
+                "new files"
+            };
             w.push(format!(
                 "allowed_tools has `{rule}`: the agent may create or overwrite {scope}; \
                  a tuning turn only needs Edit on the editable files"
@@ -152,7 +182,9 @@ pub fn warnings(p: &AgentPolicy) -> Vec<String> {
     }
     for a in &p.extra_args {
         if a == "--dangerously-skip-permissions" || a == "--allow-dangerously-skip-permissions" {
-            w.push(format!("extra_args has `{a}`: every permission check is skipped"));
+            w.push(format!(
+                "extra_args has `{a}`: every permission check is skipped"
+            ));
         }
     }
     if p.max_turns < 2 {
@@ -167,19 +199,41 @@ mod tests {
 
     #[test]
     fn the_prompt_comes_right_after_p_and_lists_are_one_argument_each() {
-        let mut p = AgentPolicy::default();
-        p.allowed_tools = vec!["Read".into(), "Edit(train.py)".into(), "Bash(python bench_loader.py)".into()];
-        p.model = Some("sonnet".into());
-        p.extra_args = vec!["--no-session-persistence".into()];
-        let a = args(&p, &Invocation { prompt: "PROMPT", append_system_prompt: Some("PROC"), add_dirs: &[] });
+        let p = AgentPolicy {
+            allowed_tools: vec![
+                "Read".into(),
+                "Edit(train.py)".into(),
+                "Bash(python bench_loader.py)".into(),
+            ],
+            model: Some("sonnet".into()),
+            extra_args: vec!["--no-session-persistence".into()],
+            ..Default::default()
+        };
+        let a = args(
+            &p,
+            &Invocation {
+                prompt: "PROMPT",
+                append_system_prompt: Some("PROC"),
+                add_dirs: &[],
+            },
+        );
         assert_eq!(&a[..2], ["-p", "PROMPT"]);
-        let at = |f: &str| a[a.iter().position(|x| x == f).unwrap_or_else(|| panic!("{f} missing in {a:?}")) + 1].clone();
+        let at = |f: &str| {
+            a[a.iter()
+                .position(|x| x == f)
+                .unwrap_or_else(|| panic!("{f} missing in {a:?}"))
+                + 1]
+            .clone()
+        };
         assert_eq!(at("--output-format"), "stream-json");
         assert!(a.contains(&"--verbose".to_string()));
         assert_eq!(at("--max-turns"), "8");
         assert_eq!(at("--permission-mode"), "dontAsk");
         assert_eq!(at("--tools"), "Read,Edit,Glob,Grep");
-        assert_eq!(at("--allowedTools"), "Read,Edit(train.py),Bash(python bench_loader.py)");
+        assert_eq!(
+            at("--allowedTools"),
+            "Read,Edit(train.py),Bash(python bench_loader.py)"
+        );
         assert_eq!(split_rules(&at("--allowedTools")), p.allowed_tools);
         assert_eq!(at("--disallowedTools"), "Bash,Write,WebFetch,WebSearch");
         assert_eq!(at("--model"), "sonnet");
@@ -197,16 +251,36 @@ mod tests {
         p.allowed_tools.clear();
         p.disallowed_tools.clear();
         p.max_budget_usd = None;
-        let a = args(&p, &Invocation { prompt: "x", add_dirs: &["/tmp/t".into()], ..Default::default() });
-        for f in ["--tools", "--allowedTools", "--disallowedTools", "--model", "--max-budget-usd", "--append-system-prompt"] {
+        let a = args(
+            &p,
+            &Invocation {
+                prompt: "x",
+                add_dirs: &["/tmp/t".into()],
+                ..Default::default()
+            },
+        );
+        for f in [
+            "--tools",
+            "--allowedTools",
+            "--disallowedTools",
+            "--model",
+            "--max-budget-usd",
+            "--append-system-prompt",
+        ] {
             assert!(!a.contains(&f.to_string()), "{f} in {a:?}");
         }
-        assert_eq!(a[a.len() - 2..], ["--add-dir".to_string(), "/tmp/t".to_string()]);
+        assert_eq!(
+            a[a.len() - 2..],
+            ["--add-dir".to_string(), "/tmp/t".to_string()]
+        );
     }
 
     #[test]
     fn rules_split_outside_parentheses_only() {
-        assert_eq!(split_rules("Read,Edit Bash(npm run *),Bash(a, b)"), ["Read", "Edit", "Bash(npm run *)", "Bash(a, b)"]);
+        assert_eq!(
+            split_rules("Read,Edit Bash(npm run *),Bash(a, b)"),
+            ["Read", "Edit", "Bash(npm run *)", "Bash(a, b)"]
+        );
     }
 
     #[test]
@@ -237,6 +311,9 @@ mod tests {
         p.extra_args.push("--dangerously-skip-permissions".into());
         p.max_turns = 1;
         let w = warnings(&p).join("\n");
-        assert!(w.contains("bypassPermissions") && w.contains("skipped") && w.contains("max_turns"), "{w}");
+        assert!(
+            w.contains("bypassPermissions") && w.contains("skipped") && w.contains("max_turns"),
+            "{w}"
+        );
     }
 }

@@ -66,7 +66,10 @@ pub enum Procedure {
 
 impl ClaudeAgent {
     pub fn new(policy: &Policy, ws: &Workspace) -> ClaudeAgent {
-        ClaudeAgent { command: policy.agent.command.clone(), ws_dir: ws.dir.clone() }
+        ClaudeAgent {
+            command: policy.agent.command.clone(),
+            ws_dir: ws.dir.clone(),
+        }
     }
 
     /// The executable must exist before the baseline is spent on a run it cannot finish.
@@ -81,7 +84,10 @@ impl ClaudeAgent {
     ) -> AgentReport {
         let started = Instant::now();
         let mut rep = AgentReport {
-            info: AgentInfo { backend: "claude".into(), ..Default::default() },
+            info: AgentInfo {
+                backend: "claude".into(),
+                ..Default::default()
+            },
             ..Default::default()
         };
         if let Err(e) = self.call(ctx, on_tool, &mut rep).await {
@@ -102,7 +108,9 @@ impl ClaudeAgent {
     ) -> Result<(), String> {
         let ap = &ctx.policy.agent;
         let dir = &ctx.turn_dir;
-        let io = |what: &str, e: std::io::Error| format!("cannot write {what} in {}: {e}", dir.display());
+        let io = |what: &str, e: std::io::Error| {
+            format!("cannot write {what} in {}: {e}", dir.display())
+        };
         std::fs::create_dir_all(dir).map_err(|e| io("the turn folder", e))?;
         let program = resolve_program(&ap.command, &ctx.ws.dir)?;
 
@@ -123,7 +131,8 @@ impl ClaudeAgent {
             TableDelivery::None => None,
         };
 
-        let (template, template_source) = prompt::load_template(&ctx.ws.dir, &ap.prompt, &ap.language);
+        let (template, template_source) =
+            prompt::load_template(&ctx.ws.dir, &ap.prompt, &ap.language);
         let editable = &ctx.ws.file.project.editable;
         let sites = scan_call_sites(ctx.project_root, editable);
         let facts = prompt::PromptFacts {
@@ -137,7 +146,12 @@ impl ClaudeAgent {
             cpu_count: ctx.incumbent.cpu_count,
             device: ctx.incumbent.device.as_deref(),
             call_sites: &sites,
-            loader_settings: ctx.incumbent.loader.iter().map(|(k, v)| (k.clone(), python_literal(v))).collect(),
+            loader_settings: ctx
+                .incumbent
+                .loader
+                .iter()
+                .map(|(k, v)| (k.clone(), python_literal(v)))
+                .collect(),
             history: ctx.history,
             table: &delivery,
         };
@@ -149,7 +163,14 @@ impl ClaudeAgent {
             Procedure::Appended(t) => Some(t.as_str()),
             Procedure::Discovered(_) => None,
         };
-        let args = command::args(ap, &command::Invocation { prompt: &text, append_system_prompt: append, add_dirs: &add_dirs });
+        let args = command::args(
+            ap,
+            &command::Invocation {
+                prompt: &text,
+                append_system_prompt: append,
+                add_dirs: &add_dirs,
+            },
+        );
         let spec = Spec {
             program: program.display().to_string(),
             args,
@@ -158,12 +179,15 @@ impl ClaudeAgent {
             stdin,
             timeout: ctx.policy.agent_timeout(),
         };
-        let argv: Vec<&String> = std::iter::once(&spec.program).chain(spec.args.iter()).collect();
+        let argv: Vec<&String> = std::iter::once(&spec.program)
+            .chain(spec.args.iter())
+            .collect();
         store::write_json(&dir.join("argv.json"), &argv).map_err(|e| io("argv.json", e))?;
 
         // The call. Its own interrupt flag follows tuneloop's, and is also
         // raised when the stream shows more turns than --max-turns allows.
-        let mut events = std::fs::File::create(dir.join("events.jsonl")).map_err(|e| io("events.jsonl", e))?;
+        let mut events =
+            std::fs::File::create(dir.join("events.jsonl")).map_err(|e| io("events.jsonl", e))?;
         let local = Interrupt::new();
         let watcher = {
             let (global, local) = (ctx.interrupt.clone(), local.clone());
@@ -177,10 +201,12 @@ impl ClaudeAgent {
         let mut st = Stream::default();
         let mut tripped: Option<u32> = None;
         let turn_cap = ap.max_turns.saturating_add(TURN_SLACK);
+        // Shown live with paths relative to the project.
+        let root_prefix = format!("{}/", ctx.project_root.display());
         let ran = process::run(&spec, &local, |line| {
             let _ = writeln!(events, "{line}");
             for t in st.feed(line) {
-                on_tool(&t.name, &t.summary);
+                on_tool(&t.name, &t.summary.replace(&root_prefix, ""));
             }
             if tripped.is_none() && st.assistant_turns() > turn_cap {
                 tripped = Some(st.assistant_turns());
@@ -197,7 +223,10 @@ impl ClaudeAgent {
             Ending::Signalled(s) => CallEnd::Signalled(s),
             Ending::TimedOut => CallEnd::TimedOut(spec.timeout),
             Ending::Interrupted => match tripped {
-                Some(seen) if !ctx.interrupt.is_raised() => CallEnd::TurnLimit { limit: ap.max_turns, seen },
+                Some(seen) if !ctx.interrupt.is_raised() => CallEnd::TurnLimit {
+                    limit: ap.max_turns,
+                    seen,
+                },
                 _ => CallEnd::Interrupted,
             },
         };
@@ -207,15 +236,27 @@ impl ClaudeAgent {
         rep.interrupted = end == CallEnd::Interrupted;
         rep.info.exit_code = out.code();
         rep.info.duration_ms = out.duration.as_millis() as u64;
-        rep.info.num_turns = result.as_ref().and_then(|r| r.num_turns).or((st.assistant_turns() > 0).then(|| st.assistant_turns()));
+        rep.info.num_turns = result
+            .as_ref()
+            .and_then(|r| r.num_turns)
+            .or((st.assistant_turns() > 0).then(|| st.assistant_turns()));
         rep.info.cost_usd = result.as_ref().and_then(|r| r.total_cost_usd);
         let reply = result.as_ref().and_then(|r| r.result.as_deref()).map(|t| {
-            let first = t.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+            let first = t
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("");
             stream::shorten(first, 200)
         });
         let denials: Vec<String> = result
             .as_ref()
-            .map(|r| r.permission_denials.iter().map(|d| d["tool_name"].as_str().unwrap_or("?").to_string()).collect())
+            .map(|r| {
+                r.permission_denials
+                    .iter()
+                    .map(|d| d["tool_name"].as_str().unwrap_or("?").to_string())
+                    .collect()
+            })
             .unwrap_or_default();
         rep.summary = match (&reply, denials.is_empty()) {
             (Some(r), true) => r.clone(),
@@ -229,7 +270,8 @@ impl ClaudeAgent {
             std::fs::write(dir.join("stderr.txt"), &out.stderr).map_err(|e| io("stderr.txt", e))?;
         }
         if let Some(r) = &result {
-            store::write_json(&dir.join("result.json"), &r.raw).map_err(|e| io("result.json", e))?;
+            store::write_json(&dir.join("result.json"), &r.raw)
+                .map_err(|e| io("result.json", e))?;
         }
         let (ending, signal) = match &end {
             CallEnd::Exited(_) => ("exited", None),
@@ -314,7 +356,9 @@ pub fn resolve_program(command: &str, ws_dir: &Path) -> Result<PathBuf, String> 
 
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
 }
 
 /// The text between tuneloop's markers in a `CLAUDE.md`.
@@ -352,12 +396,22 @@ pub fn procedure(ws_dir: &Path, project_root: &Path) -> Procedure {
 /// placeholder for the prompt rendered each turn.
 pub fn command_line_preview(ap: &AgentPolicy, ws: &Workspace) -> (String, Procedure) {
     let procedure = procedure(&ws.dir, &ws.project_root);
-    let placeholder = format!("<turn prompt: {} rendered each turn>", ap.prompt.replace("{language}", &ap.language));
+    let placeholder = format!(
+        "<turn prompt: {} rendered each turn>",
+        ap.prompt.replace("{language}", &ap.language)
+    );
     let append = match &procedure {
         Procedure::Appended(t) => Some(t.as_str()),
         Procedure::Discovered(_) => None,
     };
-    let args = command::args(ap, &command::Invocation { prompt: &placeholder, append_system_prompt: append, add_dirs: &[] });
+    let args = command::args(
+        ap,
+        &command::Invocation {
+            prompt: &placeholder,
+            append_system_prompt: append,
+            add_dirs: &[],
+        },
+    );
     let mut argv = vec![ap.command.clone()];
     argv.extend(args);
     (shell_words::join(argv), procedure)
@@ -394,16 +448,32 @@ mod tests {
     fn a_missing_executable_says_how_to_install_it() {
         let d = tempfile::tempdir().unwrap();
         let e = resolve_program("claude-surely-not-installed-here", d.path()).unwrap_err();
-        assert!(e.contains("npm install -g @anthropic-ai/claude-code") && e.contains("--agent builtin"), "{e}");
+        assert!(
+            e.contains("npm install -g @anthropic-ai/claude-code") && e.contains("--agent builtin"),
+            "{e}"
+        );
         let e = resolve_program("bin/claude", d.path()).unwrap_err();
-        assert!(e.contains(&d.path().join("bin/claude").display().to_string()), "{e}");
+        assert!(
+            e.contains(&d.path().join("bin/claude").display().to_string()),
+            "{e}"
+        );
         // A path relative to the workspace, executable: found.
         std::fs::create_dir_all(d.path().join("bin")).unwrap();
         std::fs::write(d.path().join("bin/claude"), "#!/bin/sh\n").unwrap();
-        assert!(resolve_program("bin/claude", d.path()).is_err(), "not executable yet");
+        assert!(
+            resolve_program("bin/claude", d.path()).is_err(),
+            "not executable yet"
+        );
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(d.path().join("bin/claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(resolve_program("bin/claude", d.path()).unwrap(), d.path().join("bin/claude"));
+        std::fs::set_permissions(
+            d.path().join("bin/claude"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        assert_eq!(
+            resolve_program("bin/claude", d.path()).unwrap(),
+            d.path().join("bin/claude")
+        );
         // A name on PATH.
         assert!(resolve_program("sh", d.path()).unwrap().is_absolute());
     }
@@ -417,17 +487,26 @@ mod tests {
         // No CLAUDE.md anywhere: the built-in block, without its markers.
         match procedure(&ws, &project) {
             Procedure::Appended(t) => {
-                assert!(t.contains("Change ONE thing per turn") && !t.contains("tuneloop:begin"), "{t}");
+                assert!(
+                    t.contains("Change ONE thing per turn") && !t.contains("tuneloop:begin"),
+                    "{t}"
+                );
             }
             other => panic!("{other:?}"),
         }
         // The workspace's block, edited by the user, one folder up from the project: read by the CLI.
         let md = format!("# mine\n{MARK_BEGIN} (managed) -->\nMY PROCEDURE\n{MARK_END}\n");
         std::fs::write(ws.join("CLAUDE.md"), &md).unwrap();
-        assert_eq!(procedure(&ws, &project), Procedure::Discovered(ws.join("CLAUDE.md")));
+        assert_eq!(
+            procedure(&ws, &project),
+            Procedure::Discovered(ws.join("CLAUDE.md"))
+        );
         // A project outside the workspace gets the workspace's block appended.
         let elsewhere = tempfile::tempdir().unwrap();
-        assert_eq!(procedure(&ws, elsewhere.path()), Procedure::Appended("MY PROCEDURE".into()));
+        assert_eq!(
+            procedure(&ws, elsewhere.path()),
+            Procedure::Appended("MY PROCEDURE".into())
+        );
         // A CLAUDE.md without the block does not count.
         std::fs::write(ws.join("CLAUDE.md"), "# only notes\n").unwrap();
         assert!(matches!(procedure(&ws, &project), Procedure::Appended(_)));
@@ -435,7 +514,10 @@ mod tests {
 
     #[test]
     fn procedure_block_reads_between_the_markers() {
-        assert_eq!(procedure_block(crate::cli::PROCEDURE_MD).map(|b| b.starts_with("## ")), Some(true));
+        assert_eq!(
+            procedure_block(crate::cli::PROCEDURE_MD).map(|b| b.starts_with("## ")),
+            Some(true)
+        );
         assert_eq!(procedure_block("no markers"), None);
     }
 }

@@ -12,7 +12,13 @@ use crate::report::{Decision, TurnRow};
 pub const STDIN_CAP_UTF16: usize = 10 * 1024 * 1024;
 
 /// The knobs in the article's order.
-pub const ARTICLE_ORDER: [&str; 5] = ["num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "preprocessing"];
+pub const ARTICLE_ORDER: [&str; 5] = [
+    "num_workers",
+    "pin_memory",
+    "prefetch_factor",
+    "persistent_workers",
+    "preprocessing",
+];
 
 /// How the profiler table reaches the agent.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,8 +49,18 @@ pub fn load_template(ws_dir: &Path, prompt_path: &str, language: &str) -> (Strin
     match std::fs::read_to_string(&path) {
         Ok(t) => (t, path.display().to_string()),
         Err(_) => {
-            let embedded = if language == "ja" { crate::cli::PROMPT_JA } else { crate::cli::PROMPT_EN };
-            (embedded.to_string(), format!("(built-in prompts/turn.{language}.md; {} not found)", path.display()))
+            let embedded = if language == "ja" {
+                crate::cli::PROMPT_JA
+            } else {
+                crate::cli::PROMPT_EN
+            };
+            (
+                embedded.to_string(),
+                format!(
+                    "(built-in prompts/turn.{language}.md; {} not found)",
+                    path.display()
+                ),
+            )
         }
     }
 }
@@ -77,14 +93,33 @@ pub fn render(template: &str, f: &PromptFacts) -> String {
         ("max_iterations", f.max_iterations.to_string()),
         ("preprocessing_rule", preprocessing_rule(f.knobs, ja)),
         ("knobs", knobs(f.knobs, ja)),
-        ("editable", f.editable.iter().map(|e| format!("- {e}")).collect::<Vec<_>>().join("\n")),
+        (
+            "editable",
+            f.editable
+                .iter()
+                .map(|e| format!("- {e}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
         ("incumbent_sps", format!("{:.1}", f.incumbent_sps)),
         (
             "data_wait_share",
-            f.data_wait_share.map(|s| format!("{:.0}%", s * 100.0)).unwrap_or_else(|| pick("unknown", "不明")),
+            f.data_wait_share
+                .map(|s| format!("{:.0}%", s * 100.0))
+                .unwrap_or_else(|| pick("unknown", "不明")),
         ),
-        ("cpu_count", f.cpu_count.map(|c| c.to_string()).unwrap_or_else(|| pick("unknown", "不明"))),
-        ("device", f.device.unwrap_or(if ja { "不明" } else { "unknown" }).to_string()),
+        (
+            "cpu_count",
+            f.cpu_count
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| pick("unknown", "不明")),
+        ),
+        (
+            "device",
+            f.device
+                .unwrap_or(if ja { "不明" } else { "unknown" })
+                .to_string(),
+        ),
         ("call_sites", call_sites(f, ja)),
         ("history", history(f.history, ja)),
         ("profile_source", profile_source(f.table, ja)),
@@ -101,7 +136,9 @@ fn preprocessing_rule(knobs: &[String], ja: bool) -> String {
     match (on, ja) {
         (true, false) => "- one spot of preprocessing in the dataset's code (one hunk).".into(),
         (true, true) => "- データセットのコードの前処理1か所(1ハンク)を変える".into(),
-        (false, false) => "- (nothing else: this policy does not allow preprocessing changes).".into(),
+        (false, false) => {
+            "- (nothing else: this policy does not allow preprocessing changes).".into()
+        }
         (false, true) => "- (それ以外は不可: このポリシーでは前処理の変更は許されていない)".into(),
     }
 }
@@ -109,25 +146,47 @@ fn preprocessing_rule(knobs: &[String], ja: bool) -> String {
 fn knobs(allowed: &[String], ja: bool) -> String {
     let hint = |k: &str| -> &str {
         match (k, ja) {
-            ("num_workers", false) => "worker processes that load batches in parallel; start near the CPU core count",
-            ("num_workers", true) => "並列にバッチを読むワーカープロセスの数。CPU コア数の近くから始める",
+            ("num_workers", false) => {
+                "worker processes that load batches in parallel; start near the CPU core count"
+            }
+            ("num_workers", true) => {
+                "並列にバッチを読むワーカープロセスの数。CPU コア数の近くから始める"
+            }
             ("pin_memory", false) => "True only when batches are copied to a CUDA device",
             ("pin_memory", true) => "バッチを CUDA デバイスへ送るときだけ True",
             ("prefetch_factor", false) => "batches each worker loads ahead (needs num_workers > 0)",
             ("prefetch_factor", true) => "各ワーカーが先読みするバッチ数(num_workers > 0 が必要)",
-            ("persistent_workers", false) => "True keeps workers alive between epochs (needs num_workers > 0)",
-            ("persistent_workers", true) => "True でエポック間もワーカーを生かしておく(num_workers > 0 が必要)",
-            ("preprocessing", false) => "one spot of the dataset's per-item work (decode once, cache, vectorise)",
-            ("preprocessing", true) => "データセットの1件ごとの処理1か所(デコードを1回に、キャッシュ、ベクトル化)",
+            ("persistent_workers", false) => {
+                "True keeps workers alive between epochs (needs num_workers > 0)"
+            }
+            ("persistent_workers", true) => {
+                "True でエポック間もワーカーを生かしておく(num_workers > 0 が必要)"
+            }
+            ("preprocessing", false) => {
+                "one spot of the dataset's per-item work (decode once, cache, vectorise)"
+            }
+            ("preprocessing", true) => {
+                "データセットの1件ごとの処理1か所(デコードを1回に、キャッシュ、ベクトル化)"
+            }
             _ => "",
         }
     };
     let mut lines = Vec::new();
-    for k in ARTICLE_ORDER.iter().filter(|k| allowed.iter().any(|a| a == *k)) {
+    for k in ARTICLE_ORDER
+        .iter()
+        .filter(|k| allowed.iter().any(|a| a == *k))
+    {
         lines.push(format!("{}. `{k}`: {}", lines.len() + 1, hint(k)));
     }
     if lines.is_empty() {
-        lines.push(if ja { "(ポリシーが変更を許すノブはない)" } else { "(the policy allows no knob)" }.to_string());
+        lines.push(
+            if ja {
+                "(ポリシーが変更を許すノブはない)"
+            } else {
+                "(the policy allows no knob)"
+            }
+            .to_string(),
+        );
     }
     lines.join("\n")
 }
@@ -139,22 +198,50 @@ fn call_sites(f: &PromptFacts, ja: bool) -> String {
         .map(|s| {
             let mut args: Vec<String> = Vec::new();
             if s.positional > 0 {
-                args.push(if ja { format!("位置引数 {}", s.positional) } else { format!("{} positional", s.positional) });
+                args.push(if ja {
+                    format!("位置引数 {}", s.positional)
+                } else {
+                    format!("{} positional", s.positional)
+                });
             }
-            args.extend(s.kwargs.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))));
+            args.extend(
+                s.kwargs
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))),
+            );
             if s.has_spread {
                 args.push("**…".into());
             }
-            let at = if ja { format!("{} の {} 行目", s.file, s.line) } else { format!("{} line {}", s.file, s.line) };
+            let at = if ja {
+                format!("{} の {} 行目", s.file, s.line)
+            } else {
+                format!("{} line {}", s.file, s.line)
+            };
             format!("  - {at}: {}({})", s.callee, args.join(", "))
         })
         .collect();
     if lines.is_empty() {
-        lines.push(if ja { "  - (見つからない)" } else { "  - (none found)" }.to_string());
+        lines.push(
+            if ja {
+                "  - (見つからない)"
+            } else {
+                "  - (none found)"
+            }
+            .to_string(),
+        );
     }
     if !f.loader_settings.is_empty() {
-        let s = f.loader_settings.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
-        lines.push(if ja { format!("  - 実行時の設定: {s}") } else { format!("  - settings at run time: {s}") });
+        let s = f
+            .loader_settings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        lines.push(if ja {
+            format!("  - 実行時の設定: {s}")
+        } else {
+            format!("  - settings at run time: {s}")
+        });
     }
     lines.join("\n")
 }
@@ -176,17 +263,34 @@ fn decision_word(d: Decision, ja: bool) -> &'static str {
 
 fn history(rows: &[TurnRow], ja: bool) -> String {
     if rows.is_empty() {
-        return if ja { "(まだない: これが最初のターン)" } else { "(nothing yet: this is the first turn)" }.into();
+        return if ja {
+            "(まだない: これが最初のターン)"
+        } else {
+            "(nothing yet: this is the first turn)"
+        }
+        .into();
     }
     rows.iter()
         .map(|r| {
-            let turn = if ja { format!("ターン {}", r.turn) } else { format!("turn {}", r.turn) };
+            let turn = if ja {
+                format!("ターン {}", r.turn)
+            } else {
+                format!("turn {}", r.turn)
+            };
             let measured = match (r.before_sps, r.after_sps, r.ratio) {
                 (Some(b), Some(a), Some(x)) => format!(", {b:.1} → {a:.1} samples/sec (×{x:.3})"),
                 _ => String::new(),
             };
-            let reason = if r.reason.is_empty() { String::new() } else { format!(": {}", r.reason) };
-            format!("- {turn}: {} — {}{measured}{reason}", r.change, decision_word(r.decision, ja))
+            let reason = if r.reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", r.reason)
+            };
+            format!(
+                "- {turn}: {} — {}{measured}{reason}",
+                r.change,
+                decision_word(r.decision, ja)
+            )
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -197,10 +301,18 @@ fn profile_source(t: &TableDelivery, ja: bool) -> String {
         (TableDelivery::Stdin, false) => "The table follows this prompt (piped on stdin).".into(),
         (TableDelivery::Stdin, true) => "表はこのプロンプトの後に続く(標準入力から)。".into(),
         (TableDelivery::File(p), false) => {
-            format!("The table is too large to pipe in; read it from this file: {}", p.display())
+            format!(
+                "The table is too large to pipe in; read it from this file: {}",
+                p.display()
+            )
         }
-        (TableDelivery::File(p), true) => format!("表は大きすぎて標準入力に渡せないので、このファイルから読むこと: {}", p.display()),
-        (TableDelivery::None, false) => "(no profiler table for this project: the bench gives none)".into(),
+        (TableDelivery::File(p), true) => format!(
+            "表は大きすぎて標準入力に渡せないので、このファイルから読むこと: {}",
+            p.display()
+        ),
+        (TableDelivery::None, false) => {
+            "(no profiler table for this project: the bench gives none)".into()
+        }
         (TableDelivery::None, true) => "(このプロジェクトにはプロファイラの表がない)".into(),
     }
 }
@@ -210,7 +322,13 @@ mod tests {
     use super::*;
     use crate::report::AgentInfo;
 
-    fn row(turn: u32, change: &str, d: Decision, m: Option<(f64, f64, f64)>, reason: &str) -> TurnRow {
+    fn row(
+        turn: u32,
+        change: &str,
+        d: Decision,
+        m: Option<(f64, f64, f64)>,
+        reason: &str,
+    ) -> TurnRow {
         TurnRow {
             turn,
             change: change.into(),
@@ -229,7 +347,13 @@ mod tests {
         }
     }
 
-    fn facts<'a>(lang: &'a str, sites: &'a [CallSite], hist: &'a [TurnRow], knobs: &'a [String], table: &'a TableDelivery) -> PromptFacts<'a> {
+    fn facts<'a>(
+        lang: &'a str,
+        sites: &'a [CallSite],
+        hist: &'a [TurnRow],
+        knobs: &'a [String],
+        table: &'a TableDelivery,
+    ) -> PromptFacts<'a> {
         PromptFacts {
             language: lang,
             turn: 3,
@@ -241,7 +365,10 @@ mod tests {
             cpu_count: Some(8),
             device: Some("cpu"),
             call_sites: sites,
-            loader_settings: vec![("num_workers".into(), "2".into()), ("pin_memory".into(), "False".into())],
+            loader_settings: vec![
+                ("num_workers".into(), "2".into()),
+                ("pin_memory".into(), "False".into()),
+            ],
             history: hist,
             table,
         }
@@ -254,12 +381,34 @@ mod tests {
         )
         .unwrap();
         let hist = vec![
-            row(1, "num_workers (default) → 2", Decision::Kept, Some((400.0, 812.3, 2.03)), "faster"),
-            row(2, "num_workers 2 → 4", Decision::Reverted, Some((812.0, 800.0, 0.985)), "not shown faster"),
-            row(3, "(no change proposed)", Decision::NoChange, None, "the agent changed no file"),
+            row(
+                1,
+                "num_workers (default) → 2",
+                Decision::Kept,
+                Some((400.0, 812.3, 2.03)),
+                "faster",
+            ),
+            row(
+                2,
+                "num_workers 2 → 4",
+                Decision::Reverted,
+                Some((812.0, 800.0, 0.985)),
+                "not shown faster",
+            ),
+            row(
+                3,
+                "(no change proposed)",
+                Decision::NoChange,
+                None,
+                "the agent changed no file",
+            ),
         ];
         // Out of the article's order on purpose: the prompt puts them back in order.
-        let knobs = vec!["persistent_workers".into(), "num_workers".into(), "pin_memory".into()];
+        let knobs = vec![
+            "persistent_workers".into(),
+            "num_workers".into(),
+            "pin_memory".into(),
+        ];
         (sites, hist, knobs)
     }
 
@@ -271,16 +420,29 @@ mod tests {
             let editable = vec!["train.py".to_string()];
             f.editable = &editable;
             let out = render(tpl, &f);
-            assert!(!out.contains("{{"), "{lang}: unfilled placeholder in\n{out}");
+            assert!(
+                !out.contains("{{"),
+                "{lang}: unfilled placeholder in\n{out}"
+            );
             assert!(out.contains("812.3 samples/sec"), "{out}");
             assert!(out.contains("71%"), "{out}");
             assert!(out.contains("- train.py"), "{out}");
-            assert!(out.contains("DataLoader(1"), "{out}");
+            assert!(
+                out.contains("DataLoader(") && out.contains("batch_size=32, num_workers=2)"),
+                "{out}"
+            );
             assert!(out.contains("num_workers 2 → 4"), "{out}");
             assert!(out.contains("400.0 → 812.3 samples/sec (×2.030)"), "{out}");
-            let (a, b, c) = (out.find("`num_workers`").unwrap(), out.find("`pin_memory`").unwrap(), out.find("`persistent_workers`").unwrap());
+            let (a, b, c) = (
+                out.find("`num_workers`").unwrap(),
+                out.find("`pin_memory`").unwrap(),
+                out.find("`persistent_workers`").unwrap(),
+            );
             assert!(a < b && b < c, "knobs not in the article's order:\n{out}");
-            assert!(!out.contains("`prefetch_factor`"), "a knob the policy does not allow is offered");
+            assert!(
+                !out.contains("`prefetch_factor`"),
+                "a knob the policy does not allow is offered"
+            );
         }
     }
 
@@ -303,7 +465,10 @@ mod tests {
         let mut f = facts("en", &[], &[], &knobs, &TableDelivery::None);
         f.data_wait_share = None;
         f.loader_settings.clear();
-        let out = render("{{history}}|{{data_wait_share}}|{{call_sites}}|{{profile_source}}|{{unknown}}", &f);
+        let out = render(
+            "{{history}}|{{data_wait_share}}|{{call_sites}}|{{profile_source}}|{{unknown}}",
+            &f,
+        );
         assert_eq!(out, "(nothing yet: this is the first turn)|unknown|  - (none found)|(no profiler table for this project: the bench gives none)|{{unknown}}");
     }
 
@@ -318,9 +483,15 @@ mod tests {
         let multibyte = "あ".repeat(STDIN_CAP_UTF16 / 2 + 1);
         assert!(multibyte.len() > STDIN_CAP_UTF16);
         assert_eq!(table_delivery(&multibyte, f), TableDelivery::Stdin);
-        assert_eq!(table_delivery(&format!("{at_cap}x"), f), TableDelivery::File(f.to_owned()));
+        assert_eq!(
+            table_delivery(&format!("{at_cap}x"), f),
+            TableDelivery::File(f.to_owned())
+        );
         // A character outside the BMP is two units.
-        assert_eq!(table_delivery(&"😀".repeat(STDIN_CAP_UTF16 / 2 + 1), f), TableDelivery::File(f.to_owned()));
+        assert_eq!(
+            table_delivery(&"😀".repeat(STDIN_CAP_UTF16 / 2 + 1), f),
+            TableDelivery::File(f.to_owned())
+        );
     }
 
     #[test]

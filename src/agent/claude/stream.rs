@@ -41,7 +41,11 @@ impl ResultEvent {
                 .iter()
                 .map(|e| match e {
                     Value::String(s) => s.clone(),
-                    other => other.get("message").and_then(Value::as_str).map(str::to_string).unwrap_or(other.to_string()),
+                    other => other
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                        .unwrap_or(other.to_string()),
                 })
                 .collect(),
             _ => vec![],
@@ -53,9 +57,14 @@ impl ResultEvent {
             errors,
             num_turns: v["num_turns"].as_u64().map(|n| n as u32),
             // Old versions named it `cost_usd`.
-            total_cost_usd: v["total_cost_usd"].as_f64().or_else(|| v["cost_usd"].as_f64()),
+            total_cost_usd: v["total_cost_usd"]
+                .as_f64()
+                .or_else(|| v["cost_usd"].as_f64()),
             session_id: v["session_id"].as_str().map(str::to_string),
-            permission_denials: v["permission_denials"].as_array().cloned().unwrap_or_default(),
+            permission_denials: v["permission_denials"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
             terminal_reason: v["terminal_reason"].as_str().map(str::to_string),
             duration_ms: v["duration_ms"].as_u64(),
             raw: v.clone(),
@@ -155,9 +164,11 @@ pub fn summarize_input(tool: &str, input: &Value) -> String {
     let s = |k: &str| input[k].as_str().map(|x| shorten(x, 80));
     let text = match tool {
         "Edit" | "MultiEdit" | "Write" | "Read" | "NotebookEdit" => {
-            let path = s("file_path").or_else(|| s("notebook_path")).unwrap_or_default();
-            match (s("old_string"), s("new_string")) {
-                (Some(o), Some(n)) => format!("{path}: `{}` → `{}`", shorten(&o, 40), shorten(&n, 40)),
+            let path = s("file_path")
+                .or_else(|| s("notebook_path"))
+                .unwrap_or_default();
+            match (input["old_string"].as_str(), input["new_string"].as_str()) {
+                (Some(o), Some(n)) => format!("{path}: {}", edit_summary(o, n)),
                 _ => path,
             }
         }
@@ -180,13 +191,56 @@ pub fn summarize_input(tool: &str, input: &Value) -> String {
     }
 }
 
+/// What an Edit replaced: the differing middle of old and new, widened to
+/// whole words, e.g. "+ `num_workers=2,`" or "`num_workers=2` → `num_workers=4`".
+fn edit_summary(old: &str, new: &str) -> String {
+    if old == new {
+        return "(no change)".into();
+    }
+    let (o, n): (Vec<char>, Vec<char>) = (old.chars().collect(), new.chars().collect());
+    let boundary = |c: char| c.is_whitespace() || matches!(c, ',' | '(' | ')' | '[' | ']' | ':');
+    // A split point inside a word (word characters on both sides, in either text) moves outwards.
+    let word_at = |v: &[char], i: usize| v.get(i).is_some_and(|c| !boundary(*c));
+    let mut pre = o.iter().zip(&n).take_while(|(a, b)| a == b).count();
+    while pre > 0 && !boundary(o[pre - 1]) && (word_at(&o, pre) || word_at(&n, pre)) {
+        pre -= 1;
+    }
+    let max_suf = o.len().min(n.len()) - pre;
+    let mut suf = o
+        .iter()
+        .rev()
+        .zip(n.iter().rev())
+        .take(max_suf)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let before = |v: &[char], suf: usize| {
+        (v.len() - suf)
+            .checked_sub(1)
+            .is_some_and(|i| i >= pre && word_at(v, i))
+    };
+    while suf > 0 && !boundary(o[o.len() - suf]) && (before(&o, suf) || before(&n, suf)) {
+        suf -= 1;
+    }
+    let mid = |v: &[char]| shorten(&v[pre..v.len() - suf].iter().collect::<String>(), 60);
+    let (om, nm) = (mid(&o), mid(&n));
+    match (om.is_empty(), nm.is_empty()) {
+        (true, true) => "(no change)".into(),
+        (true, false) => format!("+ `{nm}`"),
+        (false, true) => format!("- `{om}`"),
+        (false, false) => format!("`{om}` → `{nm}`"),
+    }
+}
+
 /// `s` on one line, at most `max` characters.
 pub fn shorten(s: &str, max: usize) -> String {
     let one: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if one.chars().count() <= max {
         one
     } else {
-        format!("{}…", one.chars().take(max.saturating_sub(1)).collect::<String>())
+        format!(
+            "{}…",
+            one.chars().take(max.saturating_sub(1)).collect::<String>()
+        )
     }
 }
 
@@ -198,21 +252,38 @@ pub enum CallEnd {
     /// Ran past `timeout_s`; the group got SIGTERM, a grace, SIGKILL.
     TimedOut(Duration),
     /// Went on past `--max-turns` (some versions ignore it); ended like a timeout.
-    TurnLimit { limit: u32, seen: u32 },
+    TurnLimit {
+        limit: u32,
+        seen: u32,
+    },
     /// Ctrl-C / SIGTERM to tuneloop.
     Interrupted,
 }
 
 /// Terminal reasons that mean the call did not finish its work.
-const FAILING_TERMINAL_REASONS: [&str; 6] =
-    ["max_turns", "api_error", "blocking_limit", "budget_exhausted", "error_during_execution", "aborted"];
+const FAILING_TERMINAL_REASONS: [&str; 6] = [
+    "max_turns",
+    "api_error",
+    "blocking_limit",
+    "budget_exhausted",
+    "error_during_execution",
+    "aborted",
+];
 
 /// `None` when the call succeeded; else why not, in the CLI's own words where it gave any.
 pub fn failure(end: &CallEnd, stream: &Stream, stderr: &str) -> Option<String> {
-    let err_tail = last_lines(stderr, 3);
-    let with_stderr = |s: String| if err_tail.is_empty() { s } else { format!("{s}: {err_tail}") };
+    let err_tail = stderr_words(stderr);
+    let with_stderr = |s: String| {
+        if err_tail.is_empty() {
+            s
+        } else {
+            format!("{s}: {err_tail}")
+        }
+    };
     match end {
-        CallEnd::Interrupted => return Some("interrupted (Ctrl-C); the call was ended".into()),
+        CallEnd::Interrupted => {
+            return Some("interrupted (Ctrl-C or SIGTERM to tuneloop); the call was ended".into())
+        }
         CallEnd::TimedOut(d) => {
             return Some(format!(
                 "timed out after {} s (timeout_s); the whole process group was ended",
@@ -224,21 +295,34 @@ pub fn failure(end: &CallEnd, stream: &Stream, stderr: &str) -> Option<String> {
                 "went on past --max-turns {limit} ({seen} assistant turns seen); the call was ended"
             ))
         }
-        CallEnd::Signalled(sig) => return Some(with_stderr(format!("crashed (killed by signal {sig})"))),
+        CallEnd::Signalled(sig) => {
+            return Some(with_stderr(format!("crashed (killed by signal {sig})")))
+        }
         CallEnd::Exited(_) => {}
     }
-    let CallEnd::Exited(code) = *end else { unreachable!() };
+    let CallEnd::Exited(code) = *end else {
+        unreachable!()
+    };
     let Some(r) = &stream.result else {
         if code != 0 {
-            return Some(with_stderr(format!("crashed (exit {code}) before its result")));
+            return Some(with_stderr(format!(
+                "crashed (exit {code}) before its result"
+            )));
         }
-        let last = stream.last_not_json.as_deref().map(|l| format!("; last unreadable line: {l}")).unwrap_or_default();
+        let last = stream
+            .last_not_json
+            .as_deref()
+            .map(|l| format!("; last unreadable line: {l}"))
+            .unwrap_or_default();
         return Some(format!(
             "unreadable output: no result event in {} lines ({} not JSON){last}",
             stream.lines, stream.not_json
         ));
     };
-    let bad_reason = r.terminal_reason.as_deref().filter(|t| FAILING_TERMINAL_REASONS.contains(t));
+    let bad_reason = r
+        .terminal_reason
+        .as_deref()
+        .filter(|t| FAILING_TERMINAL_REASONS.contains(t));
     if code == 0 && !r.is_error && r.subtype == "success" && bad_reason.is_none() {
         return None;
     }
@@ -266,10 +350,19 @@ pub fn failure(end: &CallEnd, stream: &Stream, stderr: &str) -> Option<String> {
     Some(format!("{words} ({})", tags.join(", ")))
 }
 
-/// The last `n` non-empty lines of `s`, joined by " | ", shortened.
-fn last_lines(s: &str, n: usize) -> String {
-    let v: Vec<&str> = s.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    shorten(&v[v.len().saturating_sub(n)..].join(" | "), 300)
+/// The line of `stderr` that says what went wrong: the last one naming an
+/// error (`TypeError: …`, `Error: …`, `error: …`), else the last line.
+fn stderr_words(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let named = lines
+        .iter()
+        .rev()
+        .find(|l| !l.starts_with("at ") && (l.contains("Error") || l.contains("error:")));
+    shorten(named.or(lines.last()).copied().unwrap_or(""), 300)
 }
 
 #[cfg(test)]
@@ -293,14 +386,26 @@ mod tests {
         let mut s = Stream::default();
         s.feed(INIT);
         let tools = s.feed(TOOL);
-        assert_eq!(tools, vec![ToolUse { name: "Edit".into(), summary: "/p/train.py: `shuffle=True,` → `shuffle=True, num_workers=2,`".into() }]);
+        assert_eq!(
+            tools,
+            vec![ToolUse {
+                name: "Edit".into(),
+                summary: "/p/train.py: + `num_workers=2,`".into()
+            }]
+        );
         s.feed(r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}}"#);
         s.feed(r#"{"type":"system","subtype":"something_new"}"#);
         s.feed(OK);
         let r = s.result.as_ref().unwrap();
-        assert_eq!((r.num_turns, r.total_cost_usd, r.session_id.as_deref()), (Some(3), Some(0.0421), Some("s1")));
+        assert_eq!(
+            (r.num_turns, r.total_cost_usd, r.session_id.as_deref()),
+            (Some(3), Some(0.0421), Some("s1"))
+        );
         assert_eq!(r.permission_denials.len(), 1);
-        assert_eq!(s.init_summary()["tools"], serde_json::json!(["Read", "Edit"]));
+        assert_eq!(
+            s.init_summary()["tools"],
+            serde_json::json!(["Read", "Edit"])
+        );
         assert_eq!(s.assistant_turns(), 1);
         assert_eq!(failure(&CallEnd::Exited(0), &s, ""), None);
     }
@@ -308,9 +413,13 @@ mod tests {
     #[test]
     fn success_needs_exit_zero_no_error_and_the_result() {
         let s = stream(&[INIT, OK]);
-        assert!(failure(&CallEnd::Exited(1), &s, "").unwrap().contains("exit 1"));
+        assert!(failure(&CallEnd::Exited(1), &s, "")
+            .unwrap()
+            .contains("exit 1"));
         let err = OK.replace(r#""is_error":false"#, r#""is_error":true"#);
-        assert!(failure(&CallEnd::Exited(0), &stream(&[&err]), "").unwrap().contains("is_error"));
+        assert!(failure(&CallEnd::Exited(0), &stream(&[&err]), "")
+            .unwrap()
+            .contains("is_error"));
         let f = failure(&CallEnd::Exited(0), &stream(&[INIT, TOOL]), "").unwrap();
         assert!(f.starts_with("unreadable output: no result event"), "{f}");
     }
@@ -319,20 +428,31 @@ mod tests {
     fn not_logged_in_is_reported_in_the_clis_words() {
         let r = r#"{"type":"result","subtype":"success","is_error":true,"terminal_reason":"api_error","result":"Not logged in · Please run /login","total_cost_usd":0,"num_turns":1}"#;
         let f = failure(&CallEnd::Exited(1), &stream(&[INIT, r]), "").unwrap();
-        assert_eq!(f, "Not logged in · Please run /login (api_error, exit 1, is_error)");
+        assert_eq!(
+            f,
+            "Not logged in · Please run /login (api_error, exit 1, is_error)"
+        );
     }
 
     #[test]
     fn error_subtypes_use_their_errors() {
         let r = r#"{"type":"result","subtype":"error_max_turns","is_error":true,"errors":["Reached maximum number of turns (8)"],"terminal_reason":"max_turns","num_turns":9}"#;
         let f = failure(&CallEnd::Exited(0), &stream(&[r]), "").unwrap();
-        assert_eq!(f, "Reached maximum number of turns (8) (error_max_turns, max_turns, exit 0, is_error)");
+        assert_eq!(
+            f,
+            "Reached maximum number of turns (8) (error_max_turns, max_turns, exit 0, is_error)"
+        );
         let b = r#"{"type":"result","subtype":"error_max_budget_usd","is_error":true,"errors":["Reached maximum budget ($1)"],"terminal_reason":"budget_exhausted"}"#;
         let f = failure(&CallEnd::Exited(1), &stream(&[b]), "").unwrap();
-        assert!(f.contains("maximum budget") && f.contains("budget_exhausted"), "{f}");
+        assert!(
+            f.contains("maximum budget") && f.contains("budget_exhausted"),
+            "{f}"
+        );
         // A failing terminal reason fails the call even when everything else says success.
         let t = OK.replace("\"completed\"", "\"blocking_limit\"");
-        assert!(failure(&CallEnd::Exited(0), &stream(&[&t]), "").unwrap().contains("blocking_limit"));
+        assert!(failure(&CallEnd::Exited(0), &stream(&[&t]), "")
+            .unwrap()
+            .contains("blocking_limit"));
     }
 
     #[test]
@@ -341,29 +461,77 @@ mod tests {
         let s = stream(&[INIT, TOOL, cut]);
         assert_eq!(s.not_json, 1);
         let f = failure(&CallEnd::Exited(0), &s, "").unwrap();
-        assert!(f.contains("unreadable output") && f.contains("1 not JSON") && f.contains("last unreadable line"), "{f}");
-        let f = failure(&CallEnd::Exited(1), &s, "TypeError: x is undefined\n    at main (cli.js:1)\n").unwrap();
-        assert_eq!(f, "crashed (exit 1) before its result: TypeError: x is undefined | at main (cli.js:1)");
-        assert!(failure(&CallEnd::Signalled(6), &s, "").unwrap().contains("signal 6"));
-        assert!(failure(&CallEnd::TimedOut(Duration::from_secs(5)), &s, "").unwrap().starts_with("timed out after 5 s"));
+        assert!(
+            f.contains("unreadable output")
+                && f.contains("1 not JSON")
+                && f.contains("last unreadable line"),
+            "{f}"
+        );
+        let f = failure(
+            &CallEnd::Exited(1),
+            &s,
+            "file:///cli.js:1\nTypeError: x is undefined\n    at main (cli.js:1)\n",
+        )
+        .unwrap();
+        assert_eq!(
+            f,
+            "crashed (exit 1) before its result: TypeError: x is undefined"
+        );
+        let f = failure(&CallEnd::Exited(3), &s, "first\nsomething broke\n").unwrap();
+        assert_eq!(f, "crashed (exit 3) before its result: something broke");
+        assert!(failure(&CallEnd::Signalled(6), &s, "")
+            .unwrap()
+            .contains("signal 6"));
+        assert!(failure(&CallEnd::TimedOut(Duration::from_secs(5)), &s, "")
+            .unwrap()
+            .starts_with("timed out after 5 s"));
         let f = failure(&CallEnd::TurnLimit { limit: 3, seen: 5 }, &s, "").unwrap();
-        assert!(f.contains("--max-turns 3") && f.contains("5 assistant turns"), "{f}");
+        assert!(
+            f.contains("--max-turns 3") && f.contains("5 assistant turns"),
+            "{f}"
+        );
         let stdin_cap = "Error: piped stdin input exceeds 10MB. Pass large content as a file path in your prompt instead.\n";
-        assert!(failure(&CallEnd::Exited(1), &Stream::default(), stdin_cap).unwrap().contains("exceeds 10MB"));
+        assert!(failure(&CallEnd::Exited(1), &Stream::default(), stdin_cap)
+            .unwrap()
+            .contains("exceeds 10MB"));
     }
 
     #[test]
     fn sub_agent_messages_do_not_count_as_turns() {
-        let sub = TOOL.replace(r#""parent_tool_use_id":null"#, r#""parent_tool_use_id":"t9""#).replace("\"m1\"", "\"m2\"");
-        let again = TOOL.replace("\"text\",\"text\":\"reading\"", "\"text\",\"text\":\"more\"");
+        let sub = TOOL
+            .replace(
+                r#""parent_tool_use_id":null"#,
+                r#""parent_tool_use_id":"t9""#,
+            )
+            .replace("\"m1\"", "\"m2\"");
+        let again = TOOL.replace(
+            "\"text\",\"text\":\"reading\"",
+            "\"text\",\"text\":\"more\"",
+        );
         let s = stream(&[TOOL, &again, &sub]);
         assert_eq!(s.assistant_turns(), 1);
         assert_eq!(s.tool_uses.len(), 3);
     }
 
     #[test]
+    fn edits_are_summarised_by_what_they_change() {
+        let call = "DataLoader(\n    ds,\n    batch_size=32,\n    num_workers=2,\n)";
+        assert_eq!(
+            edit_summary(call, &call.replace("=2", "=4")),
+            "`num_workers=2` → `num_workers=4`"
+        );
+        assert_eq!(
+            edit_summary(call, &call.replace("    num_workers=2,\n", "")),
+            "- `num_workers=2,`"
+        );
+        assert_eq!(edit_summary("a", "a"), "(no change)");
+        assert_eq!(edit_summary("x = 1", "x = 1\ny = 2"), "+ `y = 2`");
+    }
+
+    #[test]
     fn legacy_cost_field_is_read() {
-        let s = stream(&[r#"{"type":"result","subtype":"success","is_error":false,"cost_usd":0.5}"#]);
+        let s =
+            stream(&[r#"{"type":"result","subtype":"success","is_error":false,"cost_usd":0.5}"#]);
         assert_eq!(s.result.unwrap().total_cost_usd, Some(0.5));
     }
 }

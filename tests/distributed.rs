@@ -1,0 +1,60 @@
+//! Data-parallel training under torchrun: real processes, gloo on CPU.
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+
+const LAUNCHER: &str = "launcher = \"torchrun --standalone --nproc_per_node {nproc}\"\nnproc = 2\n";
+
+/// Processes whose command line mentions `needle` (the test's temp folder).
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
+        let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(needle) {
+            found.push(cmd);
+        }
+    }
+    found
+}
+
+#[test]
+fn torchrun_two_ranks_keeps_a_change_and_leaves_no_process() {
+    let ws = Ws::managed(IO_BOUND_TRAIN, LAUNCHER, &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 3"));
+    let r = ws.tuneloop(&["start"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let dir = r.run_dir();
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["environment"]["world_size"], 2, "{run:#}");
+    let base: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("baseline/bench.json")).unwrap()).unwrap();
+    let per_rank = base["runs"][0]["per_rank"].as_array().unwrap();
+    assert_eq!(per_rank.len(), 2);
+    let total = base["runs"][0]["samples_per_sec"].as_f64().unwrap();
+    let sum: f64 = per_rank.iter().map(|r| r["samples_per_sec"].as_f64().unwrap()).sum();
+    assert!((total - sum).abs() < 1e-6 * total, "total {total} is not the sum over ranks {sum}");
+    let rep: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(rep["turns"][0]["decision"], "kept", "{rep:#}");
+    // With 2 CPUs and 2 ranks, each rank's loader starts at 1 worker.
+    assert_eq!(rep["turns"][0]["change"], "num_workers (default) → 1");
+    assert!(ws.read("train.py").contains("num_workers=1,"));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let left = processes_mentioning(ws.path().to_str().unwrap());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+#[test]
+fn a_crashing_rank_fails_the_measurement_and_leaves_no_process() {
+    let train = IO_BOUND_TRAIN.replace(
+        "def build():\n",
+        "def build():\n    import os\n    if os.environ.get('RANK') == '1':\n        raise RuntimeError('rank 1 lost its GPU')\n",
+    );
+    let ws = Ws::managed(&train, LAUNCHER, FAST_POLICY);
+    let r = ws.tuneloop(&["bench", "--repeats", "1"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("rank 1 lost its GPU"), "{}", r.stderr);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let left = processes_mentioning(ws.path().to_str().unwrap());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
