@@ -24,6 +24,7 @@ pub mod event;
 pub mod git;
 pub mod process;
 pub mod report;
+pub mod review;
 pub mod run_loop;
 pub mod store;
 pub mod verify;

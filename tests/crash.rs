@@ -115,6 +115,9 @@ fn kill_while_writing_the_report_then_resume_writes_it() {
     assert!(!dir.join("report.json").exists());
     // The log is readable up to the kill.
     assert!(events(&ws).iter().any(|e| e["event"] == "turn_decided"));
+    // `report` works before the resume: rebuilt from the folder, marked interrupted.
+    let r = ws.tuneloop(&["report"]);
+    assert!(r.code == 0 && r.stdout.contains("**Interrupted**") && r.stdout.contains("| 1 | num_workers (default) → 2 |"), "{}\n{}", r.stdout, r.stderr);
     // resume finds every turn done: it measures the final again and writes the report.
     let r = ws.tuneloop(&["resume"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);

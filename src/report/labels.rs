@@ -17,7 +17,9 @@ pub struct Labels {
     pub baseline: &'static str,
     pub final_: &'static str,
     pub speedup: &'static str,
-    pub ci95: &'static str,
+    /// The ratio's confidence interval. No level here: the policy sets it
+    /// (`decision.confidence`), and each row's reason states it.
+    pub ci: &'static str,
     pub ceiling: &'static str,
     /// The final throughput as a share of the ceiling; `{pct}` is replaced
     /// by the percentage, e.g. "final is 81.7% of it".
@@ -55,6 +57,8 @@ pub struct Labels {
     // Plot.
     pub plot_x: &'static str,
     pub plot_y: &'static str,
+    /// The y axis when it is logarithmic (a run spanning a wide range).
+    pub plot_y_log: &'static str,
     pub plot_samples: &'static str,
     pub plot_incumbent: &'static str,
     pub plot_spread: &'static str,
@@ -86,7 +90,7 @@ pub const EN: Labels = Labels {
     baseline: "baseline",
     final_: "final",
     speedup: "Speedup",
-    ci95: "95% CI",
+    ci: "CI",
     ceiling: "Ceiling",
     of_ceiling: "final is {pct} of it",
     data_wait_share: "data_wait share",
@@ -104,7 +108,7 @@ pub const EN: Labels = Labels {
     col_before: "before (samples/sec)",
     col_after: "after",
     col_ratio: "ratio",
-    col_ci: "95% CI",
+    col_ci: "CI",
     col_runs: "runs",
     col_decision: "decision",
     col_reason: "reason",
@@ -118,6 +122,7 @@ pub const EN: Labels = Labels {
     none: "none",
     plot_x: "turn (0 = baseline)",
     plot_y: "samples/sec",
+    plot_y_log: "samples/sec (log scale)",
     plot_samples: "measurements",
     plot_incumbent: "incumbent",
     plot_spread: "candidate min–max",
@@ -136,7 +141,7 @@ pub const JA: Labels = Labels {
     baseline: "ベースライン",
     final_: "最終",
     speedup: "高速化",
-    ci95: "95% 信頼区間",
+    ci: "信頼区間",
     ceiling: "上限 (ceiling)",
     of_ceiling: "最終は上限の {pct}",
     data_wait_share: "data_wait の割合",
@@ -154,7 +159,7 @@ pub const JA: Labels = Labels {
     col_before: "変更前 (samples/sec)",
     col_after: "変更後",
     col_ratio: "比",
-    col_ci: "95% 信頼区間",
+    col_ci: "信頼区間",
     col_runs: "実行回数",
     col_decision: "判定",
     col_reason: "理由",
@@ -168,6 +173,7 @@ pub const JA: Labels = Labels {
     none: "なし",
     plot_x: "ターン (0 = ベースライン)",
     plot_y: "samples/sec",
+    plot_y_log: "samples/sec (対数目盛)",
     plot_samples: "測定値",
     plot_incumbent: "現行ベスト",
     plot_spread: "候補の最小–最大",

@@ -58,7 +58,7 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
         text::DASH.to_string()
     };
     if let Some(ci) = r.speedup_ci {
-        let _ = write!(speedup, " ({} {})", l.ci95, text::interval(Some(ci), 2));
+        let _ = write!(speedup, " ({} {})", l.ci, text::interval(Some(ci), 2));
     }
     items.push((l.speedup, speedup));
     if r.ceiling_sps.is_some_and(f64::is_finite) {

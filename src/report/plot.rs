@@ -3,7 +3,10 @@
 //! (kept: filled green circle, reverted: grey circle, rejected/failed: red
 //! cross, no change: hollow grey circle), the incumbent a step line, and the
 //! baseline and ceiling horizontal dashed lines. The legend sits in its own
-//! panel to the right so it never covers data.
+//! panel to the right so it never covers data. When the values span a wide
+//! range (×8 or more — typically a far ceiling, or a run that gained several
+//! times over) the y axis is logarithmic, with 1-2-5 ticks, so equal ratios
+//! get equal heights and the early turns are not flattened at the bottom.
 //!
 //! Drawn with plotters' SVG backend and its built-in "naive" font handling:
 //! text is emitted as SVG `<text>` elements and laid out by the viewer, so no
@@ -16,6 +19,10 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::labels::{labels, Labels};
 use super::model::{Decision, RunReport};
 use super::text;
+
+/// The y axis turns logarithmic when the largest value is this many times
+/// the smallest.
+pub const LOG_SCALE_FROM: f64 = 8.0;
 
 /// Width and height of the SVG in pixels.
 pub const PLOT_SIZE: (u32, u32) = (880, 460);
@@ -69,6 +76,8 @@ struct Marker {
 struct PlotData {
     max_turn: u32,
     y_max: f64,
+    /// The smallest positive value drawn (for a logarithmic axis).
+    y_min: Option<f64>,
     baseline: Option<f64>,
     ceiling: Option<f64>,
     /// Every measurement (x, samples/sec).
@@ -142,9 +151,13 @@ fn plot_data(r: &RunReport) -> PlotData {
     }
 
     let mut y_max = 0.0f64;
+    let mut y_min: Option<f64> = None;
     let mut see = |v: f64| {
         if v.is_finite() {
             y_max = y_max.max(v);
+            if v > 0.0 {
+                y_min = Some(y_min.map_or(v, |m| m.min(v)));
+            }
         }
     };
     samples.iter().for_each(|p| see(p.1));
@@ -161,6 +174,7 @@ fn plot_data(r: &RunReport) -> PlotData {
     PlotData {
         max_turn,
         y_max,
+        y_min,
         baseline,
         ceiling,
         samples,
@@ -170,9 +184,55 @@ fn plot_data(r: &RunReport) -> PlotData {
     }
 }
 
+/// How values map to the y axis: as they are, or by their logarithm.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Scale {
+    Linear,
+    Log,
+}
+
+impl Scale {
+    fn of(d: &PlotData) -> Scale {
+        match d.y_min {
+            Some(m) if d.y_max / 1.1 >= LOG_SCALE_FROM * m => Scale::Log,
+            _ => Scale::Linear,
+        }
+    }
+
+    /// A value's position on the axis; `None` for what the axis cannot show
+    /// (zero or less on a logarithmic one).
+    fn y(self, v: f64) -> Option<f64> {
+        match self {
+            Scale::Linear => Some(v),
+            Scale::Log => (v > 0.0).then(|| v.ln()),
+        }
+    }
+}
+
+/// Round values 1, 2, 5 × 10^k within `[lo, hi]`: the ticks of a
+/// logarithmic axis.
+fn ticks_125(lo: f64, hi: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    if !(lo > 0.0 && hi > lo && hi.is_finite()) {
+        return out;
+    }
+    let mut p = 10f64.powf(lo.log10().floor());
+    while p <= hi {
+        for m in [1.0, 2.0, 5.0] {
+            let v = p * m;
+            if v >= lo && v <= hi {
+                out.push(v);
+            }
+        }
+        p *= 10.0;
+    }
+    out
+}
+
 fn draw(r: &RunReport, buf: &mut String) -> DrawResult<()> {
     let l = labels(r);
     let d = plot_data(r);
+    let scale = Scale::of(&d);
     let root = SVGBackend::with_string(buf, PLOT_SIZE).into_drawing_area();
     root.fill(&WHITE)?;
     let (chart_area, legend_area) = root.split_horizontally(PLOT_SIZE.0 - LEGEND_WIDTH);
@@ -182,20 +242,28 @@ fn draw(r: &RunReport, buf: &mut String) -> DrawResult<()> {
     // Plotters picks the nicest step that gives at most this many labels;
     // the range's width is max_turn + 1, so the step is 1 up to 15 turns.
     let x_labels = (d.max_turn as usize + 1).min(15);
+    // A little room above and below on a logarithmic axis (10% above on a linear one).
+    let (lo, hi) = match (scale, d.y_min) {
+        (Scale::Log, Some(m)) => (m / 1.25, d.y_max / 1.1 * 1.25),
+        _ => (0.0, d.y_max),
+    };
+    let (y_lo, y_hi) = (scale.y(lo).unwrap_or(0.0), scale.y(hi).unwrap_or(1.0));
 
     let mut chart = ChartBuilder::on(&chart_area)
         .caption(l.plot, ("sans-serif", 18).into_font().color(&TEXT_COLOR))
         .margin(12)
         .x_label_area_size(42)
         .y_label_area_size(64)
-        .build_cartesian_2d(x_lo..x_hi, 0f64..d.y_max)?;
+        .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)?;
 
+    let label_font = ("sans-serif", 12).into_font().color(&TEXT_COLOR);
     chart
         .configure_mesh()
         .x_desc(l.plot_x)
-        .y_desc(l.plot_y)
+        .y_desc(if scale == Scale::Log { l.plot_y_log } else { l.plot_y })
         .x_labels(x_labels)
-        .y_labels(8)
+        // A logarithmic axis gets its own 1-2-5 ticks below.
+        .y_labels(if scale == Scale::Log { 0 } else { 8 })
         .x_label_formatter(&|x| {
             if (x - x.round()).abs() < 1e-9 && *x >= 0.0 {
                 format!("{x:.0}")
@@ -207,12 +275,22 @@ fn draw(r: &RunReport, buf: &mut String) -> DrawResult<()> {
         .bold_line_style(GRID_COLOR)
         .light_line_style(TRANSPARENT)
         .axis_style(TEXT_COLOR)
-        .label_style(("sans-serif", 12).into_font().color(&TEXT_COLOR))
+        .label_style(label_font.clone())
         .axis_desc_style(("sans-serif", 13).into_font().color(&TEXT_COLOR))
         .draw()?;
+    if scale == Scale::Log {
+        let tick_font = label_font.pos(Pos::new(HPos::Right, VPos::Center));
+        for v in ticks_125(lo, hi) {
+            let y = v.ln();
+            chart.draw_series(std::iter::once(PathElement::new(vec![(x_lo, y), (x_hi, y)], GRID_COLOR)))?;
+            let (px, py) = chart.backend_coord(&(x_lo, y));
+            chart_area.draw(&PathElement::new(vec![(px - 5, py), (px, py)], TEXT_COLOR))?;
+            chart_area.draw(&Text::new(format!("{v:.0}"), (px - 8, py), tick_font.clone()))?;
+        }
+    }
 
     // Reference lines first, so data draws on top.
-    if let Some(c) = d.ceiling {
+    if let Some(c) = d.ceiling.and_then(|c| scale.y(c)) {
         chart.draw_series(DashedLineSeries::new(
             vec![(x_lo, c), (x_hi, c)],
             8,
@@ -220,7 +298,7 @@ fn draw(r: &RunReport, buf: &mut String) -> DrawResult<()> {
             CEILING_COLOR.stroke_width(2),
         ))?;
     }
-    if let Some(b) = d.baseline {
+    if let Some(b) = d.baseline.and_then(|b| scale.y(b)) {
         chart.draw_series(DashedLineSeries::new(
             vec![(x_lo, b), (x_hi, b)],
             6,
@@ -228,14 +306,14 @@ fn draw(r: &RunReport, buf: &mut String) -> DrawResult<()> {
             BASELINE_COLOR.stroke_width(1),
         ))?;
     }
-    if d.incumbent.len() >= 2 {
-        chart.draw_series(LineSeries::new(
-            d.incumbent.iter().copied(),
-            INCUMBENT_COLOR.stroke_width(2),
-        ))?;
+    let incumbent: Vec<(f64, f64)> =
+        d.incumbent.iter().filter_map(|&(x, y)| Some((x, scale.y(y)?))).collect();
+    if incumbent.len() >= 2 {
+        chart.draw_series(LineSeries::new(incumbent, INCUMBENT_COLOR.stroke_width(2)))?;
     }
     for m in &d.markers {
-        let p = (m.x, m.y);
+        let Some(y) = scale.y(m.y) else { continue };
+        let p = (m.x, y);
         match m.decision {
             Decision::Kept => {
                 chart.draw_series(std::iter::once(Circle::new(p, 6, KEPT_COLOR.filled())))?;
@@ -261,16 +339,16 @@ fn draw(r: &RunReport, buf: &mut String) -> DrawResult<()> {
     }
 
     // Measurements over the markers, so they stay visible.
-    chart.draw_series(d.spreads.iter().map(|&(x, lo, hi)| {
-        PathElement::new(
-            vec![(x, lo), (x, hi)],
+    chart.draw_series(d.spreads.iter().filter_map(|&(x, lo, hi)| {
+        Some(PathElement::new(
+            vec![(x, scale.y(lo)?), (x, scale.y(hi)?)],
             SAMPLE_COLOR.mix(0.6).stroke_width(2),
-        )
+        ))
     }))?;
     chart.draw_series(
         d.samples
             .iter()
-            .map(|&p| Circle::new(p, 2, SAMPLE_COLOR.mix(0.7).filled())),
+            .filter_map(|&(x, y)| Some(Circle::new((x, scale.y(y)?), 2, SAMPLE_COLOR.mix(0.7).filled()))),
     )?;
 
     draw_legend(&legend_area, l, &d)?;
@@ -350,4 +428,94 @@ fn draw_legend(area: &Area<'_>, l: &Labels, d: &PlotData) -> DrawResult<()> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{AgentInfo, TurnRow};
+
+    fn run(baseline: f64, kept_after: f64, ceiling: Option<f64>) -> RunReport {
+        RunReport {
+            schema_version: 1,
+            run_id: "r".into(),
+            project: "p".into(),
+            agent: "builtin".into(),
+            language: "en".into(),
+            started_at: String::new(),
+            baseline_sps: baseline,
+            baseline_samples: vec![baseline],
+            baseline_data_wait_share: None,
+            final_sps: kept_after,
+            final_data_wait_share: None,
+            speedup: kept_after / baseline,
+            speedup_ci: None,
+            ceiling_sps: ceiling,
+            final_share_of_ceiling: None,
+            stop_reason: String::new(),
+            interrupted: false,
+            total_cost_usd: 0.0,
+            agent_time_ms: 0,
+            wall_s: 0.0,
+            bench_runs: 0,
+            turns: vec![TurnRow {
+                turn: 1,
+                change: "num_workers 0 → 4".into(),
+                file: None,
+                before_sps: Some(baseline),
+                after_sps: Some(kept_after),
+                ratio: Some(kept_after / baseline),
+                ratio_ci: None,
+                runs: 4,
+                decision: Decision::Kept,
+                reason: String::new(),
+                agent: AgentInfo::default(),
+                candidate_samples: vec![kept_after * 0.98, kept_after * 1.02],
+                incumbent_samples: vec![baseline],
+                data_wait_share: None,
+            }],
+            kept_diff: String::new(),
+        }
+    }
+
+    #[test]
+    fn ticks_are_1_2_5_within_the_range() {
+        assert_eq!(ticks_125(300.0, 45_000.0), [500.0, 1000.0, 2000.0, 5000.0, 10_000.0, 20_000.0]);
+        assert_eq!(ticks_125(1.0, 10.0), [1.0, 2.0, 5.0, 10.0]);
+        assert!(ticks_125(0.0, 10.0).is_empty());
+        assert!(ticks_125(5.0, f64::INFINITY).is_empty());
+    }
+
+    #[test]
+    fn a_wide_range_gets_a_logarithmic_axis() {
+        // Baseline 400, ceiling 38000: linear would flatten every turn at the bottom.
+        let svg = render_plot_svg(&run(400.0, 800.0, Some(38_000.0)));
+        assert!(svg.contains("samples/sec (log scale)"), "no log axis title");
+        for tick in [">\n500\n<", ">\n1000\n<", ">\n2000\n<", ">\n5000\n<", ">\n10000\n<", ">\n20000\n<"] {
+            assert!(svg.contains(tick), "no tick {tick}");
+        }
+        // The baseline sits well above the bottom edge: equal ratios, equal heights.
+        let d = plot_data(&run(400.0, 800.0, Some(38_000.0)));
+        assert_eq!(Scale::of(&d), Scale::Log);
+        // A near ceiling keeps the linear axis from zero.
+        let d = plot_data(&run(400.0, 800.0, Some(1_000.0)));
+        assert_eq!(Scale::of(&d), Scale::Linear);
+        let svg = render_plot_svg(&run(400.0, 800.0, Some(1_000.0)));
+        assert!(!svg.contains("log scale") && svg.contains(">\n0\n<"), "linear axis should start at 0");
+    }
+
+    #[test]
+    fn a_logarithmic_axis_skips_what_it_cannot_show() {
+        let mut r = run(400.0, 800.0, Some(38_000.0));
+        r.turns[0].candidate_samples.push(0.0);
+        let svg = render_plot_svg(&r);
+        assert!(!svg.contains("plot unavailable") && svg.contains("log scale"));
+    }
+
+    #[test]
+    fn japanese_log_axis_title() {
+        let mut r = run(400.0, 800.0, Some(38_000.0));
+        r.language = "ja".into();
+        assert!(render_plot_svg(&r).contains("samples/sec (対数目盛)"));
+    }
 }

@@ -244,7 +244,7 @@ fn markdown_table_has_every_turn_in_order_with_nine_cells() {
 fn markdown_headline() {
     let md = render_markdown(&sample_report());
     assert!(md.contains("812.3 → 2450.1 samples/sec"), "{md}");
-    assert!(md.contains("×3.02 (95% CI [2.95, 3.10])"), "{md}");
+    assert!(md.contains("×3.02 (CI [2.95, 3.10])"), "{md}");
     assert!(
         md.contains("3000.0 samples/sec (final is 81.7% of it)"),
         "{md}"

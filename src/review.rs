@@ -1,0 +1,769 @@
+//! Reading a run folder back for review: the [`RunReport`] (from
+//! `report.json`, or rebuilt from the turn files when the run was killed
+//! before writing it), the one-line summaries of `tuneloop runs`, and one
+//! turn's files for `tuneloop show`. Reading is here; the text for the
+//! terminal is made by the pure `render_*` functions below, and the reports
+//! themselves by [`crate::report`].
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::bench::stats;
+use crate::report::{self, Decision, RunReport, TurnRow};
+use crate::store::{self, FileSet};
+
+/// Why a run folder cannot be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("{dir} has no report.json, and its baseline was not measured yet (baseline/bench.json is missing): there is nothing to report")]
+    NoBaseline { dir: PathBuf },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not what this tuneloop expects: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("run {run} has no turn {turn} (it has {have}); `tuneloop show {run}` shows the whole run")]
+    NoTurn { run: String, turn: u32, have: String },
+}
+
+fn read_text(path: &Path) -> Result<String, ReviewError> {
+    std::fs::read_to_string(path).map_err(|source| ReviewError::Read { path: path.to_owned(), source })
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReviewError> {
+    serde_json::from_str(&read_text(path)?).map_err(|source| ReviewError::Parse { path: path.to_owned(), source })
+}
+
+/// `run.json`, or null when it is missing or torn.
+fn run_json(dir: &Path) -> Value {
+    read_json(&dir.join("run.json")).unwrap_or(Value::Null)
+}
+
+fn run_id(dir: &Path) -> String {
+    dir.file_name().unwrap_or_default().to_string_lossy().into_owned()
+}
+
+/// The turn folders (`turns/NN`) in turn order.
+fn turn_dirs(dir: &Path) -> Vec<(u32, PathBuf)> {
+    let mut v: Vec<(u32, PathBuf)> = std::fs::read_dir(dir.join("turns"))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// The decided turns: every `turns/NN/decision.json` (the turn's commit
+/// point); a turn killed before its decision is left out.
+fn decided_turns(dir: &Path) -> Vec<(PathBuf, TurnRow)> {
+    turn_dirs(dir)
+        .into_iter()
+        .filter_map(|(_, d)| {
+            let row = read_json::<TurnRow>(&d.join("decision.json")).ok()?;
+            Some((d, row))
+        })
+        .collect()
+}
+
+fn decided_count(dir: &Path) -> usize {
+    turn_dirs(dir).iter().filter(|(_, d)| d.join("decision.json").is_file()).count()
+}
+
+/// The run's report: `report.json` when it covers every decided turn, else
+/// rebuilt from the folder by [`rebuild_report`] (marked interrupted).
+pub fn load_report(dir: &Path) -> Result<RunReport, ReviewError> {
+    let path = dir.join("report.json");
+    let written: Option<Result<RunReport, ReviewError>> = path.exists().then(|| read_json(&path));
+    // A resumed run killed again has decisions its old report lacks.
+    let written = match written {
+        Some(Ok(r)) if r.turns.len() >= decided_count(dir) => return Ok(r),
+        other => other,
+    };
+    match rebuild_report(dir) {
+        Ok(r) => Ok(r),
+        Err(e) => match written {
+            Some(w) => w,
+            None => Err(e),
+        },
+    }
+}
+
+/// Rebuilds the report of a run that ended without writing one (killed, or
+/// still running) from what it left: `run.json`, `baseline/bench.json`, each
+/// decided turn's `decision.json`, `final.json` when the final measurement
+/// was done, and the saved files for the kept diff. Always `interrupted`.
+pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
+    let run = run_json(dir);
+    let bench_path = dir.join("baseline").join("bench.json");
+    if !bench_path.is_file() {
+        return Err(ReviewError::NoBaseline { dir: dir.to_owned() });
+    }
+    let bench: Value = read_json(&bench_path)?;
+    let base_runs = bench["runs"].as_array().cloned().unwrap_or_default();
+    let baseline_samples: Vec<f64> = base_runs.iter().filter_map(|m| m["samples_per_sec"].as_f64()).collect();
+    let shares: Vec<f64> = base_runs.iter().filter_map(|m| m["data_wait_share"].as_f64()).collect();
+    let baseline_share = (!shares.is_empty()).then(|| stats::median(&shares));
+    let ceiling = base_runs.iter().find_map(|m| m["ceiling_sps"].as_f64());
+    let baseline_sps = if baseline_samples.is_empty() { f64::NAN } else { stats::median(&baseline_samples) };
+
+    let decided = decided_turns(dir);
+    let last_kept = decided.iter().rev().find(|(_, r)| r.decision == Decision::Kept);
+    let mut final_sps = last_kept.and_then(|(_, r)| r.after_sps).unwrap_or(baseline_sps);
+    let final_share = match last_kept {
+        Some((_, r)) => r.data_wait_share,
+        None => baseline_share,
+    };
+    let mut speedup = final_sps / baseline_sps;
+    let mut speedup_ci = None;
+    let mut bench_runs =
+        u32::from(bench["profiled"].is_object()) + base_runs.len() as u32 + decided.iter().map(|(_, r)| r.runs).sum::<u32>();
+    // Killed while writing the report: the final measurement is on disk.
+    if let Ok(f) = read_json::<Value>(&dir.join("final.json")) {
+        let best: Vec<f64> =
+            f["best"].as_array().into_iter().flatten().filter_map(|m| m["samples_per_sec"].as_f64()).collect();
+        if let (Some(m), false) = (f["median"].as_f64(), best.is_empty()) {
+            speedup = m;
+            final_sps = stats::median(&best);
+            speedup_ci = serde_json::from_value::<[f64; 2]>(f["ci"].clone()).ok();
+            bench_runs += best.len() as u32 + f["baseline"].as_array().map_or(0, |a| a.len() as u32);
+        }
+    }
+
+    let events = store::read_events(dir).unwrap_or_default();
+    let stop_reason = events
+        .iter()
+        .rev()
+        .find(|e| e["event"] == "stopped")
+        .and_then(|e| e["reason"].as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| match run["state"].as_str() {
+            Some("running") => "not finished: killed, or still running (no report written yet)".to_string(),
+            Some(s) => format!("not finished ({s}; no report written)"),
+            None => "not finished (no report written)".to_string(),
+        });
+    let wall_s = wall_seconds(&events);
+
+    let editable: Vec<String> = serde_json::from_value(run["editable"].clone()).unwrap_or_default();
+    let kept_diff = kept_diff(dir, &editable, last_kept.map(|(d, _)| d.as_path()), &decided);
+    let rows: Vec<TurnRow> = decided.into_iter().map(|(_, r)| r).collect();
+    let str_of = |k: &str| run[k].as_str().unwrap_or_default().to_string();
+    Ok(RunReport {
+        schema_version: report::SCHEMA_VERSION,
+        run_id: run["run_id"].as_str().map(str::to_string).unwrap_or_else(|| run_id(dir)),
+        project: str_of("project_root"),
+        agent: str_of("agent"),
+        language: run["policy"]["agent"]["language"].as_str().unwrap_or("en").to_string(),
+        started_at: str_of("started_at"),
+        baseline_sps,
+        baseline_samples,
+        baseline_data_wait_share: baseline_share,
+        final_sps,
+        final_data_wait_share: final_share,
+        speedup,
+        speedup_ci,
+        ceiling_sps: ceiling,
+        final_share_of_ceiling: ceiling.filter(|c| *c > 0.0).map(|c| final_sps / c),
+        stop_reason,
+        interrupted: true,
+        total_cost_usd: rows.iter().filter_map(|r| r.agent.cost_usd).sum(),
+        agent_time_ms: rows.iter().map(|r| r.agent.duration_ms).sum(),
+        wall_s,
+        bench_runs,
+        turns: rows,
+        kept_diff,
+    })
+}
+
+/// Seconds from the first event to the last, by their time stamps.
+fn wall_seconds(events: &[Value]) -> f64 {
+    let ts = |e: Option<&Value>| {
+        e.and_then(|e| e["ts"].as_str()).and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    };
+    match (ts(events.first()), ts(events.last())) {
+        (Some(a), Some(b)) => (b - a).num_milliseconds().max(0) as f64 / 1000.0,
+        _ => f64::NAN,
+    }
+}
+
+/// Baseline → best as one diff: the saved baseline files against the last
+/// kept turn's candidate files; without them, the kept turns' own diffs.
+fn kept_diff(dir: &Path, editable: &[String], last_kept: Option<&Path>, decided: &[(PathBuf, TurnRow)]) -> String {
+    let Some(kept_dir) = last_kept else { return String::new() };
+    let base = FileSet::load(&dir.join("baseline").join("files"), editable);
+    let best = FileSet::load(&kept_dir.join("candidate"), editable);
+    if let (Ok(a), Ok(b), false) = (&base, &best, editable.is_empty()) {
+        return editable.iter().map(|f| crate::edit::unified_diff(f, &a.text(f), &b.text(f))).collect();
+    }
+    decided
+        .iter()
+        .filter(|(_, r)| r.decision == Decision::Kept)
+        .filter_map(|(d, _)| std::fs::read_to_string(d.join("diff.patch")).ok())
+        .collect()
+}
+
+// ---------------------------------------------------------------- runs
+
+/// One line of `tuneloop runs` (and one object of `runs --json`).
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct RunSummary {
+    pub id: String,
+    /// When it started (RFC 3339, as in run.json).
+    pub date: String,
+    /// The project folder, relative to the workspace when inside it.
+    pub project: String,
+    pub agent: String,
+    /// Decided turns.
+    pub turns: Option<usize>,
+    pub speedup: Option<f64>,
+    pub stop_reason: Option<String>,
+    /// run.json's state: finished, interrupted, running, restored, failed —
+    /// or `killed` for a `running` run whose process is gone.
+    pub state: String,
+    /// The run did not finish on its own: Ctrl-C, killed, or still going.
+    pub interrupted: bool,
+}
+
+/// Summaries of every run in `runs_dir`, oldest first.
+pub fn list_runs(runs_dir: &Path) -> Vec<RunSummary> {
+    let live_owner = std::fs::read_to_string(runs_dir.join(".lock"))
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u32>().ok())
+        .is_some_and(crate::process::pid_alive);
+    store::list_runs(runs_dir).iter().map(|d| summarize(d, live_owner)).collect()
+}
+
+fn summarize(dir: &Path, lock_held: bool) -> RunSummary {
+    let run = run_json(dir);
+    let rep = load_report(dir).ok();
+    let mut state = run["state"].as_str().unwrap_or("?").to_string();
+    if state == "running" && !lock_held {
+        state = "killed".into();
+    }
+    let project_root = run["project_root"].as_str().unwrap_or_default();
+    let project = match run["workspace"].as_str().map(Path::new) {
+        Some(ws) => match Path::new(project_root).strip_prefix(ws) {
+            Ok(p) if p.as_os_str().is_empty() => ".".to_string(),
+            Ok(p) => p.display().to_string(),
+            Err(_) => project_root.to_string(),
+        },
+        None => project_root.to_string(),
+    };
+    RunSummary {
+        id: run_id(dir),
+        date: run["started_at"].as_str().unwrap_or_default().to_string(),
+        project,
+        agent: run["agent"].as_str().unwrap_or_default().to_string(),
+        turns: rep.as_ref().map(|r| r.turns.len()),
+        speedup: rep.as_ref().map(|r| r.speedup).filter(|s| s.is_finite()),
+        stop_reason: rep.as_ref().map(|r| r.stop_reason.clone()),
+        interrupted: matches!(state.as_str(), "interrupted" | "running" | "killed" | "restored")
+            || rep.as_ref().is_some_and(|r| r.interrupted),
+        state,
+    }
+}
+
+/// Words of `runs` and `show`, English and Japanese.
+struct Words {
+    id: &'static str,
+    date: &'static str,
+    project: &'static str,
+    agent: &'static str,
+    turns: &'static str,
+    speedup: &'static str,
+    state: &'static str,
+    stop_reason: &'static str,
+    no_runs: &'static str,
+    run: &'static str,
+    turn: &'static str,
+    prompt: &'static str,
+    summary: &'static str,
+    failure: &'static str,
+    tool_calls: &'static str,
+    none: &'static str,
+    diff: &'static str,
+    measurements: &'static str,
+    pair: &'static str,
+    incumbent: &'static str,
+    candidate: &'static str,
+    ratio: &'static str,
+    median: &'static str,
+    decision: &'static str,
+    bench_error: &'static str,
+    exit: &'static str,
+    cost: &'static str,
+    time: &'static str,
+    agent_turns: &'static str,
+    runs: &'static str,
+    interrupted: &'static str,
+    agent_section: &'static str,
+}
+
+const EN: Words = Words {
+    id: "ID",
+    date: "DATE",
+    project: "PROJECT",
+    agent: "AGENT",
+    turns: "TURNS",
+    speedup: "SPEEDUP",
+    state: "STATE",
+    stop_reason: "STOP REASON",
+    no_runs: "no runs yet; start one with `tuneloop start`",
+    run: "run",
+    turn: "turn",
+    prompt: "prompt",
+    summary: "summary",
+    failure: "failure",
+    tool_calls: "tool calls",
+    none: "(none)",
+    diff: "diff",
+    measurements: "measurements (samples/sec)",
+    pair: "pair",
+    incumbent: "incumbent",
+    candidate: "candidate",
+    ratio: "ratio",
+    median: "median",
+    decision: "decision",
+    bench_error: "bench error",
+    exit: "exit",
+    cost: "cost",
+    time: "time",
+    agent_turns: "turns",
+    runs: "runs",
+    interrupted: "interrupted",
+    agent_section: "agent",
+};
+
+const JA: Words = Words {
+    id: "ID",
+    date: "日時",
+    project: "プロジェクト",
+    agent: "エージェント",
+    turns: "ターン",
+    speedup: "高速化",
+    state: "状態",
+    stop_reason: "停止理由",
+    no_runs: "まだ実行がありません。`tuneloop start` で始めます",
+    run: "実行",
+    turn: "ターン",
+    prompt: "プロンプト",
+    summary: "要約",
+    failure: "失敗",
+    tool_calls: "ツール呼び出し",
+    none: "(なし)",
+    diff: "差分",
+    measurements: "測定 (samples/sec)",
+    pair: "ペア",
+    incumbent: "現行ベスト",
+    candidate: "候補",
+    ratio: "比",
+    median: "中央値",
+    decision: "判定",
+    bench_error: "ベンチのエラー",
+    exit: "終了コード",
+    cost: "費用",
+    time: "時間",
+    agent_turns: "ターン数",
+    runs: "回実行",
+    interrupted: "中断",
+    agent_section: "エージェント",
+};
+
+fn words(language: &str) -> &'static Words {
+    if report::labels_for(language).lang == "ja" {
+        &JA
+    } else {
+        &EN
+    }
+}
+
+/// Columns a character takes on a terminal: 2 for East Asian wide ones.
+pub fn char_width(c: char) -> usize {
+    let u = c as u32;
+    let wide = matches!(u,
+        0x1100..=0x115F | 0x2E80..=0x303E | 0x3041..=0x33FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF
+        | 0xA000..=0xA4CF | 0xAC00..=0xD7A3 | 0xF900..=0xFAFF | 0xFE30..=0xFE4F | 0xFF00..=0xFF60
+        | 0xFFE0..=0xFFE6 | 0x20000..=0x3FFFD);
+    if wide {
+        2
+    } else {
+        1
+    }
+}
+
+/// Terminal columns of a string.
+pub fn display_width(s: &str) -> usize {
+    s.chars().map(char_width).sum()
+}
+
+/// Rows of cells as aligned text: two spaces between columns, the columns
+/// marked in `right` right-aligned, no trailing spaces.
+fn aligned(rows: &[Vec<String>], right: &[bool]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> =
+        (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| display_width(s)).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            let pad = " ".repeat(widths[c] - display_width(cell));
+            if c > 0 {
+                line.push_str("  ");
+            }
+            if right.get(c).copied().unwrap_or(false) {
+                line.push_str(&pad);
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&pad);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `2026-11-30T19:58:38.84+00:00` → `2026-11-30 19:58`.
+fn short_date(s: &str) -> String {
+    match chrono::DateTime::parse_from_rfc3339(s) {
+        Ok(t) => t.format("%Y-%m-%d %H:%M").to_string(),
+        Err(_) => s.chars().take(16).collect(),
+    }
+}
+
+/// `tuneloop runs` as an aligned table, with a header.
+pub fn render_runs(runs: &[RunSummary], language: &str) -> String {
+    let w = words(language);
+    if runs.is_empty() {
+        return format!("{}\n", w.no_runs);
+    }
+    let dash = || "—".to_string();
+    let mut rows = vec![[w.id, w.date, w.project, w.agent, w.turns, w.speedup, w.state, w.stop_reason]
+        .map(str::to_string)
+        .to_vec()];
+    for r in runs {
+        rows.push(vec![
+            r.id.clone(),
+            short_date(&r.date),
+            if r.project.is_empty() { dash() } else { r.project.clone() },
+            if r.agent.is_empty() { dash() } else { r.agent.clone() },
+            r.turns.map_or_else(dash, |n| n.to_string()),
+            r.speedup.map_or_else(dash, |s| format!("×{s:.2}")),
+            // killed, running and interrupted say it already; restored (or
+            // failed) after an interruption says it in brackets.
+            if r.interrupted && !matches!(r.state.as_str(), "interrupted" | "killed" | "running") {
+                format!("{} ({})", r.state, w.interrupted)
+            } else {
+                r.state.clone()
+            },
+            r.stop_reason.as_deref().map(one_line).unwrap_or_else(dash),
+        ]);
+    }
+    aligned(&rows, &[false, false, false, false, true, true, false, false])
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+// ---------------------------------------------------------------- show
+
+/// One tool call the agent made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub tool: String,
+    pub input: String,
+}
+
+/// Everything a turn folder holds, read for `tuneloop show RUN TURN`.
+#[derive(Debug, Clone, Default)]
+pub struct TurnFiles {
+    pub run_id: String,
+    pub language: String,
+    pub turn: u32,
+    /// How many turn folders the run has.
+    pub of: usize,
+    pub prompt: Option<String>,
+    /// agent.json: `info`, `failure`, `summary`.
+    pub agent: Value,
+    /// From the agent's raw stream (`turns/NN/events.jsonl`, Claude Code)
+    /// or else the run log's `agent_tool` events of this turn.
+    pub tool_calls: Vec<ToolCall>,
+    pub diff: Option<String>,
+    /// bench.json: `candidate`, `incumbent` (measurements), `ratios`, `median`, `ci`, `verdict`.
+    pub bench: Option<Value>,
+    pub bench_error: Option<String>,
+    pub decision: Option<TurnRow>,
+    /// The policy's `decision.confidence`, for the interval's label.
+    pub confidence: Option<f64>,
+}
+
+/// Reads turn `turn` of the run in `dir`.
+pub fn read_turn(dir: &Path, turn: u32) -> Result<TurnFiles, ReviewError> {
+    let all = turn_dirs(dir);
+    let Some((_, tdir)) = all.iter().find(|(n, _)| *n == turn) else {
+        let have = match (all.first(), all.last()) {
+            (Some((a, _)), Some((b, _))) if a == b => format!("turn {a}"),
+            (Some((a, _)), Some((b, _))) => format!("turns {a}–{b}"),
+            _ => "no turns".to_string(),
+        };
+        return Err(ReviewError::NoTurn { run: run_id(dir), turn, have });
+    };
+    let text = |f: &str| std::fs::read_to_string(tdir.join(f)).ok();
+    let run = run_json(dir);
+    let raw = tdir.join("events.jsonl");
+    let tool_calls = if raw.is_file() {
+        let mut st = crate::agent::claude::stream::Stream::default();
+        for line in text("events.jsonl").unwrap_or_default().lines() {
+            st.feed(line);
+        }
+        st.tool_uses.into_iter().map(|t| ToolCall { tool: t.name, input: t.summary }).collect()
+    } else {
+        store::read_events(dir)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e["event"] == "agent_tool" && e["turn"].as_u64() == Some(turn as u64))
+            .map(|e| ToolCall {
+                tool: e["tool"].as_str().unwrap_or("?").to_string(),
+                input: e["input"].as_str().unwrap_or_default().to_string(),
+            })
+            .collect()
+    };
+    Ok(TurnFiles {
+        run_id: run_id(dir),
+        language: run["policy"]["agent"]["language"].as_str().unwrap_or("en").to_string(),
+        turn,
+        of: all.len(),
+        prompt: text("prompt.md"),
+        agent: text("agent.json").and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null),
+        tool_calls,
+        diff: text("diff.patch"),
+        bench: text("bench.json").and_then(|t| serde_json::from_str(&t).ok()),
+        bench_error: text("bench_error.txt"),
+        decision: text("decision.json").and_then(|t| serde_json::from_str(&t).ok()),
+        confidence: run["policy"]["decision"]["confidence"].as_f64(),
+    })
+}
+
+/// How `show` paints: `diff_line(line)` colours one diff line, `bold`
+/// a heading. Plain functions so the renderer stays pure.
+pub struct Paint {
+    pub diff_line: fn(&str, bool) -> String,
+    pub color: bool,
+}
+
+impl Paint {
+    fn bold(&self, s: &str) -> String {
+        if self.color {
+            format!("\x1b[1m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+    fn decision(&self, d: Decision, s: &str) -> String {
+        if !self.color {
+            return s.to_string();
+        }
+        let code = match d {
+            Decision::Kept => "32;1",
+            Decision::Reverted => "33",
+            Decision::NoChange => "2",
+            _ => "31",
+        };
+        format!("\x1b[{code}m{s}\x1b[0m")
+    }
+}
+
+/// `tuneloop show RUN TURN`: the prompt, the agent's summary and tool
+/// calls, the diff, the measurements pair by pair, and the decision.
+pub fn render_turn(t: &TurnFiles, paint: &Paint) -> String {
+    let w = words(&t.language);
+    let l = report::labels_for(&t.language);
+    // "99% CI" when the run's policy is known.
+    let ci_label = match t.confidence {
+        Some(c) => format!("{}% {}", (c * 1000.0).round() / 10.0, l.ci),
+        None => l.ci.to_string(),
+    };
+    let mut out = String::new();
+    let head = |out: &mut String, title: &str| {
+        let _ = writeln!(out, "\n{}", paint.bold(&format!("== {title} ==")));
+    };
+    // Title: run, turn, change, decision.
+    let mut title = format!("{} {} · {} {}/{}", w.run, t.run_id, w.turn, t.turn, t.of);
+    if let Some(d) = &t.decision {
+        let _ = write!(title, " · {} · {}", one_line(&d.change), paint.decision(d.decision, l.decision(d.decision)));
+    }
+    let _ = writeln!(out, "{}", paint.bold(&title));
+
+    head(&mut out, w.prompt);
+    match &t.prompt {
+        Some(p) => push_block(&mut out, p),
+        None => push_block(&mut out, w.none),
+    }
+
+    head(&mut out, w.agent_section);
+    let info = &t.agent["info"];
+    let mut facts = vec![info["backend"].as_str().unwrap_or("?").to_string()];
+    if let Some(c) = info["exit_code"].as_i64() {
+        facts.push(format!("{} {c}", w.exit));
+    }
+    if let Some(ms) = info["duration_ms"].as_u64() {
+        facts.push(format!("{} {:.1}s", w.time, ms as f64 / 1000.0));
+    }
+    if let Some(c) = info["cost_usd"].as_f64() {
+        facts.push(format!("{} ${c:.4}", w.cost));
+    }
+    if let Some(n) = info["num_turns"].as_u64() {
+        facts.push(format!("{} {n}", w.agent_turns));
+    }
+    let _ = writeln!(out, "{}", facts.join(" · "));
+    if let Some(s) = t.agent["summary"].as_str().filter(|s| !s.trim().is_empty()) {
+        let _ = writeln!(out, "{}: {}", w.summary, s.trim_end());
+    }
+    if let Some(f) = t.agent["failure"].as_str() {
+        let _ = writeln!(out, "{}: {}", w.failure, f.trim_end());
+    }
+    if t.tool_calls.is_empty() {
+        let _ = writeln!(out, "{}: {}", w.tool_calls, w.none);
+    } else {
+        let _ = writeln!(out, "{} ({}):", w.tool_calls, t.tool_calls.len());
+        let rows: Vec<Vec<String>> = t
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| vec![format!("  {}.", i + 1), c.tool.clone(), c.input.clone()])
+            .collect();
+        out.push_str(&aligned(&rows, &[true, false, false]));
+    }
+
+    head(&mut out, w.diff);
+    match t.diff.as_deref().filter(|d| !d.trim().is_empty()) {
+        Some(d) => {
+            for line in d.lines() {
+                let _ = writeln!(out, "{}", (paint.diff_line)(line, paint.color));
+            }
+        }
+        None => {
+            let _ = writeln!(out, "{}", w.none);
+        }
+    }
+
+    head(&mut out, w.measurements);
+    match &t.bench {
+        Some(b) => measurements(&mut out, b, t.decision.as_ref(), w, &ci_label),
+        None => {
+            let _ = writeln!(out, "{}", w.none);
+        }
+    }
+    if let Some(e) = &t.bench_error {
+        let _ = writeln!(out, "{}:", w.bench_error);
+        push_block(&mut out, e);
+    }
+
+    head(&mut out, w.decision);
+    match &t.decision {
+        Some(d) => {
+            let _ = writeln!(
+                out,
+                "{} — {} ({} {})",
+                paint.decision(d.decision, l.decision(d.decision)),
+                one_line(&d.reason),
+                d.runs,
+                w.runs
+            );
+            let _ = writeln!(
+                out,
+                "samples/sec {} → {} · {} {} · {} {}",
+                fmt_sps(d.before_sps),
+                fmt_sps(d.after_sps),
+                w.ratio,
+                d.ratio.map_or("—".into(), |r| format!("{r:.3}")),
+                ci_label,
+                d.ratio_ci.map_or("—".into(), |[a, b]| format!("[{a:.3}, {b:.3}]")),
+            );
+        }
+        None => {
+            let _ = writeln!(out, "{}", w.none);
+        }
+    }
+    out
+}
+
+fn fmt_sps(x: Option<f64>) -> String {
+    x.filter(|v| v.is_finite()).map_or("—".into(), |v| format!("{v:.1}"))
+}
+
+fn push_block(out: &mut String, text: &str) {
+    out.push_str(text.trim_end_matches('\n'));
+    out.push('\n');
+}
+
+/// The pair-by-pair table of bench.json: each pair's incumbent and candidate
+/// samples/sec and their ratio, then the medians and the interval.
+fn measurements(out: &mut String, b: &Value, d: Option<&TurnRow>, w: &Words, ci_label: &str) {
+    let sps = |k: &str| -> Vec<Option<f64>> {
+        b[k].as_array().into_iter().flatten().map(|m| m["samples_per_sec"].as_f64()).collect()
+    };
+    let (cand, inc) = (sps("candidate"), sps("incumbent"));
+    let ratios: Vec<Option<f64>> = b["ratios"].as_array().into_iter().flatten().map(Value::as_f64).collect();
+    let n = cand.len().max(inc.len());
+    let f = |x: Option<&Option<f64>>| x.copied().flatten().map_or("—".into(), |v| format!("{v:.1}"));
+    let mut rows = vec![vec![w.pair.to_string(), w.incumbent.to_string(), w.candidate.to_string(), w.ratio.to_string()]];
+    for i in 0..n {
+        rows.push(vec![
+            (i + 1).to_string(),
+            f(inc.get(i)),
+            f(cand.get(i)),
+            ratios.get(i).copied().flatten().map_or("—".into(), |r| format!("{r:.3}")),
+        ]);
+    }
+    let med = |v: &[Option<f64>]| {
+        let v: Vec<f64> = v.iter().flatten().copied().collect();
+        (!v.is_empty()).then(|| stats::median(&v))
+    };
+    rows.push(vec![
+        w.median.to_string(),
+        fmt_sps(d.and_then(|d| d.before_sps).or(med(&inc))),
+        fmt_sps(d.and_then(|d| d.after_sps).or(med(&cand))),
+        b["median"].as_f64().map_or("—".into(), |r| format!("{r:.3}")),
+    ]);
+    out.push_str(&aligned(&rows, &[false, true, true, true]));
+    if let Ok([lo, hi]) = serde_json::from_value::<[f64; 2]>(b["ci"].clone()) {
+        let verdict = b["verdict"].as_str().unwrap_or_default();
+        let verdict = if verdict.is_empty() { String::new() } else { format!(" → {verdict}") };
+        let _ = writeln!(out, "{ci_label} [{lo:.3}, {hi:.3}]{verdict}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_pads_wide_characters_and_right_aligns() {
+        let rows = vec![
+            vec!["ターン".to_string(), "1".to_string()],
+            vec!["ab".to_string(), "123".to_string()],
+        ];
+        assert_eq!(aligned(&rows, &[false, true]), "ターン    1\nab      123\n");
+    }
+
+    #[test]
+    fn dates_are_shortened() {
+        assert_eq!(short_date("2026-11-30T19:58:38.841856611+00:00"), "2026-11-30 19:58");
+        assert_eq!(short_date("yesterday"), "yesterday");
+    }
+}
