@@ -559,6 +559,11 @@ async fn start(cwd: &Path, a: StartArgs, interrupt: &Interrupt) -> std::result::
     if a.force {
         policy.loop_.force = true;
     }
+    if policy.agent.backend == "claude" {
+        for w in crate::agent::claude::command::warnings(&policy.agent) {
+            eprintln!("warning: {}: {w}", policy_path.display());
+        }
+    }
     let agent = Agent::from_policy(&policy, &ws);
     let mut view = view::View::new(&policy.agent.language).with_max_pairs(policy.decision.max_repeats);
     let mut on_event = |ev: &crate::event::Event| view.show(ev);

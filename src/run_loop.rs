@@ -546,6 +546,8 @@ impl<'a> Session<'a> {
             });
             self.write_run_json("running")?;
             self.baseline().await?;
+            // Feature `libtorch` only (a no-op otherwise): runs/<id>/probe.json.
+            crate::probe::after_baseline(&self.store.dir);
             self.write_run_json("running")?;
         }
 
@@ -752,7 +754,8 @@ impl<'a> Session<'a> {
             row.change = "(agent failed)".into();
             row.reason = format!("agent: {f}");
             undo(self)?;
-            return self.finish_turn(row, &tdir, None).map(|_| None);
+            self.finish_turn(row, &tdir, None)?;
+            return Ok(rep.fatal.then(|| format!("the agent cannot work: {f}")));
         }
         let mut verdict = verify::check_turn(&self.incumbent_files, &after, &others, &self.policy.loop_.knobs);
         if harness_touched {
@@ -965,6 +968,7 @@ impl<'a> Session<'a> {
             bench_runs: self.bench_runs,
             turns: self.rows.clone(),
             kept_diff: self.diff(&self.baseline_files, &self.incumbent_files),
+            data_path: crate::probe::read_probe(&self.store.dir),
         };
         test_stall("report");
         write_report_files(&self.store.dir, &r)?;

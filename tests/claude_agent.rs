@@ -791,8 +791,14 @@ fn an_exhausted_budget_fails_the_turn() {
 
 #[test]
 fn not_logged_in_fails_the_turn_in_the_clis_words() {
-    let t = one_turn("not_logged_in", &PolicyToml::new());
+    let mut p = PolicyToml::new();
+    p.set("loop", "max_iterations", "5");
+    let t = one_turn("not_logged_in", &p);
     t.assert_decision("failed", "Not logged in · Please run /login");
+    // Every later call would fail the same way: the run stops at once.
+    let rep = json(&t.run.join("report.json"));
+    assert_eq!(rep["turns"].as_array().unwrap().len(), 1);
+    assert!(rep["stop_reason"].as_str().unwrap().starts_with("the agent cannot work"), "{rep:#}");
     assert_eq!(t.row["agent"]["exit_code"], 1);
     assert_eq!(t.call["is_error"], true);
     t.assert_untouched();

@@ -36,9 +36,10 @@ fn torchrun_two_ranks_keeps_a_change_and_leaves_no_process() {
     assert!((total - sum).abs() < 1e-6 * total, "total {total} is not the sum over ranks {sum}");
     let rep: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(rep["turns"][0]["decision"], "kept", "{rep:#}");
-    // With 2 CPUs and 2 ranks, each rank's loader starts at 1 worker.
-    assert_eq!(rep["turns"][0]["change"], "num_workers (default) → 1");
-    assert!(ws.read("train.py").contains("num_workers=1,"));
+    // 2 CPUs shared by 2 ranks: one core each, and the first step is 2 workers
+    // (one worker only overlaps loading with the step).
+    assert_eq!(rep["turns"][0]["change"], "num_workers (default) → 2");
+    assert!(ws.read("train.py").contains("num_workers=2,"));
     std::thread::sleep(std::time::Duration::from_millis(500));
     let left = processes_mentioning(ws.path().to_str().unwrap());
     assert!(left.is_empty(), "processes left behind: {left:?}");

@@ -149,7 +149,8 @@ pub fn next_proposal(
     if knobs.contains(&"num_workers") && share >= CLIMB_WHILE_DATA_WAIT_ABOVE.max(stop_when_data_wait_below) {
         let last = tried.iter().rev().find(|(k, _, _)| k == "num_workers");
         let climbing = last.is_none_or(|(_, _, d)| *d == Decision::Kept);
-        let next = if nw == 0 { cpus } else { nw * 2 };
+        // One worker only overlaps loading with the step; two is the first real gain.
+        let next = if nw == 0 { cpus.max(2) } else { nw * 2 };
         let cap = (cpus * 8).clamp(8, 64);
         if climbing && next <= cap && !was_tried("num_workers", &next.to_string()) {
             let why = if nw == 0 {

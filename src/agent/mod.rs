@@ -45,6 +45,8 @@ pub struct AgentReport {
     pub exhausted: bool,
     /// The call was ended by Ctrl-C / SIGTERM.
     pub interrupted: bool,
+    /// Every later call would fail the same way (e.g. not logged in): stop the run.
+    pub fatal: bool,
 }
 
 pub enum Agent {

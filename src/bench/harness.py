@@ -22,10 +22,12 @@ CUDA), never read from a position in a sorted profiler table.
 
 import argparse
 import contextlib
+import faulthandler
 import hashlib
 import importlib
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -201,6 +203,17 @@ def batch_size_of(batch, torch):
     return 1
 
 
+def batch_bytes_of(batch, torch):
+    """Bytes of every tensor of a batch (what a copy to the device moves)."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.numel() * batch.element_size())
+    if isinstance(batch, (list, tuple)):
+        return sum(batch_bytes_of(b, torch) for b in batch)
+    if isinstance(batch, dict):
+        return sum(batch_bytes_of(v, torch) for v in batch.values())
+    return 0
+
+
 def fingerprint_update(h, batch, torch):
     """Shapes, dtypes and the bytes of every tensor of a batch."""
     if isinstance(batch, torch.Tensor):
@@ -233,6 +246,9 @@ def loader_settings(loader):
 
 
 def main():
+    # On tuneloop's SIGTERM (a run past timeout_s), print where every thread
+    # was stuck before dying: the tail of that output goes into the report.
+    faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
     ap = argparse.ArgumentParser()
     ap.add_argument("--project", required=True)
     ap.add_argument("--entry", required=True)
@@ -279,6 +295,7 @@ def main():
     data_wait = 0.0
     train_step = 0.0
     batch_size = None
+    batch_bytes = None
     first_batch = None
 
     profiling = args.mode == "profile"
@@ -319,6 +336,7 @@ def main():
             bs = batch_size_of(batch, torch)
             if batch_size is None:
                 batch_size = bs
+                batch_bytes = batch_bytes_of(batch, torch)
             if i >= args.warmup:
                 seen += bs
                 data_wait += t1 - t0
@@ -353,6 +371,7 @@ def main():
         "steps": args.steps,
         "warmup_steps": args.warmup,
         "batch_size": batch_size,
+        "batch_bytes": batch_bytes,
         "samples": seen,
         "wall_s": wall,
         "data_wait_s": data_wait,

@@ -265,6 +265,8 @@ impl ClaudeAgent {
             (None, false) => format!("[permission denied: {}]", denials.join(", ")),
         };
         rep.failure = failure.clone();
+        // No later turn can do better without the user: stop the run now.
+        rep.fatal = failure.as_deref().is_some_and(is_fatal);
 
         if !out.stderr.is_empty() {
             std::fs::write(dir.join("stderr.txt"), &out.stderr).map_err(|e| io("stderr.txt", e))?;
@@ -520,4 +522,11 @@ mod tests {
         );
         assert_eq!(procedure_block("no markers"), None);
     }
+}
+
+/// Failures that every later call would repeat (authentication, a missing
+/// account or key): the run stops instead of burning its turns.
+pub fn is_fatal(failure: &str) -> bool {
+    let f = failure.to_lowercase();
+    ["not logged in", "/login", "invalid api key", "authentication", "credit balance"].iter().any(|k| f.contains(k))
 }
