@@ -21,6 +21,8 @@
 //! TL_SIM_TRIALS (per kind, default 20000). Writes bench/decision.json and the
 //! "Decision quality" section of bench/RESULTS.md.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -32,10 +34,6 @@ use tuneloop::edit;
 use tuneloop::process::Interrupt;
 use tuneloop::run_loop::measure_interleaved;
 use tuneloop::store::FileSet;
-
-fn env_u(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 /// splitmix64: deterministic, no dependency.
 struct Rng(u64);
@@ -120,9 +118,9 @@ fn wilson_upper(k: usize, n: usize) -> f64 {
 
 fn main() {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let real_trials = env_u("TL_REAL_TRIALS", 12);
-    let pool_runs = env_u("TL_POOL_RUNS", 120);
-    let sim_trials = env_u("TL_SIM_TRIALS", 20000);
+    let real_trials = common::env_u("TL_REAL_TRIALS", 12);
+    let pool_runs = common::env_u("TL_POOL_RUNS", 120);
+    let sim_trials = common::env_u("TL_SIM_TRIALS", 20000);
     let policy = Policy::default();
     let tmp = std::env::temp_dir().join(format!("tuneloop-decision-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
@@ -224,28 +222,11 @@ fn main() {
         ));
     }
     let results = repo.join("bench/RESULTS.md");
-    tuneloop_bench_write_section(&results, "Decision quality", &md);
+    common::write_section(&results, "Decision quality", &md);
     std::fs::write(
         repo.join("bench/decision.json"),
         serde_json::to_string_pretty(&json!({"real": real, "resampled": sim, "pool": pool, "policy": policy.decision})).unwrap(),
     )
     .unwrap();
     println!("{md}");
-}
-
-/// Replaces (or appends) the `## {title}` section of RESULTS.md.
-fn tuneloop_bench_write_section(path: &Path, title: &str, body: &str) {
-    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmark results\n".into());
-    let head = format!("## {title}\n");
-    let section = format!("{head}\n{body}\n");
-    let new = match old.find(&head) {
-        Some(start) => {
-            let rest = &old[start + head.len()..];
-            let end = rest.find("\n## ").map(|i| start + head.len() + i + 1).unwrap_or(old.len());
-            format!("{}{}{}", &old[..start], section, &old[end..])
-        }
-        None => format!("{}\n{}", old.trim_end_matches('\n').to_string() + "\n", section),
-    };
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, new).unwrap();
 }

@@ -33,8 +33,16 @@ fn row(turn: u32) -> TurnRow {
     let jitter = |k: u32| ((turn * 7 + k * 13) % 17) as f64 - 8.0;
     let measured = matches!(decision, Decision::Kept | Decision::Reverted);
     let n = 2 + turn % 5;
-    let cand: Vec<f64> = if measured { (0..n).map(|k| base * 1.02 + jitter(k)).collect() } else { vec![] };
-    let inc: Vec<f64> = if measured { (0..n).map(|k| base + jitter(k + 1)).collect() } else { vec![] };
+    let cand: Vec<f64> = if measured {
+        (0..n).map(|k| base * 1.02 + jitter(k)).collect()
+    } else {
+        vec![]
+    };
+    let inc: Vec<f64> = if measured {
+        (0..n).map(|k| base + jitter(k + 1)).collect()
+    } else {
+        vec![]
+    };
     TurnRow {
         turn,
         change: format!("num_workers {} → {}", turn % 16, turn % 16 + 1),
@@ -66,7 +74,10 @@ fn write(p: &Path, text: &str) {
 
 /// A finished run of `TURNS` turns, as the loop leaves it.
 fn build_run(ws: &Path) -> PathBuf {
-    write(&ws.join("tuneloop.toml"), "[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\nentry = \"train:build\"\n");
+    write(
+        &ws.join("tuneloop.toml"),
+        "[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\nentry = \"train:build\"\n",
+    );
     write(&ws.join("train.py"), TRAIN);
     let id = "20250101-120000";
     let dir = ws.join("runs").join(id);
@@ -83,17 +94,39 @@ fn build_run(ws: &Path) -> PathBuf {
         .unwrap(),
     );
     write(&dir.join("baseline/files/train.py"), TRAIN);
-    write(&dir.join("baseline/bench.json"), &json!({ "runs": [m(400.0), m(401.0), m(399.0)] }).to_string());
+    write(
+        &dir.join("baseline/bench.json"),
+        &json!({ "runs": [m(400.0), m(401.0), m(399.0)] }).to_string(),
+    );
     let mut events = String::new();
     for r in &rows {
         let t = dir.join(format!("turns/{:02}", r.turn));
-        write(&t.join("prompt.md"), &format!("Turn {} of {TURNS}: change ONE DataLoader setting.\n", r.turn));
-        write(&t.join("agent.json"), &json!({ "info": r.agent, "summary": r.change, "failure": null }).to_string());
-        write(&t.join("diff.patch"), &tuneloop::edit::unified_diff("train.py", TRAIN, &TRAIN.replace("64", "32")));
+        write(
+            &t.join("prompt.md"),
+            &format!(
+                "Turn {} of {TURNS}: change ONE DataLoader setting.\n",
+                r.turn
+            ),
+        );
+        write(
+            &t.join("agent.json"),
+            &json!({ "info": r.agent, "summary": r.change, "failure": null }).to_string(),
+        );
+        write(
+            &t.join("diff.patch"),
+            &tuneloop::edit::unified_diff("train.py", TRAIN, &TRAIN.replace("64", "32")),
+        );
         let c: Vec<_> = r.candidate_samples.iter().map(|s| m(*s)).collect();
         let i: Vec<_> = r.incumbent_samples.iter().map(|s| m(*s)).collect();
-        write(&t.join("bench.json"), &json!({ "candidate": c, "incumbent": i, "median": r.ratio, "ci": r.ratio_ci }).to_string());
-        write(&t.join("decision.json"), &serde_json::to_string_pretty(r).unwrap());
+        write(
+            &t.join("bench.json"),
+            &json!({ "candidate": c, "incumbent": i, "median": r.ratio, "ci": r.ratio_ci })
+                .to_string(),
+        );
+        write(
+            &t.join("decision.json"),
+            &serde_json::to_string_pretty(r).unwrap(),
+        );
         if r.decision == Decision::Kept {
             write(&t.join("candidate/train.py"), &TRAIN.replace("64", "32"));
         }
@@ -132,6 +165,7 @@ fn build_run(ws: &Path) -> PathBuf {
         bench_runs: rows.iter().map(|r| r.runs).sum(),
         kept_diff: tuneloop::edit::unified_diff("train.py", TRAIN, &TRAIN.replace("64", "32")),
         turns: rows,
+        data_path: None,
     };
     tuneloop::run_loop::write_report_files(&dir, &report).unwrap();
     dir
@@ -162,8 +196,21 @@ fn time(ws: &Path, what: &str, args: &[&str]) -> Timing {
         bytes = o.stdout.len();
     }
     runs.sort();
-    let t = Timing { what: what.into(), median: runs[runs.len() / 2], min: runs[0], max: runs[runs.len() - 1], bytes };
-    println!("{:<48} median {:>7.1} ms  (min {:.1}, max {:.1}; {} bytes out)", t.what, ms(t.median), ms(t.min), ms(t.max), t.bytes);
+    let t = Timing {
+        what: what.into(),
+        median: runs[runs.len() / 2],
+        min: runs[0],
+        max: runs[runs.len() - 1],
+        bytes,
+    };
+    println!(
+        "{:<48} median {:>7.1} ms  (min {:.1}, max {:.1}; {} bytes out)",
+        t.what,
+        ms(t.median),
+        ms(t.min),
+        ms(t.max),
+        t.bytes
+    );
     t
 }
 
@@ -175,11 +222,20 @@ fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
-        .find_map(|l| l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).to_string()))
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let note = std::env::var("BENCH_MACHINE").unwrap_or_default();
-    let note = if note.is_empty() { String::new() } else { format!(" {note}.") };
+    let note = if note.is_empty() {
+        String::new()
+    } else {
+        format!(" {note}.")
+    };
     format!("{cores} cores ({model}), {}.{note}", std::env::consts::OS)
 }
 
@@ -189,18 +245,34 @@ fn main() {
     let ws = tmp.path();
     let t = Instant::now();
     let dir = build_run(ws);
-    println!("built a run of {TURNS} turns in {:.1} s: {}", t.elapsed().as_secs_f64(), dir.display());
+    println!(
+        "built a run of {TURNS} turns in {:.1} s: {}",
+        t.elapsed().as_secs_f64(),
+        dir.display()
+    );
     let id = "20250101-120000";
     let mut timings = vec![
         time(ws, "`tuneloop report` (Markdown)", &["report", id]),
-        time(ws, "`tuneloop report --format json`", &["report", id, "--format", "json"]),
-        time(ws, "`tuneloop report --format html` (with the plot)", &["report", id, "--format", "html"]),
+        time(
+            ws,
+            "`tuneloop report --format json`",
+            &["report", id, "--format", "json"],
+        ),
+        time(
+            ws,
+            "`tuneloop report --format html` (with the plot)",
+            &["report", id, "--format", "html"],
+        ),
         time(ws, "`tuneloop runs`", &["runs"]),
         time(ws, "`tuneloop show RUN 500`", &["show", id, "500"]),
     ];
     // A run killed before its report: rebuilt from 1,000 decision.json files.
     std::fs::remove_file(dir.join("report.json")).unwrap();
-    timings.push(time(ws, "`tuneloop report` with no report.json (rebuilt)", &["report", id]));
+    timings.push(time(
+        ws,
+        "`tuneloop report` with no report.json (rebuilt)",
+        &["report", id],
+    ));
 
     let mut md = format!(
         "`tuneloop report` on a run of {TURNS} turns (every decision; 2–6 measurement pairs per measured turn), \
@@ -211,7 +283,11 @@ fn main() {
     );
     md.push_str("| command | median | min | max | output |\n|---|---:|---:|---:|---:|\n");
     for t in &timings {
-        let size = if t.bytes < 1024 { format!("{} B", t.bytes) } else { format!("{:.0} KB", t.bytes as f64 / 1024.0) };
+        let size = if t.bytes < 1024 {
+            format!("{} B", t.bytes)
+        } else {
+            format!("{:.0} KB", t.bytes as f64 / 1024.0)
+        };
         md.push_str(&format!(
             "| {} | {:.1} ms | {:.1} ms | {:.1} ms | {size} |\n",
             t.what,
@@ -224,7 +300,11 @@ fn main() {
     md.push_str(&format!(
         "\nThe slowest median is {:.0} ms: {} the one-second goal.\n",
         ms(slowest),
-        if slowest < Duration::from_secs(1) { "under" } else { "OVER" }
+        if slowest < Duration::from_secs(1) {
+            "under"
+        } else {
+            "OVER"
+        }
     ));
     let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/RESULTS.md");
     write_section(&results, "Report speed", &md);
@@ -240,10 +320,17 @@ fn write_section(path: &Path, title: &str, body: &str) {
     let new = match old.find(&head) {
         Some(start) => {
             let rest = &old[start + head.len()..];
-            let end = rest.find("\n## ").map(|i| start + head.len() + i + 1).unwrap_or(old.len());
+            let end = rest
+                .find("\n## ")
+                .map(|i| start + head.len() + i + 1)
+                .unwrap_or(old.len());
             format!("{}{}{}", &old[..start], section, &old[end..])
         }
-        None => format!("{}\n{}", old.trim_end_matches('\n').to_string() + "\n", section),
+        None => format!(
+            "{}\n{}",
+            old.trim_end_matches('\n').to_string() + "\n",
+            section
+        ),
     };
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, new).unwrap();

@@ -87,6 +87,12 @@ pub enum Command {
     Probe {
         #[arg(long)]
         json: bool,
+        /// Bytes of one sample (default: from the latest run's baseline, else a 3×224×224 float32 image + label).
+        #[arg(long, value_name = "N")]
+        bytes_per_sample: Option<u64>,
+        /// Samples per batch (default: the latest run's baseline's, else 64).
+        #[arg(long, value_name = "N")]
+        batch_size: Option<u64>,
     },
 }
 
@@ -207,10 +213,30 @@ pub fn run(cli: Cli, interrupt: Interrupt) -> std::result::Result<i32, Failure> 
         Command::Runs { json } => runs(&cwd, json),
         Command::Show { run, turn } => show(&cwd, &run, turn),
         Command::Policy { action: PolicyAction::Show { file } } => policy_show(&cwd, file.as_deref()),
-        Command::Probe { .. } => Err(config_err(anyhow!(
-            "`tuneloop probe` needs the `libtorch` feature. Build it with:\n  LIBTORCH_USE_PYTORCH=1 cargo build --release --features libtorch\n(with the Python environment's torch 2.13.0 active)"
-        ))),
+        Command::Probe { json, bytes_per_sample, batch_size } => probe(&cwd, json, bytes_per_sample, batch_size),
     }
+}
+
+// ---------------------------------------------------------------- probe
+
+#[cfg(not(feature = "libtorch"))]
+fn probe(_: &Path, _: bool, _: Option<u64>, _: Option<u64>) -> std::result::Result<i32, Failure> {
+    Err(config_err(anyhow!(crate::probe::BUILD_HINT)))
+}
+
+/// The data path's limits for the project's batch; a workspace is optional
+/// (its latest baseline gives the bytes per sample).
+#[cfg(feature = "libtorch")]
+fn probe(cwd: &Path, json_out: bool, bytes_per_sample: Option<u64>, batch_size: Option<u64>) -> std::result::Result<i32, Failure> {
+    let runs_dir = Workspace::find(cwd).ok().map(|d| d.join("runs"));
+    let w = crate::probe::choose_workload(runs_dir.as_deref(), bytes_per_sample, batch_size);
+    let d = crate::probe::measure(&w).map_err(|e| Failure { code: 1, error: e })?;
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&d).unwrap_or_default());
+    } else {
+        print!("{}", crate::probe::render_text(&d));
+    }
+    Ok(exit::OK)
 }
 
 fn load_workspace(cwd: &Path) -> std::result::Result<Workspace, Failure> {

@@ -13,6 +13,8 @@
 //! `runs/<id>/events.jsonl` and the terminal view prints it; `report` renders the
 //! run folder as Markdown, JSON, HTML and SVG. `process` is the only place that
 //! spawns children (own process group, timeout, SIGTERM → grace → SIGKILL).
+//! `probe` (cargo feature `libtorch`) measures the machine's data-path limits
+//! natively; without the feature it only reads a run's probe.json.
 
 pub mod agent;
 pub mod bench;
@@ -22,6 +24,7 @@ pub mod edit;
 pub mod error;
 pub mod event;
 pub mod git;
+pub mod probe;
 pub mod process;
 pub mod report;
 pub mod review;

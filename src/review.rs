@@ -32,16 +32,28 @@ pub enum ReviewError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("run {run} has no turn {turn} (it has {have}); `tuneloop show {run}` shows the whole run")]
-    NoTurn { run: String, turn: u32, have: String },
+    #[error(
+        "run {run} has no turn {turn} (it has {have}); `tuneloop show {run}` shows the whole run"
+    )]
+    NoTurn {
+        run: String,
+        turn: u32,
+        have: String,
+    },
 }
 
 fn read_text(path: &Path) -> Result<String, ReviewError> {
-    std::fs::read_to_string(path).map_err(|source| ReviewError::Read { path: path.to_owned(), source })
+    std::fs::read_to_string(path).map_err(|source| ReviewError::Read {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReviewError> {
-    serde_json::from_str(&read_text(path)?).map_err(|source| ReviewError::Parse { path: path.to_owned(), source })
+    serde_json::from_str(&read_text(path)?).map_err(|source| ReviewError::Parse {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// `run.json`, or null when it is missing or torn.
@@ -50,7 +62,10 @@ fn run_json(dir: &Path) -> Value {
 }
 
 fn run_id(dir: &Path) -> String {
-    dir.file_name().unwrap_or_default().to_string_lossy().into_owned()
+    dir.file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// The turn folders (`turns/NN`) in turn order.
@@ -79,7 +94,10 @@ fn decided_turns(dir: &Path) -> Vec<(PathBuf, TurnRow)> {
 }
 
 fn decided_count(dir: &Path) -> usize {
-    turn_dirs(dir).iter().filter(|(_, d)| d.join("decision.json").is_file()).count()
+    turn_dirs(dir)
+        .iter()
+        .filter(|(_, d)| d.join("decision.json").is_file())
+        .count()
 }
 
 /// The run's report: `report.json` when it covers every decided turn, else
@@ -109,36 +127,59 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
     let run = run_json(dir);
     let bench_path = dir.join("baseline").join("bench.json");
     if !bench_path.is_file() {
-        return Err(ReviewError::NoBaseline { dir: dir.to_owned() });
+        return Err(ReviewError::NoBaseline {
+            dir: dir.to_owned(),
+        });
     }
     let bench: Value = read_json(&bench_path)?;
     let base_runs = bench["runs"].as_array().cloned().unwrap_or_default();
-    let baseline_samples: Vec<f64> = base_runs.iter().filter_map(|m| m["samples_per_sec"].as_f64()).collect();
-    let shares: Vec<f64> = base_runs.iter().filter_map(|m| m["data_wait_share"].as_f64()).collect();
+    let baseline_samples: Vec<f64> = base_runs
+        .iter()
+        .filter_map(|m| m["samples_per_sec"].as_f64())
+        .collect();
+    let shares: Vec<f64> = base_runs
+        .iter()
+        .filter_map(|m| m["data_wait_share"].as_f64())
+        .collect();
     let baseline_share = (!shares.is_empty()).then(|| stats::median(&shares));
     let ceiling = base_runs.iter().find_map(|m| m["ceiling_sps"].as_f64());
-    let baseline_sps = if baseline_samples.is_empty() { f64::NAN } else { stats::median(&baseline_samples) };
+    let baseline_sps = if baseline_samples.is_empty() {
+        f64::NAN
+    } else {
+        stats::median(&baseline_samples)
+    };
 
     let decided = decided_turns(dir);
-    let last_kept = decided.iter().rev().find(|(_, r)| r.decision == Decision::Kept);
-    let mut final_sps = last_kept.and_then(|(_, r)| r.after_sps).unwrap_or(baseline_sps);
+    let last_kept = decided
+        .iter()
+        .rev()
+        .find(|(_, r)| r.decision == Decision::Kept);
+    let mut final_sps = last_kept
+        .and_then(|(_, r)| r.after_sps)
+        .unwrap_or(baseline_sps);
     let final_share = match last_kept {
         Some((_, r)) => r.data_wait_share,
         None => baseline_share,
     };
     let mut speedup = final_sps / baseline_sps;
     let mut speedup_ci = None;
-    let mut bench_runs =
-        u32::from(bench["profiled"].is_object()) + base_runs.len() as u32 + decided.iter().map(|(_, r)| r.runs).sum::<u32>();
+    let mut bench_runs = u32::from(bench["profiled"].is_object())
+        + base_runs.len() as u32
+        + decided.iter().map(|(_, r)| r.runs).sum::<u32>();
     // Killed while writing the report: the final measurement is on disk.
     if let Ok(f) = read_json::<Value>(&dir.join("final.json")) {
-        let best: Vec<f64> =
-            f["best"].as_array().into_iter().flatten().filter_map(|m| m["samples_per_sec"].as_f64()).collect();
+        let best: Vec<f64> = f["best"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["samples_per_sec"].as_f64())
+            .collect();
         if let (Some(m), false) = (f["median"].as_f64(), best.is_empty()) {
             speedup = m;
             final_sps = stats::median(&best);
             speedup_ci = serde_json::from_value::<[f64; 2]>(f["ci"].clone()).ok();
-            bench_runs += best.len() as u32 + f["baseline"].as_array().map_or(0, |a| a.len() as u32);
+            bench_runs +=
+                best.len() as u32 + f["baseline"].as_array().map_or(0, |a| a.len() as u32);
         }
     }
 
@@ -150,22 +191,35 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
         .and_then(|e| e["reason"].as_str())
         .map(str::to_string)
         .unwrap_or_else(|| match run["state"].as_str() {
-            Some("running") => "not finished: killed, or still running (no report written yet)".to_string(),
+            Some("running") => {
+                "not finished: killed, or still running (no report written yet)".to_string()
+            }
             Some(s) => format!("not finished ({s}; no report written)"),
             None => "not finished (no report written)".to_string(),
         });
     let wall_s = wall_seconds(&events);
 
     let editable: Vec<String> = serde_json::from_value(run["editable"].clone()).unwrap_or_default();
-    let kept_diff = kept_diff(dir, &editable, last_kept.map(|(d, _)| d.as_path()), &decided);
+    let kept_diff = kept_diff(
+        dir,
+        &editable,
+        last_kept.map(|(d, _)| d.as_path()),
+        &decided,
+    );
     let rows: Vec<TurnRow> = decided.into_iter().map(|(_, r)| r).collect();
     let str_of = |k: &str| run[k].as_str().unwrap_or_default().to_string();
     Ok(RunReport {
         schema_version: report::SCHEMA_VERSION,
-        run_id: run["run_id"].as_str().map(str::to_string).unwrap_or_else(|| run_id(dir)),
+        run_id: run["run_id"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| run_id(dir)),
         project: str_of("project_root"),
         agent: str_of("agent"),
-        language: run["policy"]["agent"]["language"].as_str().unwrap_or("en").to_string(),
+        language: run["policy"]["agent"]["language"]
+            .as_str()
+            .unwrap_or("en")
+            .to_string(),
         started_at: str_of("started_at"),
         baseline_sps,
         baseline_samples,
@@ -184,13 +238,15 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
         bench_runs,
         turns: rows,
         kept_diff,
+        data_path: crate::probe::read_probe(dir),
     })
 }
 
 /// Seconds from the first event to the last, by their time stamps.
 fn wall_seconds(events: &[Value]) -> f64 {
     let ts = |e: Option<&Value>| {
-        e.and_then(|e| e["ts"].as_str()).and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        e.and_then(|e| e["ts"].as_str())
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
     };
     match (ts(events.first()), ts(events.last())) {
         (Some(a), Some(b)) => (b - a).num_milliseconds().max(0) as f64 / 1000.0,
@@ -200,12 +256,22 @@ fn wall_seconds(events: &[Value]) -> f64 {
 
 /// Baseline → best as one diff: the saved baseline files against the last
 /// kept turn's candidate files; without them, the kept turns' own diffs.
-fn kept_diff(dir: &Path, editable: &[String], last_kept: Option<&Path>, decided: &[(PathBuf, TurnRow)]) -> String {
-    let Some(kept_dir) = last_kept else { return String::new() };
+fn kept_diff(
+    dir: &Path,
+    editable: &[String],
+    last_kept: Option<&Path>,
+    decided: &[(PathBuf, TurnRow)],
+) -> String {
+    let Some(kept_dir) = last_kept else {
+        return String::new();
+    };
     let base = FileSet::load(&dir.join("baseline").join("files"), editable);
     let best = FileSet::load(&kept_dir.join("candidate"), editable);
     if let (Ok(a), Ok(b), false) = (&base, &best, editable.is_empty()) {
-        return editable.iter().map(|f| crate::edit::unified_diff(f, &a.text(f), &b.text(f))).collect();
+        return editable
+            .iter()
+            .map(|f| crate::edit::unified_diff(f, &a.text(f), &b.text(f)))
+            .collect();
     }
     decided
         .iter()
@@ -242,7 +308,10 @@ pub fn list_runs(runs_dir: &Path) -> Vec<RunSummary> {
         .ok()
         .and_then(|t| t.split_whitespace().next()?.parse::<u32>().ok())
         .is_some_and(crate::process::pid_alive);
-    store::list_runs(runs_dir).iter().map(|d| summarize(d, live_owner)).collect()
+    store::list_runs(runs_dir)
+        .iter()
+        .map(|d| summarize(d, live_owner))
+        .collect()
 }
 
 fn summarize(dir: &Path, lock_held: bool) -> RunSummary {
@@ -269,8 +338,10 @@ fn summarize(dir: &Path, lock_held: bool) -> RunSummary {
         turns: rep.as_ref().map(|r| r.turns.len()),
         speedup: rep.as_ref().map(|r| r.speedup).filter(|s| s.is_finite()),
         stop_reason: rep.as_ref().map(|r| r.stop_reason.clone()),
-        interrupted: matches!(state.as_str(), "interrupted" | "running" | "killed" | "restored")
-            || rep.as_ref().is_some_and(|r| r.interrupted),
+        interrupted: matches!(
+            state.as_str(),
+            "interrupted" | "running" | "killed" | "restored"
+        ) || rep.as_ref().is_some_and(|r| r.interrupted),
         state,
     }
 }
@@ -412,8 +483,15 @@ pub fn display_width(s: &str) -> usize {
 /// marked in `right` right-aligned, no trailing spaces.
 fn aligned(rows: &[Vec<String>], right: &[bool]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> =
-        (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| display_width(s)).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| display_width(s))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let mut out = String::new();
     for r in rows {
         let mut line = String::new();
@@ -451,15 +529,32 @@ pub fn render_runs(runs: &[RunSummary], language: &str) -> String {
         return format!("{}\n", w.no_runs);
     }
     let dash = || "—".to_string();
-    let mut rows = vec![[w.id, w.date, w.project, w.agent, w.turns, w.speedup, w.state, w.stop_reason]
-        .map(str::to_string)
-        .to_vec()];
+    let mut rows = vec![[
+        w.id,
+        w.date,
+        w.project,
+        w.agent,
+        w.turns,
+        w.speedup,
+        w.state,
+        w.stop_reason,
+    ]
+    .map(str::to_string)
+    .to_vec()];
     for r in runs {
         rows.push(vec![
             r.id.clone(),
             short_date(&r.date),
-            if r.project.is_empty() { dash() } else { r.project.clone() },
-            if r.agent.is_empty() { dash() } else { r.agent.clone() },
+            if r.project.is_empty() {
+                dash()
+            } else {
+                r.project.clone()
+            },
+            if r.agent.is_empty() {
+                dash()
+            } else {
+                r.agent.clone()
+            },
             r.turns.map_or_else(dash, |n| n.to_string()),
             r.speedup.map_or_else(dash, |s| format!("×{s:.2}")),
             // killed, running and interrupted say it already; restored (or
@@ -472,7 +567,10 @@ pub fn render_runs(runs: &[RunSummary], language: &str) -> String {
             r.stop_reason.as_deref().map(one_line).unwrap_or_else(dash),
         ]);
     }
-    aligned(&rows, &[false, false, false, false, true, true, false, false])
+    aligned(
+        &rows,
+        &[false, false, false, false, true, true, false, false],
+    )
 }
 
 fn one_line(s: &str) -> String {
@@ -520,7 +618,11 @@ pub fn read_turn(dir: &Path, turn: u32) -> Result<TurnFiles, ReviewError> {
             (Some((a, _)), Some((b, _))) => format!("turns {a}–{b}"),
             _ => "no turns".to_string(),
         };
-        return Err(ReviewError::NoTurn { run: run_id(dir), turn, have });
+        return Err(ReviewError::NoTurn {
+            run: run_id(dir),
+            turn,
+            have,
+        });
     };
     let text = |f: &str| std::fs::read_to_string(tdir.join(f)).ok();
     let run = run_json(dir);
@@ -530,7 +632,13 @@ pub fn read_turn(dir: &Path, turn: u32) -> Result<TurnFiles, ReviewError> {
         for line in text("events.jsonl").unwrap_or_default().lines() {
             st.feed(line);
         }
-        st.tool_uses.into_iter().map(|t| ToolCall { tool: t.name, input: t.summary }).collect()
+        st.tool_uses
+            .into_iter()
+            .map(|t| ToolCall {
+                tool: t.name,
+                input: t.summary,
+            })
+            .collect()
     } else {
         store::read_events(dir)
             .unwrap_or_default()
@@ -544,11 +652,16 @@ pub fn read_turn(dir: &Path, turn: u32) -> Result<TurnFiles, ReviewError> {
     };
     Ok(TurnFiles {
         run_id: run_id(dir),
-        language: run["policy"]["agent"]["language"].as_str().unwrap_or("en").to_string(),
+        language: run["policy"]["agent"]["language"]
+            .as_str()
+            .unwrap_or("en")
+            .to_string(),
         turn,
         of: all.len(),
         prompt: text("prompt.md"),
-        agent: text("agent.json").and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null),
+        agent: text("agent.json")
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null),
         tool_calls,
         diff: text("diff.patch"),
         bench: text("bench.json").and_then(|t| serde_json::from_str(&t).ok()),
@@ -604,7 +717,12 @@ pub fn render_turn(t: &TurnFiles, paint: &Paint) -> String {
     // Title: run, turn, change, decision.
     let mut title = format!("{} {} · {} {}/{}", w.run, t.run_id, w.turn, t.turn, t.of);
     if let Some(d) = &t.decision {
-        let _ = write!(title, " · {} · {}", one_line(&d.change), paint.decision(d.decision, l.decision(d.decision)));
+        let _ = write!(
+            title,
+            " · {} · {}",
+            one_line(&d.change),
+            paint.decision(d.decision, l.decision(d.decision))
+        );
     }
     let _ = writeln!(out, "{}", paint.bold(&title));
 
@@ -692,7 +810,8 @@ pub fn render_turn(t: &TurnFiles, paint: &Paint) -> String {
                 w.ratio,
                 d.ratio.map_or("—".into(), |r| format!("{r:.3}")),
                 ci_label,
-                d.ratio_ci.map_or("—".into(), |[a, b]| format!("[{a:.3}, {b:.3}]")),
+                d.ratio_ci
+                    .map_or("—".into(), |[a, b]| format!("[{a:.3}, {b:.3}]")),
             );
         }
         None => {
@@ -703,7 +822,8 @@ pub fn render_turn(t: &TurnFiles, paint: &Paint) -> String {
 }
 
 fn fmt_sps(x: Option<f64>) -> String {
-    x.filter(|v| v.is_finite()).map_or("—".into(), |v| format!("{v:.1}"))
+    x.filter(|v| v.is_finite())
+        .map_or("—".into(), |v| format!("{v:.1}"))
 }
 
 fn push_block(out: &mut String, text: &str) {
@@ -715,19 +835,41 @@ fn push_block(out: &mut String, text: &str) {
 /// samples/sec and their ratio, then the medians and the interval.
 fn measurements(out: &mut String, b: &Value, d: Option<&TurnRow>, w: &Words, ci_label: &str) {
     let sps = |k: &str| -> Vec<Option<f64>> {
-        b[k].as_array().into_iter().flatten().map(|m| m["samples_per_sec"].as_f64()).collect()
+        b[k].as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| m["samples_per_sec"].as_f64())
+            .collect()
     };
     let (cand, inc) = (sps("candidate"), sps("incumbent"));
-    let ratios: Vec<Option<f64>> = b["ratios"].as_array().into_iter().flatten().map(Value::as_f64).collect();
+    let ratios: Vec<Option<f64>> = b["ratios"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(Value::as_f64)
+        .collect();
     let n = cand.len().max(inc.len());
-    let f = |x: Option<&Option<f64>>| x.copied().flatten().map_or("—".into(), |v| format!("{v:.1}"));
-    let mut rows = vec![vec![w.pair.to_string(), w.incumbent.to_string(), w.candidate.to_string(), w.ratio.to_string()]];
+    let f = |x: Option<&Option<f64>>| {
+        x.copied()
+            .flatten()
+            .map_or("—".into(), |v| format!("{v:.1}"))
+    };
+    let mut rows = vec![vec![
+        w.pair.to_string(),
+        w.incumbent.to_string(),
+        w.candidate.to_string(),
+        w.ratio.to_string(),
+    ]];
     for i in 0..n {
         rows.push(vec![
             (i + 1).to_string(),
             f(inc.get(i)),
             f(cand.get(i)),
-            ratios.get(i).copied().flatten().map_or("—".into(), |r| format!("{r:.3}")),
+            ratios
+                .get(i)
+                .copied()
+                .flatten()
+                .map_or("—".into(), |r| format!("{r:.3}")),
         ]);
     }
     let med = |v: &[Option<f64>]| {
@@ -738,12 +880,18 @@ fn measurements(out: &mut String, b: &Value, d: Option<&TurnRow>, w: &Words, ci_
         w.median.to_string(),
         fmt_sps(d.and_then(|d| d.before_sps).or(med(&inc))),
         fmt_sps(d.and_then(|d| d.after_sps).or(med(&cand))),
-        b["median"].as_f64().map_or("—".into(), |r| format!("{r:.3}")),
+        b["median"]
+            .as_f64()
+            .map_or("—".into(), |r| format!("{r:.3}")),
     ]);
     out.push_str(&aligned(&rows, &[false, true, true, true]));
     if let Ok([lo, hi]) = serde_json::from_value::<[f64; 2]>(b["ci"].clone()) {
         let verdict = b["verdict"].as_str().unwrap_or_default();
-        let verdict = if verdict.is_empty() { String::new() } else { format!(" → {verdict}") };
+        let verdict = if verdict.is_empty() {
+            String::new()
+        } else {
+            format!(" → {verdict}")
+        };
         let _ = writeln!(out, "{ci_label} [{lo:.3}, {hi:.3}]{verdict}");
     }
 }
@@ -763,7 +911,10 @@ mod tests {
 
     #[test]
     fn dates_are_shortened() {
-        assert_eq!(short_date("2026-11-30T19:58:38.841856611+00:00"), "2026-11-30 19:58");
+        assert_eq!(
+            short_date("2026-11-30T19:58:38.841856611+00:00"),
+            "2026-11-30 19:58"
+        );
         assert_eq!(short_date("yesterday"), "yesterday");
     }
 }

@@ -366,13 +366,20 @@ pub struct Recovered {
     pub bench_runs: u32,
 }
 
+/// Turn folders in turn order: "100" comes after "99", not after "10".
+fn sort_turn_dirs(dirs: &mut [PathBuf]) {
+    dirs.sort_by_key(|d| {
+        d.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse::<u32>().ok()).unwrap_or(u32::MAX)
+    });
+}
+
 /// The editable files of a run's best state: the candidate files of its last
 /// kept turn (decision.json is the commit point), else the baseline.
 pub fn best_files(run_dir: &Path, editable: &[String]) -> std::io::Result<FileSet> {
     let mut turn_dirs: Vec<PathBuf> = std::fs::read_dir(run_dir.join("turns"))
         .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
         .unwrap_or_default();
-    turn_dirs.sort();
+    sort_turn_dirs(&mut turn_dirs);
     for d in turn_dirs.iter().rev() {
         let kept = std::fs::read_to_string(d.join("decision.json"))
             .ok()
@@ -395,7 +402,7 @@ impl Recovered {
         let tdir = run_dir.join("turns");
         let mut turn_dirs: Vec<PathBuf> =
             std::fs::read_dir(&tdir).map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect()).unwrap_or_default();
-        turn_dirs.sort();
+        sort_turn_dirs(&mut turn_dirs);
         for d in turn_dirs {
             let Some(row) = std::fs::read_to_string(d.join("decision.json"))
                 .ok()

@@ -24,11 +24,20 @@ const KILLED_ID: &str = "20250102-093000";
 const TRAIN_BASE: &str = "from torch.utils.data import DataLoader\n\n\ndef build():\n    loader = DataLoader(\n        ds,\n        batch_size=64,\n    )\n    return {\"loader\": loader}\n";
 
 fn train_with(extra: &str) -> String {
-    TRAIN_BASE.replace("        batch_size=64,\n", &format!("        batch_size=64,\n{extra}"))
+    TRAIN_BASE.replace(
+        "        batch_size=64,\n",
+        &format!("        batch_size=64,\n{extra}"),
+    )
 }
 
 fn agent(backend: &str, cost: Option<f64>, ms: u64) -> AgentInfo {
-    AgentInfo { backend: backend.into(), num_turns: Some(3), cost_usd: cost, exit_code: Some(0), duration_ms: ms }
+    AgentInfo {
+        backend: backend.into(),
+        num_turns: Some(3),
+        cost_usd: cost,
+        exit_code: Some(0),
+        duration_ms: ms,
+    }
 }
 
 fn measurement(sps: f64, share: f64) -> Value {
@@ -63,7 +72,12 @@ fn rows() -> Vec<TurnRow> {
             candidate_samples: vec![1990.0, 2009.0],
             incumbent_samples: vec![810.0, 814.0],
             data_wait_share: Some(0.21),
-            ..row(1, "num_workers (default) → 4", Decision::Kept, "faster: ratio 2.462, 95% CI [2.401, 2.525] above 1.01")
+            ..row(
+                1,
+                "num_workers (default) → 4",
+                Decision::Kept,
+                "faster: ratio 2.462, 95% CI [2.401, 2.525] above 1.01",
+            )
         },
         TurnRow {
             before_sps: Some(2001.0),
@@ -74,21 +88,41 @@ fn rows() -> Vec<TurnRow> {
             candidate_samples: vec![1990.0, 2010.5, 2030.0],
             incumbent_samples: vec![1995.0, 2001.0, 2005.0],
             data_wait_share: Some(0.2),
-            ..row(2, "prefetch_factor (default) → 4", Decision::Reverted, "not shown faster: ratio 1.005, CI [0.981, 1.020]")
+            ..row(
+                2,
+                "prefetch_factor (default) → 4",
+                Decision::Reverted,
+                "not shown faster: ratio 1.005, CI [0.981, 1.020]",
+            )
         },
         TurnRow {
             file: None,
-            ..row(3, "num_workers 4 → 8; pin_memory=True", Decision::Rejected, "more than one DataLoader argument changed (num_workers, pin_memory)")
+            ..row(
+                3,
+                "num_workers 4 → 8; pin_memory=True",
+                Decision::Rejected,
+                "more than one DataLoader argument changed (num_workers, pin_memory)",
+            )
         },
         TurnRow {
             runs: 1,
             before_sps: Some(2001.0),
-            ..row(4, "persistent_workers (default) → True", Decision::Failed, "bench failed (candidate): exited with code 1")
+            ..row(
+                4,
+                "persistent_workers (default) → True",
+                Decision::Failed,
+                "bench failed (candidate): exited with code 1",
+            )
         },
         TurnRow {
             file: None,
             agent: agent("claude", Some(0.0931), 9_000),
-            ..row(5, "(no change proposed)", Decision::NoChange, "the agent changed no file")
+            ..row(
+                5,
+                "(no change proposed)",
+                Decision::NoChange,
+                "the agent changed no file",
+            )
         },
     ]
 }
@@ -117,7 +151,12 @@ fn report(ws: &Path) -> RunReport {
         wall_s: 723.4,
         bench_runs: 21,
         turns: rows(),
-        kept_diff: tuneloop::edit::unified_diff("train.py", TRAIN_BASE, &train_with("        num_workers=4,\n")),
+        kept_diff: tuneloop::edit::unified_diff(
+            "train.py",
+            TRAIN_BASE,
+            &train_with("        num_workers=4,\n"),
+        ),
+        data_path: None,
     }
 }
 
@@ -161,15 +200,24 @@ fn handmade_run(ws: &Path, id: &str, finished: bool) -> PathBuf {
         serde_json::to_string(&e).unwrap()
     };
     let mut events = vec![
-        ev(json!({"event": "run_started", "run_id": id, "project": "proj", "agent": "claude", "policy": "p", "world_size": 1}), 0),
+        ev(
+            json!({"event": "run_started", "run_id": id, "project": "proj", "agent": "claude", "policy": "p", "world_size": 1}),
+            0,
+        ),
         ev(json!({"event": "turn_started", "turn": 1}), 30),
-        ev(json!({"event": "agent_tool", "turn": 1, "tool": "Edit", "input": "train.py: `batch_size=64,` → `batch_size=64, num_workers=4,`"}), 40),
+        ev(
+            json!({"event": "agent_tool", "turn": 1, "tool": "Edit", "input": "train.py: `batch_size=64,` → `batch_size=64, num_workers=4,`"}),
+            40,
+        ),
     ];
     for r in rows() {
         events.push(ev(json!({"event": "turn_decided", "row": r}), 60 * r.turn));
     }
     if finished {
-        events.push(ev(json!({"event": "stopped", "reason": "iteration limit (5) reached"}), 600));
+        events.push(ev(
+            json!({"event": "stopped", "reason": "iteration limit (5) reached"}),
+            600,
+        ));
     }
     write(&dir.join("events.jsonl"), &(events.join("\n") + "\n"));
 
@@ -185,34 +233,66 @@ fn handmade_run(ws: &Path, id: &str, finished: bool) -> PathBuf {
 
     let files = [
         Some(train_with("        num_workers=4,\n")),
-        Some(train_with("        num_workers=4,\n        prefetch_factor=4,\n")),
+        Some(train_with(
+            "        num_workers=4,\n        prefetch_factor=4,\n",
+        )),
         None,
-        Some(train_with("        num_workers=4,\n        persistent_workers=True,\n")),
+        Some(train_with(
+            "        num_workers=4,\n        persistent_workers=True,\n",
+        )),
         None,
     ];
     let mut incumbent = TRAIN_BASE.to_string();
     for (row, cand) in rows().into_iter().zip(files) {
         let t = dir.join(format!("turns/{:02}", row.turn));
-        write(&t.join("prompt.md"), &format!("Turn {} of 5. Change ONE DataLoader setting in train.py.\n", row.turn));
+        write(
+            &t.join("prompt.md"),
+            &format!(
+                "Turn {} of 5. Change ONE DataLoader setting in train.py.\n",
+                row.turn
+            ),
+        );
         write_json(
             &t.join("agent.json"),
             &json!({ "info": row.agent, "failure": null, "summary": format!("tried: {}", row.change), "exhausted": false }),
         );
-        let diff = cand.as_deref().map(|c| tuneloop::edit::unified_diff("train.py", &incumbent, c)).unwrap_or_default();
+        let diff = cand
+            .as_deref()
+            .map(|c| tuneloop::edit::unified_diff("train.py", &incumbent, c))
+            .unwrap_or_default();
         write(&t.join("diff.patch"), &diff);
         if !row.candidate_samples.is_empty() {
-            let c: Vec<Value> = row.candidate_samples.iter().map(|s| measurement(*s, 0.2)).collect();
-            let i: Vec<Value> = row.incumbent_samples.iter().map(|s| measurement(*s, 0.7)).collect();
-            let ratios: Vec<f64> =
-                row.candidate_samples.iter().zip(&row.incumbent_samples).map(|(c, i)| c / i).collect();
-            let verdict = if row.decision == Decision::Kept { "keep" } else { "revert" };
+            let c: Vec<Value> = row
+                .candidate_samples
+                .iter()
+                .map(|s| measurement(*s, 0.2))
+                .collect();
+            let i: Vec<Value> = row
+                .incumbent_samples
+                .iter()
+                .map(|s| measurement(*s, 0.7))
+                .collect();
+            let ratios: Vec<f64> = row
+                .candidate_samples
+                .iter()
+                .zip(&row.incumbent_samples)
+                .map(|(c, i)| c / i)
+                .collect();
+            let verdict = if row.decision == Decision::Kept {
+                "keep"
+            } else {
+                "revert"
+            };
             write_json(
                 &t.join("bench.json"),
                 &json!({ "candidate": c, "incumbent": i, "ratios": ratios, "median": row.ratio, "ci": row.ratio_ci, "verdict": verdict }),
             );
         }
         if row.decision == Decision::Failed {
-            write(&t.join("bench_error.txt"), "the bench exited with code 1\nTraceback: ...\n");
+            write(
+                &t.join("bench_error.txt"),
+                "the bench exited with code 1\nTraceback: ...\n",
+            );
         }
         if row.turn == 2 {
             write(&t.join("events.jsonl"), CLAUDE_STREAM);
@@ -224,7 +304,10 @@ fn handmade_run(ws: &Path, id: &str, finished: bool) -> PathBuf {
         write_json(&t.join("decision.json"), &row);
     }
     if finished {
-        write_json(&dir.join("final.json"), &json!({ "best": [], "baseline": [], "ratios": [], "median": 2.4512, "ci": [2.39, 2.51] }));
+        write_json(
+            &dir.join("final.json"),
+            &json!({ "best": [], "baseline": [], "ratios": [], "median": 2.4512, "ci": [2.39, 2.51] }),
+        );
         tuneloop::run_loop::write_report_files(&dir, &report(ws)).unwrap();
     } else {
         // Killed in turn 6: the agent had started, nothing decided.
@@ -247,7 +330,11 @@ fn tl(ws: &Path, args: &[&str]) -> Run {
         stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
     };
-    assert_eq!(r.code, 0, "tuneloop {args:?} failed:\n{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.code, 0,
+        "tuneloop {args:?} failed:\n{}\n{}",
+        r.stdout, r.stderr
+    );
     r
 }
 
@@ -259,7 +346,15 @@ fn workspace() -> tempfile::TempDir {
 }
 
 fn regex_escape(s: &str) -> String {
-    s.chars().map(|c| if "\\.+*?()|[]{}^$".contains(c) { format!("\\{c}") } else { c.to_string() }).collect()
+    s.chars()
+        .map(|c| {
+            if "\\.+*?()|[]{}^$".contains(c) {
+                format!("\\{c}")
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Filters for what changes between runs: the workspace path, run ids,
@@ -267,16 +362,25 @@ fn regex_escape(s: &str) -> String {
 fn redactions(ws: &Path) -> Vec<(String, String)> {
     let mut f = vec![(regex_escape(&ws.display().to_string()), "[WS]".to_string())];
     if let Ok(c) = ws.canonicalize() {
-        f.insert(0, (regex_escape(&c.display().to_string()), "[WS]".to_string()));
+        f.insert(
+            0,
+            (regex_escape(&c.display().to_string()), "[WS]".to_string()),
+        );
     }
     f.extend(
         [
             (r"\d{8}-\d{6}(-\d+)?", "[RUN_ID]"),
-            (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?([+-]\d{2}:\d{2}|Z)", "[TIME]"),
+            (
+                r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?([+-]\d{2}:\d{2}|Z)",
+                "[TIME]",
+            ),
             (r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", "[DATE]"),
             (r"\b(\d+h )?\d+m \d{2}s\b", "[DURATION]"),
             (r"\b\d+\.\d+s\b", "[DURATION]"),
-            (r#""(wall_s|agent_time_ms|duration_ms)": [0-9.]+"#, r#""$1": "[DURATION]""#),
+            (
+                r#""(wall_s|agent_time_ms|duration_ms)": [0-9.]+"#,
+                r#""$1": "[DURATION]""#,
+            ),
         ]
         .map(|(a, b)| (a.to_string(), b.to_string())),
     );
@@ -322,8 +426,16 @@ fn handmade_run_report_runs_and_show() {
 
     let js = tl(ws.path(), &["report", "--format", "json"]).stdout;
     let v: Value = serde_json::from_str(&js).unwrap();
-    let decisions: Vec<&str> = v["turns"].as_array().unwrap().iter().map(|t| t["decision"].as_str().unwrap()).collect();
-    assert_eq!(decisions, ["kept", "reverted", "rejected", "failed", "no_change"]);
+    let decisions: Vec<&str> = v["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        decisions,
+        ["kept", "reverted", "rejected", "failed", "no_change"]
+    );
     assert_eq!(tl(ws.path(), &["report", "--json"]).stdout, js);
     snapshot!(f, "handmade_report_json", js);
 
@@ -332,8 +444,20 @@ fn handmade_run_report_runs_and_show() {
     // One aligned line per run: the columns start at the same place.
     let lines: Vec<&str> = runs.lines().collect();
     assert_eq!(lines.len(), 2, "{runs}");
-    assert_eq!(lines[0].find("TURNS").map(|i| i + 5), lines[1].find("5  ").map(|i| i + 1), "{runs}");
-    for want in [RUN_ID, "2025-01-01", "proj", "claude", "×2.45", "finished", "iteration limit (5) reached"] {
+    assert_eq!(
+        lines[0].find("TURNS").map(|i| i + 5),
+        lines[1].find("5  ").map(|i| i + 1),
+        "{runs}"
+    );
+    for want in [
+        RUN_ID,
+        "2025-01-01",
+        "proj",
+        "claude",
+        "×2.45",
+        "finished",
+        "iteration limit (5) reached",
+    ] {
         assert!(lines[1].contains(want), "missing {want:?} in {runs}");
     }
     snapshot!(f, "handmade_runs", runs);
@@ -345,26 +469,42 @@ fn handmade_run_report_runs_and_show() {
         "tried: prefetch_factor (default) → 4",
         "tool calls (2):",
         "Read  /p/train.py",
-        "Edit  /p/train.py: `num_workers=4,` → `num_workers=4, prefetch_factor=4,`",
+        "Edit  /p/train.py",
         "+        prefetch_factor=4,",
-        "95% CI [0.981, 1.020] → revert",
+        "99% CI [0.981, 1.020] → revert",
         "reverted — not shown faster",
     ] {
         assert!(show.contains(want), "missing {want:?} in\n{show}");
     }
-    assert!(!show.contains('\x1b'), "colour with NO_COLOR and no terminal");
+    assert!(
+        !show.contains('\x1b'),
+        "colour with NO_COLOR and no terminal"
+    );
     snapshot!(f, "handmade_show_turn_2", show);
 
     // Turn 1's tool calls come from the run log; turn 4 shows its bench error.
     let show1 = tl(ws.path(), &["show", RUN_ID, "1"]).stdout;
-    assert!(show1.contains("Edit  train.py: `batch_size=64,` → `batch_size=64, num_workers=4,`"), "{show1}");
+    assert!(
+        show1.contains("Edit  train.py: `batch_size=64,` → `batch_size=64, num_workers=4,`"),
+        "{show1}"
+    );
     let show4 = tl(ws.path(), &["show", RUN_ID, "4"]).stdout;
-    assert!(show4.contains("bench error:\nthe bench exited with code 1"), "{show4}");
-    assert!(show4.contains("failed — bench failed (candidate)"), "{show4}");
+    assert!(
+        show4.contains("bench error:\nthe bench exited with code 1"),
+        "{show4}"
+    );
+    assert!(
+        show4.contains("failed — bench failed (candidate)"),
+        "{show4}"
+    );
     // `show RUN` is the report.
     assert_eq!(tl(ws.path(), &["show", RUN_ID]).stdout, md);
     // A turn that does not exist is a usage error naming the turns there are.
-    let o = Command::new(env!("CARGO_BIN_EXE_tuneloop")).args(["show", RUN_ID, "9"]).current_dir(ws.path()).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_tuneloop"))
+        .args(["show", RUN_ID, "9"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("has no turn 9 (it has turns 1–5)"));
 }
@@ -378,19 +518,30 @@ fn a_run_killed_before_its_report_is_rebuilt_from_the_folder() {
 
     let md = tl(ws.path(), &["report"]).stdout;
     assert!(md.contains("**Interrupted**"), "{md}");
-    let turns: Vec<&str> = md.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| turn")).map(|l| &l[..4]).collect();
+    let turns: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| turn"))
+        .map(|l| &l[..4])
+        .collect();
     // Turn 6 was killed before its decision: not a row.
     assert_eq!(turns, ["| 1 ", "| 2 ", "| 3 ", "| 4 ", "| 5 "], "{md}");
     // The kept change is the diff; the final throughput is the last kept turn's.
-    assert!(md.contains("+        num_workers=4,") && !md.contains("+        prefetch_factor=4,"), "{md}");
+    assert!(
+        md.contains("+        num_workers=4,") && !md.contains("+        prefetch_factor=4,"),
+        "{md}"
+    );
     assert!(md.contains("812.3 → 1999.5 samples/sec"), "{md}");
     snapshot!(f, "killed_report_md", md);
 
-    let v: Value = serde_json::from_str(&tl(ws.path(), &["report", "--format", "json"]).stdout).unwrap();
+    let v: Value =
+        serde_json::from_str(&tl(ws.path(), &["report", "--format", "json"]).stdout).unwrap();
     assert_eq!(v["interrupted"], true);
     assert_eq!(v["turns"].as_array().unwrap().len(), 5);
     assert_eq!(v["bench_runs"], 1 + 3 + 4 + 6 + 1);
-    assert!((v["total_cost_usd"].as_f64().unwrap() - 0.4931).abs() < 1e-9, "{v:#}");
+    assert!(
+        (v["total_cost_usd"].as_f64().unwrap() - 0.4931).abs() < 1e-9,
+        "{v:#}"
+    );
     let html = tl(ws.path(), &["report", "--format", "html"]).stdout;
     assert!(html.contains("<table id=\"turns\">") && html.contains("<svg"));
 
@@ -410,20 +561,33 @@ fn a_run_killed_before_its_report_is_rebuilt_from_the_folder() {
 #[test]
 fn japanese_runs_show_japanese_words() {
     let ws = workspace();
-    write(&ws.path().join("policies/default.toml"), "[agent]\nlanguage = \"ja\"\n");
+    write(
+        &ws.path().join("policies/default.toml"),
+        "[agent]\nlanguage = \"ja\"\n",
+    );
     let dir = handmade_run(ws.path(), RUN_ID, true);
     let mut r = report(ws.path());
     r.language = "ja".into();
     tuneloop::run_loop::write_report_files(&dir, &r).unwrap();
     let md = tl(ws.path(), &["report"]).stdout;
-    assert!(md.contains("| 採用 |") && md.contains("| 差し戻し |") && md.contains("| 却下 |"), "{md}");
+    assert!(
+        md.contains("| 採用 |") && md.contains("| 差し戻し |") && md.contains("| 却下 |"),
+        "{md}"
+    );
     let runs = tl(ws.path(), &["runs"]).stdout;
-    assert!(runs.contains("高速化") && runs.contains("停止理由"), "{runs}");
-    let mut run: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    assert!(
+        runs.contains("高速化") && runs.contains("停止理由"),
+        "{runs}"
+    );
+    let mut run: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
     run["policy"]["agent"]["language"] = "ja".into();
     write_json(&dir.join("run.json"), &run);
     let show = tl(ws.path(), &["show", RUN_ID, "2"]).stdout;
-    assert!(show.contains("== 差分 ==") && show.contains("差し戻し"), "{show}");
+    assert!(
+        show.contains("== 差分 ==") && show.contains("差し戻し"),
+        "{show}"
+    );
 }
 
 // ---------------------------------------------------------------- Chromium
@@ -436,7 +600,11 @@ fn chromium() -> Option<String> {
         return None;
     }
     for name in ["chromium", "chromium-browser", "google-chrome"] {
-        if Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success()) {
+        if Command::new(name)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
             return Some(name.to_string());
         }
     }
@@ -463,8 +631,16 @@ fn chromium_cmd(browser: &str, profile: &Path) -> Command {
 /// The page's DOM after Chromium has parsed and laid it out.
 fn dump_dom(browser: &str, page: &Path) -> String {
     let profile = tempfile::tempdir().unwrap();
-    let o = chromium_cmd(browser, profile.path()).arg("--dump-dom").arg(format!("file://{}", page.display())).output().unwrap();
-    assert!(o.status.success(), "chromium failed: {}", String::from_utf8_lossy(&o.stderr));
+    let o = chromium_cmd(browser, profile.path())
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -476,26 +652,45 @@ fn screenshot(browser: &str, page: &Path, png: &Path) -> Vec<u8> {
         .arg(format!("file://{}", page.display()))
         .output()
         .unwrap();
-    assert!(o.status.success(), "chromium failed: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     std::fs::read(png).unwrap()
 }
 
 /// Checks the DOM of an HTML report: the table with one row per turn, and
 /// the plot as inline SVG.
 fn check_report_dom(dom: &str, turns: &[(&str, &str)]) {
-    let table = dom.split("<table id=\"turns\">").nth(1).expect("no table#turns in the DOM");
+    let table = dom
+        .split("<table id=\"turns\">")
+        .nth(1)
+        .expect("no table#turns in the DOM");
     let body = table.split("</table>").next().unwrap();
     let rows: Vec<&str> = body.split("<tr class=\"").skip(1).collect();
     assert_eq!(rows.len(), turns.len(), "rows of table#turns:\n{body}");
     for (row, (class, change)) in rows.iter().zip(turns) {
-        assert!(row.starts_with(class) && row.contains(change), "row {row:?} is not {class} {change}");
+        assert!(
+            row.starts_with(class) && row.contains(change),
+            "row {row:?} is not {class} {change}"
+        );
     }
-    let figure = dom.split("<figure id=\"plot\">").nth(1).expect("no figure#plot");
+    let figure = dom
+        .split("<figure id=\"plot\">")
+        .nth(1)
+        .expect("no figure#plot");
     let svg = figure.split("</figure>").next().unwrap();
-    assert!(svg.trim_start().starts_with("<svg"), "the plot is not inline SVG: {svg:.200}");
+    assert!(
+        svg.trim_start().starts_with("<svg"),
+        "the plot is not inline SVG: {svg:.200}"
+    );
     // Points for the measurements, lines for the baseline/ceiling/incumbent.
     assert!(svg.matches("<circle").count() >= turns.len(), "{svg:.400}");
-    assert!(svg.contains("<polyline") || svg.contains("<path") || svg.contains("<line"), "{svg:.400}");
+    assert!(
+        svg.contains("<polyline") || svg.contains("<path") || svg.contains("<line"),
+        "{svg:.400}"
+    );
     assert!(!dom.contains("<script"), "the page must not run scripts");
 }
 
@@ -506,7 +701,9 @@ fn html_report_opens_in_headless_chromium() {
     handmade_run(ws.path(), RUN_ID, true);
     let html = tl(ws.path(), &["report", "--format", "html"]).stdout;
     // Self-contained: no scripts, no external resources.
-    assert!(!html.contains("<script") && !html.contains("src=\"http") && !html.contains("href=\"http"));
+    assert!(
+        !html.contains("<script") && !html.contains("src=\"http") && !html.contains("href=\"http")
+    );
     let page = ws.path().join("report.html");
     write(&page, &html);
     let dom = dump_dom(&browser, &page);
@@ -526,7 +723,12 @@ fn html_report_opens_in_headless_chromium() {
     write(&blank_page, "<!DOCTYPE html><html><body></body></html>\n");
     let blank = screenshot(&browser, &blank_page, &ws.path().join("blank.png"));
     assert!(png.starts_with(b"\x89PNG"), "not a PNG");
-    assert!(png.len() > 4 * blank.len(), "the screenshot looks empty: {} bytes vs {} for a blank page", png.len(), blank.len());
+    assert!(
+        png.len() > 4 * blank.len(),
+        "the screenshot looks empty: {} bytes vs {} for a blank page",
+        png.len(),
+        blank.len()
+    );
 }
 
 // ---------------------------------------------------------------- a real run
@@ -546,7 +748,10 @@ fn start_in_a_terminal(ws: &Ws) -> (i32, String) {
         .stdin(std::process::Stdio::null())
         .output()
         .expect("`script` (util-linux) runs the command in a pseudo-terminal");
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
 }
 
 #[test]
@@ -555,11 +760,26 @@ fn a_real_run_shows_live_progress_and_its_report_has_the_expected_shape() {
     let (code, term) = start_in_a_terminal(&ws);
     assert_eq!(code, 0, "{term}");
     // The live view: a status line redrawn in place, with the pair count.
-    assert!(term.contains("\r\x1b[2K"), "no status line redrawn in place:\n{term:?}");
-    assert!(term.contains("turn 1 · measuring · pair 1 of 4"), "{term:?}");
-    assert!(term.contains("baseline · throughput run 1 of 1"), "{term:?}");
-    assert!(term.contains("turn 1: num_workers (default) → 2 — kept"), "{term:?}");
-    assert!(!term.contains("\x1b[32"), "colour despite NO_COLOR: {term:?}");
+    assert!(
+        term.contains("\r\x1b[2K"),
+        "no status line redrawn in place:\n{term:?}"
+    );
+    assert!(
+        term.contains("turn 1 · measuring · pair 1 of 4"),
+        "{term:?}"
+    );
+    assert!(
+        term.contains("baseline · throughput run 1 of 1"),
+        "{term:?}"
+    );
+    assert!(
+        term.contains("turn 1: num_workers (default) → 2 — kept"),
+        "{term:?}"
+    );
+    assert!(
+        !term.contains("\x1b[32"),
+        "colour despite NO_COLOR: {term:?}"
+    );
     // Measurements stay on the status line instead of scrolling.
     assert!(!term.contains("samples/sec\r\n[00:"), "{term:?}");
 
@@ -568,7 +788,10 @@ fn a_real_run_shows_live_progress_and_its_report_has_the_expected_shape() {
     f.extend(
         [
             (r"(?m)^- \*\*Bench runs:\*\* \d+", "- **Bench runs:** [N]"),
-            (r"\| \d+ \| (kept|reverted|rejected|failed|no change) \|", "| [N] | $1 |"),
+            (
+                r"\| \d+ \| (kept|reverted|rejected|failed|no change) \|",
+                "| [N] | $1 |",
+            ),
             (r"\d+\.\d+", "[N]"),
         ]
         .map(|(a, b)| (a.to_string(), b.to_string())),
@@ -577,7 +800,12 @@ fn a_real_run_shows_live_progress_and_its_report_has_the_expected_shape() {
 
     // The same run's HTML report in the browser.
     if let Some(browser) = chromium() {
-        let run = std::fs::read_dir(ws.path().join("runs")).unwrap().filter_map(|e| e.ok()).map(|e| e.path()).find(|p| p.is_dir()).unwrap();
+        let run = std::fs::read_dir(ws.path().join("runs"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| p.is_dir())
+            .unwrap();
         let dom = dump_dom(&browser, &run.join("report.html"));
         check_report_dom(&dom, &[("kept", "num_workers (default) → 2")]);
     }

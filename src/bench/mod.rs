@@ -29,6 +29,9 @@ pub struct Measurement {
     pub steps: Option<u32>,
     #[serde(default)]
     pub batch_size: Option<u64>,
+    /// Bytes of the tensors of the first batch (what one host-to-device copy moves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_bytes: Option<u64>,
     #[serde(default)]
     pub wall_s: Option<f64>,
     #[serde(default)]

@@ -193,7 +193,14 @@ impl View {
     /// The view on stderr: live on a terminal, plain lines elsewhere.
     pub fn new(language: &str) -> View {
         let live = live_terminal();
-        View::with_output(language, Box::new(std::io::stderr()), live, use_color(), None, live)
+        View::with_output(
+            language,
+            Box::new(std::io::stderr()),
+            live,
+            use_color(),
+            None,
+            live,
+        )
     }
 
     /// A view writing to `out`. `width` fixes the status line's width (tests);
@@ -290,7 +297,10 @@ impl Inner {
 
     fn pair_of(&self, k: u32) -> String {
         let total = self.max_pairs.map_or("?".to_string(), |n| n.to_string());
-        fill(self.words.pair_of, &[("k", &k.to_string()), ("total", &total)])
+        fill(
+            self.words.pair_of,
+            &[("k", &k.to_string()), ("total", &total)],
+        )
     }
 
     fn phase_word(&self, phase: &str) -> String {
@@ -336,7 +346,11 @@ impl Inner {
         let st = &mut self.status;
         match ev {
             Event::RunStarted { .. } | Event::RunResumed { .. } => st.active = true,
-            Event::Phase { phase, turn, detail } => {
+            Event::Phase {
+                phase,
+                turn,
+                detail,
+            } => {
                 st.active = true;
                 if st.phase != *phase || st.turn != *turn {
                     st.last_measure = None;
@@ -360,9 +374,17 @@ impl Inner {
                 st.last_measure = None;
             }
             Event::AgentTool { tool, input, .. } => {
-                st.last_tool = Some(if input.is_empty() { tool.clone() } else { format!("{tool} {input}") });
+                st.last_tool = Some(if input.is_empty() {
+                    tool.clone()
+                } else {
+                    format!("{tool} {input}")
+                });
             }
-            Event::Measured { role, samples_per_sec, .. } => {
+            Event::Measured {
+                role,
+                samples_per_sec,
+                ..
+            } => {
                 st.runs_done += 1;
                 st.last_measure = Some((role.clone(), *samples_per_sec));
             }
@@ -382,26 +404,62 @@ impl Inner {
     fn line(&self, ev: &Event) -> Option<String> {
         let w = self.words;
         Some(match ev {
-            Event::RunStarted { run_id, agent, .. } => fill(w.run_started, &[("id", run_id), ("agent", agent)]),
-            Event::RunResumed { run_id, completed_turns } => {
-                fill(w.run_resumed, &[("id", run_id), ("n", &completed_turns.to_string())])
+            Event::RunStarted { run_id, agent, .. } => {
+                fill(w.run_started, &[("id", run_id), ("agent", agent)])
             }
-            Event::BaselineMeasured { median_sps, data_wait_share, ceiling_sps, cpu_count, device, .. } => fill(
+            Event::RunResumed {
+                run_id,
+                completed_turns,
+            } => fill(
+                w.run_resumed,
+                &[("id", run_id), ("n", &completed_turns.to_string())],
+            ),
+            Event::BaselineMeasured {
+                median_sps,
+                data_wait_share,
+                ceiling_sps,
+                cpu_count,
+                device,
+                ..
+            } => fill(
                 w.baseline_line,
                 &[
                     ("sps", &format!("{median_sps:.1}")),
-                    ("dw", &data_wait_share.map(|s| format!("{:.0}%", s * 100.0)).unwrap_or("—".into())),
-                    ("ceil", &ceiling_sps.map(|c| format!("{c:.0}")).unwrap_or("—".into())),
-                    ("cpus", &fill(w.cpus, &[("n", &cpu_count.unwrap_or(0).to_string())])),
+                    (
+                        "dw",
+                        &data_wait_share
+                            .map(|s| format!("{:.0}%", s * 100.0))
+                            .unwrap_or("—".into()),
+                    ),
+                    (
+                        "ceil",
+                        &ceiling_sps.map(|c| format!("{c:.0}")).unwrap_or("—".into()),
+                    ),
+                    (
+                        "cpus",
+                        &fill(w.cpus, &[("n", &cpu_count.unwrap_or(0).to_string())]),
+                    ),
                     ("dev", device.as_deref().unwrap_or("?")),
                 ],
             ),
             Event::LowDataWait { share, advice } => fill(
                 w.low_data_wait,
-                &[("pct", &format!("{:.1}", share * 100.0)), ("list", &advice.join("; "))],
+                &[
+                    ("pct", &format!("{:.1}", share * 100.0)),
+                    ("list", &advice.join("; ")),
+                ],
             ),
-            Event::AgentFinished { turn, ok, summary, info } => {
-                let state = if *ok { w.agent_done.to_string() } else { self.paint("31", w.agent_failed) };
+            Event::AgentFinished {
+                turn,
+                ok,
+                summary,
+                info,
+            } => {
+                let state = if *ok {
+                    w.agent_done.to_string()
+                } else {
+                    self.paint("31", w.agent_failed)
+                };
                 format!(
                     "{} {}",
                     self.turn_prefix(*turn),
@@ -410,7 +468,13 @@ impl Inner {
                         &[
                             ("state", &state),
                             ("secs", &format!("{:.1}", info.duration_ms as f64 / 1000.0)),
-                            ("cost", &info.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default()),
+                            (
+                                "cost",
+                                &info
+                                    .cost_usd
+                                    .map(|c| format!(", ${c:.4}"))
+                                    .unwrap_or_default()
+                            ),
                             ("summary", summary),
                         ],
                     )
@@ -418,25 +482,41 @@ impl Inner {
             }
             Event::TurnDecided { row } => {
                 // English keeps the report.json words (`no_change`), as before.
-                let label = if self.ja { self.labels.decision(row.decision) } else { row.decision.as_str() };
+                let label = if self.ja {
+                    self.labels.decision(row.decision)
+                } else {
+                    row.decision.as_str()
+                };
                 let d = match row.decision {
                     Decision::Kept => self.paint("32;1", label),
                     Decision::Reverted => self.paint("33", label),
                     Decision::NoChange => self.paint("2", label),
                     _ => self.paint("31", label),
                 };
-                format!("{} {} — {d} ({}, {} {})", self.turn_prefix(row.turn), row.change, row.reason, row.runs, w.runs)
+                format!(
+                    "{} {} — {d} ({}, {} {})",
+                    self.turn_prefix(row.turn),
+                    row.change,
+                    row.reason,
+                    row.runs,
+                    w.runs
+                )
             }
             Event::Stopped { reason } => fill(w.stopped, &[("reason", reason)]),
             Event::FinalMeasured { speedup, ci, .. } => fill(
                 w.final_line,
-                &[("x", &format!("{speedup:.2}")), ("lo", &format!("{:.2}", ci[0])), ("hi", &format!("{:.2}", ci[1]))],
+                &[
+                    ("x", &format!("{speedup:.2}")),
+                    ("lo", &format!("{:.2}", ci[0])),
+                    ("hi", &format!("{:.2}", ci[1])),
+                ],
             ),
             Event::Warning { message } => self.paint("33", &format!("{}{message}", w.warning)),
             Event::ReportWritten { path } => fill(w.report, &[("path", path)]),
-            Event::Phase { .. } | Event::TurnStarted { .. } | Event::AgentTool { .. } | Event::Measured { .. } => {
-                return None
-            }
+            Event::Phase { .. }
+            | Event::TurnStarted { .. }
+            | Event::AgentTool { .. }
+            | Event::Measured { .. } => return None,
         })
     }
 
@@ -444,7 +524,11 @@ impl Inner {
     fn plain_only_line(&self, ev: &Event) -> Option<String> {
         let w = self.words;
         Some(match ev {
-            Event::Phase { phase, turn, detail } => {
+            Event::Phase {
+                phase,
+                turn,
+                detail,
+            } => {
                 let phase = self.phase_word(phase);
                 match turn {
                     Some(n) => format!("{} {phase} {detail}", self.turn_prefix(*n)),
@@ -455,10 +539,19 @@ impl Inner {
                 "{} {} {}",
                 self.turn_prefix(*turn),
                 w.incumbent,
-                self.incumbent_sps.map(|s| format!("{s:.1} samples/sec")).unwrap_or_default()
+                self.incumbent_sps
+                    .map(|s| format!("{s:.1} samples/sec"))
+                    .unwrap_or_default()
             ),
-            Event::AgentTool { turn, tool, input } => format!("{}   tool {tool} {input}", self.turn_prefix(*turn)),
-            Event::Measured { turn, role, pair, samples_per_sec } => format!(
+            Event::AgentTool { turn, tool, input } => {
+                format!("{}   tool {tool} {input}", self.turn_prefix(*turn))
+            }
+            Event::Measured {
+                turn,
+                role,
+                pair,
+                samples_per_sec,
+            } => format!(
                 "{}   {} {role:<9} {samples_per_sec:>9.1} samples/sec",
                 self.turn_prefix(*turn),
                 self.pair_of(*pair)
@@ -475,7 +568,10 @@ impl Inner {
         let w = self.words;
         let st = &self.status;
         let mut parts: Vec<String> = Vec::new();
-        if let Some(t) = st.turn.filter(|_| st.phase != "final" && st.phase != "baseline") {
+        if let Some(t) = st
+            .turn
+            .filter(|_| st.phase != "final" && st.phase != "baseline")
+        {
             parts.push(format!("{} {t}", w.turn));
         }
         if !st.phase.is_empty() {
@@ -487,11 +583,20 @@ impl Inner {
                 let k = (st.runs_done / 2 + 1).min(self.max_pairs.unwrap_or(u32::MAX));
                 parts.push(self.pair_of(k));
                 if let Some((role, v)) = &st.last_measure {
-                    let role = if role == "incumbent" { w.incumbent } else { role.as_str() };
+                    let role = if role == "incumbent" {
+                        w.incumbent
+                    } else {
+                        role.as_str()
+                    };
                     tail = Some(format!("{}: {role} {v:.1}", w.last));
                 }
             }
-            "agent" => tail = st.last_tool.clone().or_else(|| (!st.detail.is_empty()).then(|| st.detail.clone())),
+            "agent" => {
+                tail = st
+                    .last_tool
+                    .clone()
+                    .or_else(|| (!st.detail.is_empty()).then(|| st.detail.clone()))
+            }
             "deciding" => {}
             _ => {
                 if !st.detail.is_empty() {
@@ -528,7 +633,10 @@ impl Inner {
 
 /// `s` on one line, cut to `width` terminal columns (an ellipsis marks a cut).
 fn fit(s: &str, width: usize) -> String {
-    let one: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let one: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     let total: usize = one.chars().map(char_width).sum();
     if total <= width {
         return one;
@@ -605,9 +713,17 @@ mod tests {
 
     /// One turn of a run, as the loop emits it.
     fn a_turn() -> Vec<Event> {
-        let phase = |p: &str, t: Option<u32>, d: &str| Event::Phase { phase: p.into(), turn: t, detail: d.into() };
-        let measured =
-            |role: &str, pair: u32, v: f64| Event::Measured { turn: 1, role: role.into(), pair, samples_per_sec: v };
+        let phase = |p: &str, t: Option<u32>, d: &str| Event::Phase {
+            phase: p.into(),
+            turn: t,
+            detail: d.into(),
+        };
+        let measured = |role: &str, pair: u32, v: f64| Event::Measured {
+            turn: 1,
+            role: role.into(),
+            pair,
+            samples_per_sec: v,
+        };
         vec![
             Event::RunStarted {
                 run_id: "r1".into(),
@@ -628,23 +744,50 @@ mod tests {
             },
             Event::TurnStarted { turn: 1 },
             phase("agent", Some(1), "claude"),
-            Event::AgentTool { turn: 1, tool: "Edit".into(), input: "train.py: `a` → `b`".into() },
-            Event::AgentFinished { turn: 1, info: AgentInfo::default(), ok: true, summary: "set num_workers=2".into() },
-            phase("measuring", Some(1), "num_workers (default) → 2 vs incumbent"),
+            Event::AgentTool {
+                turn: 1,
+                tool: "Edit".into(),
+                input: "train.py: `a` → `b`".into(),
+            },
+            Event::AgentFinished {
+                turn: 1,
+                info: AgentInfo::default(),
+                ok: true,
+                summary: "set num_workers=2".into(),
+            },
+            phase(
+                "measuring",
+                Some(1),
+                "num_workers (default) → 2 vs incumbent",
+            ),
             measured("incumbent", 1, 401.0),
             measured("candidate", 1, 799.0),
             measured("candidate", 2, 801.0),
             phase("deciding", Some(1), ""),
-            Event::TurnDecided { row: row(Decision::Kept) },
-            Event::Stopped { reason: "iteration limit (1) reached".into() },
+            Event::TurnDecided {
+                row: row(Decision::Kept),
+            },
+            Event::Stopped {
+                reason: "iteration limit (1) reached".into(),
+            },
             phase("final", None, "best vs baseline, 3 interleaved pairs"),
-            Event::ReportWritten { path: "runs/r1/report.md".into() },
+            Event::ReportWritten {
+                path: "runs/r1/report.md".into(),
+            },
         ]
     }
 
     fn run(language: &str, live: bool, color: bool, events: &[Event]) -> String {
         let buf = Buf::default();
-        let mut v = View::with_output(language, Box::new(buf.clone()), live, color, Some(60), false).with_max_pairs(4);
+        let mut v = View::with_output(
+            language,
+            Box::new(buf.clone()),
+            live,
+            color,
+            Some(60),
+            false,
+        )
+        .with_max_pairs(4);
         for ev in events {
             v.show(ev);
         }
@@ -677,9 +820,15 @@ mod tests {
 
     #[test]
     fn plain_mode_keeps_the_low_data_wait_advice() {
-        let ev = Event::LowDataWait { share: 0.02, advice: crate::run_loop::compute_side_advice() };
+        let ev = Event::LowDataWait {
+            share: 0.02,
+            advice: crate::run_loop::compute_side_advice(),
+        };
         let out = run("en", false, false, &[ev]);
-        assert!(out.contains("zero_grad(set_to_none=True)") && out.contains("cudnn.benchmark"), "{out}");
+        assert!(
+            out.contains("zero_grad(set_to_none=True)") && out.contains("cudnn.benchmark"),
+            "{out}"
+        );
         assert!(out.contains("data_wait is only 2.0% of step time"), "{out}");
     }
 
@@ -687,7 +836,8 @@ mod tests {
     fn live_mode_redraws_one_status_line_under_the_lasting_lines() {
         let events = a_turn();
         let buf = Buf::default();
-        let mut v = View::with_output("en", Box::new(buf.clone()), true, false, Some(100), false).with_max_pairs(4);
+        let mut v = View::with_output("en", Box::new(buf.clone()), true, false, Some(100), false)
+            .with_max_pairs(4);
         // The status line follows each phase of the turn.
         let mut status_after = Vec::new();
         for ev in &events {
@@ -697,24 +847,46 @@ mod tests {
             status_after.push(last);
         }
         let at = |i: usize| status_after[i].clone();
-        assert!(at(1).contains("baseline · throughput run 1 of 3"), "{:?}", at(1));
-        assert!(at(5).starts_with("turn 1 · agent · 00:00 · incumbent 400.0 samples/sec · Edit train.py"), "{:?}", at(5));
+        assert!(
+            at(1).contains("baseline · throughput run 1 of 3"),
+            "{:?}",
+            at(1)
+        );
+        assert!(
+            at(5).starts_with(
+                "turn 1 · agent · 00:00 · incumbent 400.0 samples/sec · Edit train.py"
+            ),
+            "{:?}",
+            at(5)
+        );
         // After the incumbent's run of pair 1, pair 1 is still going.
         assert!(at(8).starts_with("turn 1 · measuring · pair 1 of 4 · 00:00 · incumbent 400.0 samples/sec · last: incumbent 401.0"), "{:?}", at(8));
         assert!(at(9).contains("pair 2 of 4"), "{:?}", at(9));
         assert!(at(11).contains("turn 1 · deciding"), "{:?}", at(11));
         // The kept turn moves the incumbent; the line fits the 60 columns.
-        assert!(at(14).contains("final") && at(14).contains("incumbent 800.0"), "{:?}", at(14));
+        assert!(
+            at(14).contains("final") && at(14).contains("incumbent 800.0"),
+            "{:?}",
+            at(14)
+        );
         for s in &status_after {
             assert!(display_width(s) < 100, "{s:?}");
         }
         drop(v);
         let out = buf.text();
         // Lasting lines are printed on a cleared line, and nothing is left after the report.
-        assert!(out.contains("\r\x1b[2K[00:00] turn 1: num_workers (default) → 2 — kept (faster, 4 runs)\n"), "{out:?}");
+        assert!(
+            out.contains(
+                "\r\x1b[2K[00:00] turn 1: num_workers (default) → 2 — kept (faster, 4 runs)\n"
+            ),
+            "{out:?}"
+        );
         assert!(out.ends_with("report: runs/r1/report.md\n"), "{out:?}");
         // Tool calls and measurements stay on the status line.
-        assert!(!out.contains("tool Edit") && !out.contains("samples/sec\n[00:00] turn 1:   pair"), "{out:?}");
+        assert!(
+            !out.contains("tool Edit") && !out.contains("samples/sec\n[00:00] turn 1:   pair"),
+            "{out:?}"
+        );
         assert!(!out.contains("\x1b[3"), "colour without asking: {out:?}");
     }
 
@@ -729,7 +901,10 @@ mod tests {
     #[test]
     fn japanese_words_follow_the_policy_language() {
         let out = run("ja", false, false, &a_turn());
-        assert!(out.contains("ターン 1: num_workers (default) → 2 — 採用 (faster, 4 回実行)"), "{out}");
+        assert!(
+            out.contains("ターン 1: num_workers (default) → 2 — 採用 (faster, 4 回実行)"),
+            "{out}"
+        );
         assert!(out.contains("ターン 1:   ペア 2/4 candidate"), "{out}");
         assert!(out.contains("ベースライン 400.0 samples/sec"), "{out}");
         assert!(out.contains("停止: iteration limit (1) reached"), "{out}");
@@ -740,7 +915,9 @@ mod tests {
     #[test]
     fn a_failed_run_leaves_no_status_line_behind() {
         let mut events = a_turn()[..8].to_vec();
-        events.push(Event::Stopped { reason: "interrupted".into() });
+        events.push(Event::Stopped {
+            reason: "interrupted".into(),
+        });
         let out = run("en", true, false, &events);
         assert!(out.ends_with("stopped: interrupted\n"), "{out:?}");
     }

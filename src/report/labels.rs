@@ -24,6 +24,8 @@ pub struct Labels {
     /// The final throughput as a share of the ceiling; `{pct}` is replaced
     /// by the percentage, e.g. "final is 81.7% of it".
     pub of_ceiling: &'static str,
+    /// The data path's limit measured by `tuneloop probe` (feature `libtorch`).
+    pub data_path: &'static str,
     pub data_wait_share: &'static str,
     pub agent_cost: &'static str,
     pub agent_time: &'static str,
@@ -93,6 +95,7 @@ pub const EN: Labels = Labels {
     ci: "CI",
     ceiling: "Ceiling",
     of_ceiling: "final is {pct} of it",
+    data_path: "Data-path limit",
     data_wait_share: "data_wait share",
     agent_cost: "Agent cost",
     agent_time: "Agent time",
@@ -144,6 +147,7 @@ pub const JA: Labels = Labels {
     ci: "信頼区間",
     ceiling: "上限 (ceiling)",
     of_ceiling: "最終は上限の {pct}",
+    data_path: "データ経路の上限 (data-path limit)",
     data_wait_share: "data_wait の割合",
     agent_cost: "エージェント費用",
     agent_time: "エージェント時間",

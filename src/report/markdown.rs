@@ -69,6 +69,9 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
         }
         items.push((l.ceiling, ceiling));
     }
+    if let Some(d) = &r.data_path {
+        items.push((l.data_path, text::data_path(d, r.final_sps, l)));
+    }
     if r.baseline_data_wait_share.is_some() || r.final_data_wait_share.is_some() {
         items.push((
             l.data_wait_share,

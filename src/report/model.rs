@@ -106,4 +106,49 @@ pub struct RunReport {
     pub turns: Vec<TurnRow>,
     /// The kept changes as one unified diff (baseline → final).
     pub kept_diff: String,
+    /// The machine's data-path limits (`runs/<id>/probe.json`), when the run
+    /// was made by a build with the `libtorch` feature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_path: Option<DataPathLimit>,
+}
+
+/// How fast this machine can move the project's batches at all, measured
+/// natively by `tuneloop probe` (feature `libtorch`). Bandwidths are GB/s
+/// (10^9 bytes copied per second, median of timed repetitions); a ceiling
+/// is that bandwidth divided by `bytes_per_sample`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct DataPathLimit {
+    /// CUDA seen by libtorch; without it pin_memory cannot matter.
+    pub cuda_available: bool,
+    /// Host memory copy of a batch-sized tensor.
+    pub host_copy_gbps: f64,
+    /// Host-to-device copy from ordinary (pageable) memory; CUDA only.
+    pub h2d_pageable_gbps: Option<f64>,
+    /// Host-to-device copy from pinned (page-locked) memory; CUDA only.
+    pub h2d_pinned_gbps: Option<f64>,
+    pub bytes_per_sample: f64,
+    /// Size of the tensor copied (one batch).
+    pub batch_bytes: u64,
+    /// Where `bytes_per_sample` came from (a run's baseline, an option, the default).
+    pub bytes_source: String,
+    pub host_copy_ceiling_sps: f64,
+    pub h2d_pageable_ceiling_sps: Option<f64>,
+    pub h2d_pinned_ceiling_sps: Option<f64>,
+    /// One sentence on what the figures mean on this machine.
+    pub note: String,
+}
+
+impl DataPathLimit {
+    /// The most samples/sec the data path allows: the host copy, and with
+    /// CUDA also the faster of the two host-to-device copies, whichever is lower.
+    pub fn limit_sps(&self) -> f64 {
+        let h2d = match (self.h2d_pageable_ceiling_sps, self.h2d_pinned_ceiling_sps) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        match h2d {
+            Some(d) => d.min(self.host_copy_ceiling_sps),
+            None => self.host_copy_ceiling_sps,
+        }
+    }
 }

@@ -260,7 +260,11 @@ fn draw(r: &RunReport, buf: &mut String) -> DrawResult<()> {
     chart
         .configure_mesh()
         .x_desc(l.plot_x)
-        .y_desc(if scale == Scale::Log { l.plot_y_log } else { l.plot_y })
+        .y_desc(if scale == Scale::Log {
+            l.plot_y_log
+        } else {
+            l.plot_y
+        })
         .x_labels(x_labels)
         // A logarithmic axis gets its own 1-2-5 ticks below.
         .y_labels(if scale == Scale::Log { 0 } else { 8 })
@@ -282,10 +286,17 @@ fn draw(r: &RunReport, buf: &mut String) -> DrawResult<()> {
         let tick_font = label_font.pos(Pos::new(HPos::Right, VPos::Center));
         for v in ticks_125(lo, hi) {
             let y = v.ln();
-            chart.draw_series(std::iter::once(PathElement::new(vec![(x_lo, y), (x_hi, y)], GRID_COLOR)))?;
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(x_lo, y), (x_hi, y)],
+                GRID_COLOR,
+            )))?;
             let (px, py) = chart.backend_coord(&(x_lo, y));
             chart_area.draw(&PathElement::new(vec![(px - 5, py), (px, py)], TEXT_COLOR))?;
-            chart_area.draw(&Text::new(format!("{v:.0}"), (px - 8, py), tick_font.clone()))?;
+            chart_area.draw(&Text::new(
+                format!("{v:.0}"),
+                (px - 8, py),
+                tick_font.clone(),
+            ))?;
         }
     }
 
@@ -306,8 +317,11 @@ fn draw(r: &RunReport, buf: &mut String) -> DrawResult<()> {
             BASELINE_COLOR.stroke_width(1),
         ))?;
     }
-    let incumbent: Vec<(f64, f64)> =
-        d.incumbent.iter().filter_map(|&(x, y)| Some((x, scale.y(y)?))).collect();
+    let incumbent: Vec<(f64, f64)> = d
+        .incumbent
+        .iter()
+        .filter_map(|&(x, y)| Some((x, scale.y(y)?)))
+        .collect();
     if incumbent.len() >= 2 {
         chart.draw_series(LineSeries::new(incumbent, INCUMBENT_COLOR.stroke_width(2)))?;
     }
@@ -345,11 +359,13 @@ fn draw(r: &RunReport, buf: &mut String) -> DrawResult<()> {
             SAMPLE_COLOR.mix(0.6).stroke_width(2),
         ))
     }))?;
-    chart.draw_series(
-        d.samples
-            .iter()
-            .filter_map(|&(x, y)| Some(Circle::new((x, scale.y(y)?), 2, SAMPLE_COLOR.mix(0.7).filled()))),
-    )?;
+    chart.draw_series(d.samples.iter().filter_map(|&(x, y)| {
+        Some(Circle::new(
+            (x, scale.y(y)?),
+            2,
+            SAMPLE_COLOR.mix(0.7).filled(),
+        ))
+    }))?;
 
     draw_legend(&legend_area, l, &d)?;
     root.present()?;
@@ -475,12 +491,16 @@ mod tests {
                 data_wait_share: None,
             }],
             kept_diff: String::new(),
+            data_path: None,
         }
     }
 
     #[test]
     fn ticks_are_1_2_5_within_the_range() {
-        assert_eq!(ticks_125(300.0, 45_000.0), [500.0, 1000.0, 2000.0, 5000.0, 10_000.0, 20_000.0]);
+        assert_eq!(
+            ticks_125(300.0, 45_000.0),
+            [500.0, 1000.0, 2000.0, 5000.0, 10_000.0, 20_000.0]
+        );
         assert_eq!(ticks_125(1.0, 10.0), [1.0, 2.0, 5.0, 10.0]);
         assert!(ticks_125(0.0, 10.0).is_empty());
         assert!(ticks_125(5.0, f64::INFINITY).is_empty());
@@ -491,7 +511,14 @@ mod tests {
         // Baseline 400, ceiling 38000: linear would flatten every turn at the bottom.
         let svg = render_plot_svg(&run(400.0, 800.0, Some(38_000.0)));
         assert!(svg.contains("samples/sec (log scale)"), "no log axis title");
-        for tick in [">\n500\n<", ">\n1000\n<", ">\n2000\n<", ">\n5000\n<", ">\n10000\n<", ">\n20000\n<"] {
+        for tick in [
+            ">\n500\n<",
+            ">\n1000\n<",
+            ">\n2000\n<",
+            ">\n5000\n<",
+            ">\n10000\n<",
+            ">\n20000\n<",
+        ] {
             assert!(svg.contains(tick), "no tick {tick}");
         }
         // The baseline sits well above the bottom edge: equal ratios, equal heights.
@@ -501,7 +528,10 @@ mod tests {
         let d = plot_data(&run(400.0, 800.0, Some(1_000.0)));
         assert_eq!(Scale::of(&d), Scale::Linear);
         let svg = render_plot_svg(&run(400.0, 800.0, Some(1_000.0)));
-        assert!(!svg.contains("log scale") && svg.contains(">\n0\n<"), "linear axis should start at 0");
+        assert!(
+            !svg.contains("log scale") && svg.contains(">\n0\n<"),
+            "linear axis should start at 0"
+        );
     }
 
     #[test]

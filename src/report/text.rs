@@ -77,6 +77,28 @@ pub fn share_of_ceiling(r: &super::model::RunReport) -> Option<f64> {
     })
 }
 
+/// The headline's data-path limit: the limit in samples/sec, the bandwidths
+/// behind it, and the final throughput as a share of it.
+pub fn data_path(d: &super::model::DataPathLimit, final_sps: f64, l: &super::labels::Labels) -> String {
+    let gbps = |x: f64| format!("{x:.1} GB/s");
+    let mut parts = vec![format!("host copy {}", gbps(d.host_copy_gbps))];
+    match (d.cuda_available, d.h2d_pageable_gbps, d.h2d_pinned_gbps) {
+        (true, pageable, pinned) => {
+            parts.extend(pageable.map(|g| format!("H2D pageable {}", gbps(g))));
+            parts.extend(pinned.map(|g| format!("H2D pinned {}", gbps(g))));
+        }
+        (false, ..) => parts.push("no CUDA: pin_memory cannot matter here".into()),
+    }
+    let limit = d.limit_sps();
+    let mut out = format!("{} samples/sec ({}", sps(Some(limit)), parts.join(" · "));
+    if let Some(share) = finite(Some(final_sps / limit)).filter(|_| limit > 0.0) {
+        out.push_str("; ");
+        out.push_str(&l.of_ceiling.replace("{pct}", &percent(Some(share))));
+    }
+    out.push(')');
+    out
+}
+
 /// One Markdown table cell: `|` escaped, line breaks folded into spaces.
 pub fn md_cell(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
