@@ -776,7 +776,7 @@ impl<'a> Session<'a> {
                 change: format!("edit of {script}"),
             };
         }
-        let (knob, file) = match verdict {
+        let knob = match verdict {
             verify::Verdict::NoChange => {
                 row.decision = Decision::NoChange;
                 row.change = "(no change proposed)".into();
@@ -793,11 +793,10 @@ impl<'a> Session<'a> {
             }
             verify::Verdict::OneChange { file, knob, change, .. } => {
                 row.change = change;
-                row.file = Some(file.clone());
-                (knob, file)
+                row.file = Some(file);
+                knob
             }
         };
-        let _ = file;
         // The candidate on disk before it is measured: if this turn is kept
         // and the machine dies, resume finds the kept files here.
         after.save(&tdir.join("candidate"))?;

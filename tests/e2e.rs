@@ -376,3 +376,32 @@ fn scan_finds_the_right_call_sites_in_several_kinds_of_source() {
     let r = ws.tuneloop(&["scan", "multi.py"]);
     assert!(r.stdout.contains("hint: num_workers is 0"), "{}", r.stdout);
 }
+
+#[test]
+fn bench_aa_reports_the_noise_and_a_threshold() {
+    let ws = Ws::new();
+    ws.write("train.py", "from torch.utils.data import DataLoader\nloader = DataLoader([1, 2], batch_size=1)\n");
+    // A figure with ±5% noise from the clock: an A/A comparison must see it.
+    ws.write(
+        "bench_loader.py",
+        "import time\nprint(f'samples/sec: {1000 * (0.95 + (time.time_ns() % 1000) / 10000):.1f}')\n",
+    );
+    ws.write(
+        "tuneloop.toml",
+        &format!("[project]\npython = \"{}\"\neditable = [\"train.py\"]\n[bench]\ncommand = \"python3 bench_loader.py\"\n", python()),
+    );
+    let r = ws.tuneloop(&["bench", "--aa", "--repeats", "4", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let ratios = v["ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 4);
+    for x in ratios {
+        let x = x.as_f64().unwrap();
+        assert!((0.85..1.18).contains(&x), "{x}");
+    }
+    let ci = v["ci"].as_array().unwrap();
+    let (lo, hi, med) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap(), v["median"].as_f64().unwrap());
+    assert!(lo < med && med < hi, "the interval must surround the median: {v}");
+    assert!(v["suggested_noise_threshold"].as_f64().unwrap() >= 0.005);
+    assert!(r.stderr.contains("A/A calibration"), "{}", r.stderr);
+}
