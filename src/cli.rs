@@ -70,7 +70,13 @@ pub enum Command {
         json: bool,
     },
     /// One run, or one turn of it: prompt, agent output, diff, measurements, decision.
-    Show { run: String, turn: Option<u32> },
+    Show {
+        run: String,
+        turn: Option<u32>,
+        /// The turn's records (or the run's report) as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Every DataLoader call site and its keyword arguments, with hints.
     Scan {
         #[arg(required = true)]
@@ -211,7 +217,7 @@ pub fn run(cli: Cli, interrupt: Interrupt) -> std::result::Result<i32, Failure> 
             report_cmd(&cwd, run.as_deref(), f)
         }
         Command::Runs { json } => runs(&cwd, json),
-        Command::Show { run, turn } => show(&cwd, &run, turn),
+        Command::Show { run, turn, json } => show(&cwd, &run, turn, json),
         Command::Policy { action: PolicyAction::Show { file } } => policy_show(&cwd, file.as_deref()),
         Command::Probe { json, bytes_per_sample, batch_size } => probe(&cwd, json, bytes_per_sample, batch_size),
     }
@@ -227,7 +233,12 @@ fn probe(_: &Path, _: bool, _: Option<u64>, _: Option<u64>) -> std::result::Resu
 /// The data path's limits for the project's batch; a workspace is optional
 /// (its latest baseline gives the bytes per sample).
 #[cfg(feature = "libtorch")]
-fn probe(cwd: &Path, json_out: bool, bytes_per_sample: Option<u64>, batch_size: Option<u64>) -> std::result::Result<i32, Failure> {
+fn probe(
+    cwd: &Path,
+    json_out: bool,
+    bytes_per_sample: Option<u64>,
+    batch_size: Option<u64>,
+) -> std::result::Result<i32, Failure> {
     let runs_dir = Workspace::find(cwd).ok().map(|d| d.join("runs"));
     let w = crate::probe::choose_workload(runs_dir.as_deref(), bytes_per_sample, batch_size);
     let d = crate::probe::measure(&w).map_err(|e| Failure { code: 1, error: e })?;
@@ -698,15 +709,20 @@ fn runs(cwd: &Path, json_out: bool) -> std::result::Result<i32, Failure> {
     Ok(exit::OK)
 }
 
-fn show(cwd: &Path, run: &str, turn: Option<u32>) -> std::result::Result<i32, Failure> {
+fn show(cwd: &Path, run: &str, turn: Option<u32>, json_out: bool) -> std::result::Result<i32, Failure> {
     let runs = runs_dir_of(cwd)?;
     let dir = store::resolve_run(&runs, Some(run)).map_err(|e| config_err(anyhow!(e)))?;
     let Some(t) = turn else {
         let r = load_report(&dir).map_err(config_err)?;
-        print!("{}", report::render_markdown(&r));
+        let fmt = if json_out { report::Format::Json } else { report::Format::Markdown };
+        print!("{}", report::render(&r, fmt));
         return Ok(exit::OK);
     };
     let files = crate::review::read_turn(&dir, t).map_err(config_err)?;
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(&files).unwrap_or_default());
+        return Ok(exit::OK);
+    }
     let paint = crate::review::Paint { diff_line: view::diff_line, color: view::use_color_stdout() };
     print!("{}", crate::review::render_turn(&files, &paint));
     Ok(exit::OK)

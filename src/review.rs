@@ -580,14 +580,14 @@ fn one_line(s: &str) -> String {
 // ---------------------------------------------------------------- show
 
 /// One tool call the agent made.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ToolCall {
     pub tool: String,
     pub input: String,
 }
 
 /// Everything a turn folder holds, read for `tuneloop show RUN TURN`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct TurnFiles {
     pub run_id: String,
     pub language: String,

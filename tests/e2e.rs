@@ -79,6 +79,10 @@ fn a_real_gain_is_kept_and_the_run_folder_is_complete() {
     let show = ws.tuneloop(&["show", rep["run_id"].as_str().unwrap(), "1"]);
     assert_eq!(show.code, 0);
     assert!(show.stdout.contains("+        num_workers=2,"), "{}", show.stdout);
+    let show_json = ws.tuneloop(&["show", rep["run_id"].as_str().unwrap(), "1", "--json"]);
+    let turn: Value = serde_json::from_str(&show_json.stdout).unwrap();
+    assert_eq!(turn["turn"], 1);
+    assert!(turn["diff"].as_str().unwrap().contains("+        num_workers=2,"));
     // restore --to baseline puts the original bytes back, --to best the tuned ones.
     assert_eq!(ws.tuneloop(&["restore", "--to", "baseline"]).code, 0);
     assert_eq!(ws.read("train.py"), before);
