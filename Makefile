@@ -4,34 +4,57 @@ VENV ?= $(HOME)/.cache/tuneloop/venv
 export TUNELOOP_PYTHON := $(VENV)/bin/python
 CARGO ?= cargo
 
-.PHONY: setup build demo test clean-runs bench-decision bench-report
+.PHONY: setup setup-venv build demo test clean-runs bench-decision bench-report bench-tuner
 
-setup:
-	TUNELOOP_VENV=$(VENV) ./scripts/setup-venv.sh
+# The tests need the venv and headless Chromium (for the HTML report); the
+# demo needs only the venv.
+setup: setup-venv
 	./scripts/setup-chromium.sh
+
+setup-venv:
+	TUNELOOP_VENV=$(VENV) ./scripts/setup-venv.sh
 
 build:
 	$(CARGO) build --release
 
 # The demo tunes examples/slow_loader, then puts its train.py back as it was
 # (the tuned file stays in runs/<id>/incumbent/) so the demo can run again.
-demo: setup build
+demo: setup-venv build
 	./target/release/tuneloop start --agent builtin
 	./target/release/tuneloop restore --to baseline
 	@echo "report: runs/$$(ls -t runs | grep -v README | head -n 1)/report.md (also report.html, plot.svg)"
 
+# The optional `libtorch` feature (`tuneloop probe`) links the virtualenv's own
+# torch, which must be 2.13.0 (tch 0.26): torch-sys asks that venv's `python`
+# where libtorch is, and build.rs puts its torch/lib in the binary's rpath. It
+# builds in its own target folder, so target/debug/tuneloop never links libtorch
+# and the two builds never overwrite each other's binary.
+LIBTORCH_ENV = PATH="$(VENV)/bin:$$PATH" VIRTUAL_ENV="$(VENV)" LIBTORCH_USE_PYTORCH=1 CARGO_TARGET_DIR=target/libtorch
+
 test: setup
 	$(CARGO) test --all-targets -- --test-threads 2
+	$(LIBTORCH_ENV) $(CARGO) test --features libtorch --lib probe
+	$(LIBTORCH_ENV) $(CARGO) test --features libtorch --test probe -- --test-threads 2
 
 clean-runs:
 	find runs -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
 
 # Decision quality (false keeps, real gains kept, runs per decision): about
 # 30 minutes on 2 cores; writes bench/RESULTS.md and bench/decision.json.
-bench-decision: setup
+bench-decision: setup-venv
 	$(CARGO) bench --bench decision
 
 # Report speed: `tuneloop report` on a run of 1,000 turns, end to end through
 # the release binary; writes the "Report speed" section of bench/RESULTS.md.
 bench-report:
 	$(CARGO) bench --bench report
+
+# Tuner quality: on each workload of bench/workloads/, an exhaustive sweep of
+# the DataLoader settings (the oracle) and `tuneloop start --agent builtin`
+# (the release binary cargo builds for the bench), then re-measurements of
+# every kept change and of tuneloop's final against the oracle's best. About
+# 1 h 30 min on 2 cores; writes bench/tuner.json and the "Tuner vs exhaustive
+# sweep" section of bench/RESULTS.md. Smaller: TL_TUNER_ONLY=io_latency
+# TL_SWEEP_REPEATS=1 TL_SWEEP_WORKERS=0,2,8 make bench-tuner.
+bench-tuner: setup-venv
+	$(CARGO) bench --bench tuner
