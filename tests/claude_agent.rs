@@ -682,6 +682,43 @@ fn an_edit_of_the_bench_script_is_rejected_and_undone() {
 }
 
 #[test]
+fn a_new_file_is_rejected_and_removed() {
+    let t = one_turn("new_file", &PolicyToml::new());
+    t.assert_decision("rejected", "fast_loader.py");
+    t.assert_untouched();
+}
+
+#[test]
+fn a_deleted_file_is_rejected_and_put_back() {
+    let t = one_turn("delete_file", &PolicyToml::new());
+    t.assert_decision("rejected", "data_utils.py");
+    t.assert_untouched();
+}
+
+#[test]
+fn batch_size_is_part_of_the_measurement_and_never_kept() {
+    let t = one_turn("edit:batch_size=64", &PolicyToml::new());
+    t.assert_decision("rejected", "`batch_size` is part of the measurement");
+    assert_eq!(t.row["runs"], 0);
+    t.assert_untouched();
+}
+
+#[test]
+fn the_step_count_model_and_training_step_are_never_the_agents() {
+    // The measurement settings in the workspace's tuneloop.toml (inside the project here).
+    let t = one_turn("config:timeout_s = 60->timeout_s = 5", &PolicyToml::new());
+    t.assert_decision("rejected", "tuneloop.toml");
+    t.assert_untouched();
+    // The model and the training step in the editable file itself.
+    let t = one_turn("replace:nn.ReLU()->nn.Identity()", &PolicyToml::new());
+    t.assert_decision("rejected", "changed outside DataLoader arguments");
+    t.assert_untouched();
+    let t = one_turn("replace:lr=0.01->lr=0.1", &PolicyToml::new());
+    t.assert_decision("rejected", "changed outside DataLoader arguments");
+    t.assert_untouched();
+}
+
+#[test]
 fn a_syntax_error_is_rejected_and_undone() {
     let t = one_turn("syntax", &PolicyToml::new());
     t.assert_decision("rejected", "no longer parses");

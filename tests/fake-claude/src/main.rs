@@ -772,6 +772,35 @@ fn main() {
             }
             s.success("Set num_workers=2 and adjusted the harness.")
         }
+        "new_file" => {
+            s.edit_loader(&[("num_workers", "2")], false);
+            let _ = std::fs::write(s.path("fast_loader.py"), "# written by the agent\n");
+            s.success("Set num_workers=2 and added fast_loader.py.")
+        }
+        "delete_file" => {
+            s.edit_loader(&[("num_workers", "2")], false);
+            let _ = std::fs::remove_file(s.path("data_utils.py"));
+            s.success("Set num_workers=2 and removed an unused helper.")
+        }
+        // `replace:OLD->NEW`: one Edit of the editable file, anywhere in it
+        // (the training step, the model, a step count…).
+        "replace" => {
+            let (old, new) = arg.split_once("->").unwrap_or(("", ""));
+            let f = s.path("train.py");
+            if !s.edit(&f, old, new) {
+                strict(&format!("mode replace: `{old}` not found in train.py"));
+            }
+            s.success(&format!("Replaced `{old}` with `{new}`."))
+        }
+        // `config:OLD->NEW`: an edit of the workspace's tuneloop.toml (the step count).
+        "config" => {
+            let (old, new) = arg.split_once("->").unwrap_or(("", ""));
+            let f = s.path("tuneloop.toml");
+            if !s.edit(&f, old, new) {
+                strict(&format!("mode config: `{old}` not found in tuneloop.toml"));
+            }
+            s.success("Fewer steps make the measurement faster.")
+        }
         "syntax" => {
             s.edit_loader(&[("num_workers", "2")], true);
             s.success("Set num_workers=2.")
