@@ -59,3 +59,22 @@ fn a_crashing_rank_fails_the_measurement_and_leaves_no_process() {
     let left = processes_mentioning(ws.path().to_str().unwrap());
     assert!(left.is_empty(), "processes left behind: {left:?}");
 }
+
+#[test]
+fn a_hung_rank_is_ended_at_the_timeout_with_the_whole_group() {
+    // Rank 1 never reaches the rendezvous; rank 0 waits for it in init.
+    let train = IO_BOUND_TRAIN.replace(
+        "def build():\n",
+        "def build():\n    import os\n    if os.environ.get('RANK') == '1':\n        time.sleep(600)\n",
+    );
+    let ws = Ws::managed(&train, LAUNCHER, FAST_POLICY);
+    ws.write("tuneloop.toml", &ws.read("tuneloop.toml").replace("timeout_s = 120", "timeout_s = 25"));
+    let t = std::time::Instant::now();
+    let r = ws.tuneloop(&["bench", "--repeats", "1"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("ran past its limit of 25 s"), "{}", r.stderr);
+    assert!(t.elapsed().as_secs() < 60);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let left = processes_mentioning(ws.path().to_str().unwrap());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
