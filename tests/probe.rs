@@ -55,16 +55,40 @@ fn probe_without_the_feature_says_how_to_build_it() {
 #[test]
 fn probe_json_has_the_reports_shape_and_sane_figures() {
     let t = tempfile::tempdir().unwrap();
-    let (code, out, err) = probe(t.path(), &["--json", "--bytes-per-sample", "4096", "--batch-size", "256"]);
+    let (code, out, err) = probe(
+        t.path(),
+        &[
+            "--json",
+            "--bytes-per-sample",
+            "4096",
+            "--batch-size",
+            "256",
+        ],
+    );
     assert_eq!(code, 0, "{err}");
-    let d: tuneloop::report::DataPathLimit = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let d: tuneloop::report::DataPathLimit =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(d.bytes_per_sample, 4096.0);
     assert_eq!(d.batch_bytes, 4096 * 256);
     assert_eq!(d.bytes_source, "--bytes-per-sample");
-    assert!((0.1..1000.0).contains(&d.host_copy_gbps), "host copy {} GB/s", d.host_copy_gbps);
-    assert!((d.host_copy_ceiling_sps - d.host_copy_gbps * 1e9 / 4096.0).abs() < 1e-6 * d.host_copy_ceiling_sps);
+    assert!(
+        (0.1..1000.0).contains(&d.host_copy_gbps),
+        "host copy {} GB/s",
+        d.host_copy_gbps
+    );
+    assert!(
+        (d.host_copy_ceiling_sps - d.host_copy_gbps * 1e9 / 4096.0).abs()
+            < 1e-6 * d.host_copy_ceiling_sps
+    );
     let v: Value = serde_json::from_str(&out).unwrap();
-    for k in ["cuda_available", "host_copy_gbps", "h2d_pageable_gbps", "h2d_pinned_gbps", "host_copy_ceiling_sps", "note"] {
+    for k in [
+        "cuda_available",
+        "host_copy_gbps",
+        "h2d_pageable_gbps",
+        "h2d_pinned_gbps",
+        "host_copy_ceiling_sps",
+        "note",
+    ] {
         assert!(v.get(k).is_some(), "{k} missing: {out}");
     }
     if !d.cuda_available {
@@ -72,10 +96,17 @@ fn probe_json_has_the_reports_shape_and_sane_figures() {
         // The text form says pin_memory cannot matter here.
         let (code, text, err) = probe(t.path(), &["--bytes-per-sample", "4096"]);
         assert_eq!(code, 0, "{err}");
-        assert!(text.contains("host memory copy") && text.contains("pin_memory cannot matter"), "{text}");
+        assert!(
+            text.contains("host memory copy") && text.contains("pin_memory cannot matter"),
+            "{text}"
+        );
         assert!(text.contains("data-path limit:"), "{text}");
     } else {
-        assert!(d.h2d_pinned_gbps.is_some_and(|g| (0.1..1000.0).contains(&g)), "{out}");
+        assert!(
+            d.h2d_pinned_gbps
+                .is_some_and(|g| (0.1..1000.0).contains(&g)),
+            "{out}"
+        );
     }
 }
 
@@ -88,10 +119,12 @@ fn probe_a_run_records_the_data_path_limit() {
     let r = ws.tuneloop(&["start", "--iterations", "0"]);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     let dir = r.run_dir();
-    let written: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("probe.json")).unwrap()).unwrap();
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("probe.json")).unwrap()).unwrap();
     assert_eq!(written["batch_bytes"], 16 * (32 * 4 + 8));
     assert_eq!(written["bytes_per_sample"], 136.0);
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(report["data_path"], written);
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("- **Data-path limit:** "), "{md}");
@@ -100,5 +133,11 @@ fn probe_a_run_records_the_data_path_limit() {
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["bytes_per_sample"], 136.0);
-    assert!(v["bytes_source"].as_str().unwrap().contains("baseline of run"), "{out}");
+    assert!(
+        v["bytes_source"]
+            .as_str()
+            .unwrap()
+            .contains("baseline of run"),
+        "{out}"
+    );
 }

@@ -79,7 +79,11 @@ pub fn share_of_ceiling(r: &super::model::RunReport) -> Option<f64> {
 
 /// The headline's data-path limit: the limit in samples/sec, the bandwidths
 /// behind it, and the final throughput as a share of it.
-pub fn data_path(d: &super::model::DataPathLimit, final_sps: f64, l: &super::labels::Labels) -> String {
+pub fn data_path(
+    d: &super::model::DataPathLimit,
+    final_sps: f64,
+    l: &super::labels::Labels,
+) -> String {
     let gbps = |x: f64| format!("{x:.1} GB/s");
     let mut parts = vec![format!("host copy {}", gbps(d.host_copy_gbps))];
     match (d.cuda_available, d.h2d_pageable_gbps, d.h2d_pinned_gbps) {
@@ -90,10 +94,21 @@ pub fn data_path(d: &super::model::DataPathLimit, final_sps: f64, l: &super::lab
         (false, ..) => parts.push("no CUDA: pin_memory cannot matter here".into()),
     }
     let limit = d.limit_sps();
-    let mut out = format!("{} samples/sec ({}", sps(Some(limit)), parts.join(" · "));
+    // Often millions: 46.8M reads better than 46797181.7.
+    let shown = if limit >= 1e6 {
+        format!("{:.1}M", limit / 1e6)
+    } else {
+        sps(Some(limit))
+    };
+    let mut out = format!("{shown} samples/sec ({}", parts.join(" · "));
     if let Some(share) = finite(Some(final_sps / limit)).filter(|_| limit > 0.0) {
+        let pct = if share < 0.001 {
+            "<0.1%".to_string()
+        } else {
+            percent(Some(share))
+        };
         out.push_str("; ");
-        out.push_str(&l.of_ceiling.replace("{pct}", &percent(Some(share))));
+        out.push_str(&l.of_ceiling.replace("{pct}", &pct));
     }
     out.push(')');
     out
