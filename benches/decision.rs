@@ -77,6 +77,16 @@ impl Tally {
     fn keep_rate(&self) -> f64 {
         self.kept as f64 / self.trials.max(1) as f64
     }
+    /// The tally without its per-trial list: runs per decision as a histogram.
+    fn summary(&self) -> serde_json::Value {
+        let mut hist = std::collections::BTreeMap::new();
+        for r in &self.runs {
+            *hist.entry(r.to_string()).or_insert(0u32) += 1;
+        }
+        json!({"kind": self.kind, "trials": self.trials, "kept": self.kept, "keep_rate": self.keep_rate(),
+               "runs_histogram": hist})
+    }
+
     fn runs_summary(&self) -> (f64, f64, u32) {
         let v: Vec<f64> = self.runs.iter().map(|&r| r as f64).collect();
         (v.iter().sum::<f64>() / v.len().max(1) as f64, stats::median(&v), self.runs.iter().cloned().max().unwrap_or(0))
@@ -155,7 +165,14 @@ fn main() {
             t.kept += (p.verdict == Verdict::Keep) as usize;
             t.runs.push(p.runs());
             ratios.extend(p.ratio.ratios.iter().cloned());
-            eprintln!("[{:>5.0}s] {kind}: trial {} → {:?} in {} runs (ratio {:.3})", started.elapsed().as_secs_f64(), i + 1, p.verdict, p.runs(), p.ratio.median);
+            eprintln!(
+                "[{:>5.0}s] {kind}: trial {} → {:?} in {} runs (ratio {:.3})",
+                started.elapsed().as_secs_f64(),
+                i + 1,
+                p.verdict,
+                p.runs(),
+                p.ratio.median
+            );
         }
         t.pooled_ratio = stats::median(&ratios);
         real.push(t);
@@ -199,13 +216,23 @@ fn main() {
          Workload: examples/slow_loader with num_workers=2, 20 timed steps, each run a fresh process. Wall time {:.0} s.\n\n",
         d.repeats, d.max_repeats, d.confidence, d.noise_threshold, d.min_gain, started.elapsed().as_secs_f64()
     ));
-    md.push_str("**Real trials** (candidate and incumbent measured interleaved by tuneloop, each decision from scratch):\n\n");
+    md.push_str(
+        "**Real trials** (candidate and incumbent measured interleaved by tuneloop, each decision from scratch):\n\n",
+    );
     md.push_str("| change | trials | kept | keep rate | 95% upper bound | true effect (median ratio) | runs per decision: mean / median / max |\n|---|---:|---:|---:|---:|---:|---|\n");
     for t in &real {
         let (mean, med, max) = t.runs_summary();
         md.push_str(&format!(
             "| {} | {} | {} | {:.1}% | {:.1}% | {:.3} | {:.1} / {:.0} / {} |\n",
-            t.kind, t.trials, t.kept, t.keep_rate() * 100.0, wilson_upper(t.kept, t.trials) * 100.0, t.pooled_ratio, mean, med, max
+            t.kind,
+            t.trials,
+            t.kept,
+            t.keep_rate() * 100.0,
+            wilson_upper(t.kept, t.trials) * 100.0,
+            t.pooled_ratio,
+            mean,
+            med,
+            max
         ));
     }
     md.push_str(&format!(
@@ -218,14 +245,27 @@ fn main() {
         let (mean, med, max) = t.runs_summary();
         md.push_str(&format!(
             "| {} | {} | {} | {:.2}% | {:.2}% | {:.1} / {:.0} / {} |\n",
-            t.kind, t.trials, t.kept, t.keep_rate() * 100.0, wilson_upper(t.kept, t.trials) * 100.0, mean, med, max
+            t.kind,
+            t.trials,
+            t.kept,
+            t.keep_rate() * 100.0,
+            wilson_upper(t.kept, t.trials) * 100.0,
+            mean,
+            med,
+            max
         ));
     }
     let results = repo.join("bench/RESULTS.md");
     common::write_section(&results, "Decision quality", &md);
     std::fs::write(
         repo.join("bench/decision.json"),
-        serde_json::to_string_pretty(&json!({"real": real, "resampled": sim, "pool": pool, "policy": policy.decision})).unwrap(),
+        serde_json::to_string_pretty(&json!({
+            "real": real,
+            "resampled": sim.iter().map(Tally::summary).collect::<Vec<_>>(),
+            "pool": pool,
+            "policy": policy.decision,
+        }))
+        .unwrap(),
     )
     .unwrap();
     println!("{md}");
