@@ -34,8 +34,8 @@ pub enum ConfigError {
 pub enum BenchError {
     #[error("could not start `{program}`: {message}\n  hint: set [project] python in tuneloop.toml or TUNELOOP_PYTHON to an interpreter with torch installed")]
     Spawn { program: String, message: String },
-    #[error("the bench ran past its limit of {limit_s} s and was killed (whole process group)\n  hint: lower [bench] steps or raise [bench] timeout_s")]
-    Timeout { limit_s: u64 },
+    #[error("the bench ran past its limit of {limit_s} s and was killed (whole process group)\n  hint: lower [bench] steps or raise [bench] timeout_s; where it was stuck:\n{tail}")]
+    Timeout { limit_s: u64, tail: String },
     #[error("{kind}: {message}")]
     User { kind: String, message: String },
     #[error("the bench exited with status {code} and printed no figure; last output:\n{tail}")]

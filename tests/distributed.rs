@@ -5,6 +5,15 @@ mod support;
 use serde_json::Value;
 use support::*;
 
+/// One torchrun job at a time: torchrun hands each job a free port for its
+/// rendezvous by probing, and two jobs started at once can pick the same port
+/// and join each other's group (then both hang until the timeout).
+static ONE_JOB_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 const LAUNCHER: &str = "launcher = \"torchrun --standalone --nproc_per_node {nproc}\"\nnproc = 2\n";
 
 /// Processes whose command line mentions `needle` (the test's temp folder).
@@ -22,6 +31,7 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
 
 #[test]
 fn torchrun_two_ranks_keeps_a_change_and_leaves_no_process() {
+    let _one = serial();
     let ws = Ws::managed(IO_BOUND_TRAIN, LAUNCHER, &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 3"));
     let r = ws.tuneloop(&["start"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -47,6 +57,7 @@ fn torchrun_two_ranks_keeps_a_change_and_leaves_no_process() {
 
 #[test]
 fn a_crashing_rank_fails_the_measurement_and_leaves_no_process() {
+    let _one = serial();
     let train = IO_BOUND_TRAIN.replace(
         "def build():\n",
         "def build():\n    import os\n    if os.environ.get('RANK') == '1':\n        raise RuntimeError('rank 1 lost its GPU')\n",
@@ -62,6 +73,7 @@ fn a_crashing_rank_fails_the_measurement_and_leaves_no_process() {
 
 #[test]
 fn a_hung_rank_is_ended_at_the_timeout_with_the_whole_group() {
+    let _one = serial();
     // Rank 1 never reaches the rendezvous; rank 0 waits for it in init.
     let train = IO_BOUND_TRAIN.replace(
         "def build():\n",

@@ -62,6 +62,20 @@ pub struct Measurement {
     pub per_rank: Vec<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slowest_rank: Option<u32>,
+    /// New epochs begun during the timed steps (each restarts non-persistent workers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_starts_timed: Option<u32>,
+    /// CPU seconds spent producing batches over the timed steps: the worker
+    /// processes', or the training process's own inside `next()` without workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader_cpu_s: Option<f64>,
+    /// CPU seconds of the training process over the timed steps, loading excluded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main_cpu_s: Option<f64>,
+    /// CPU seconds the whole machine was busy over the timed steps, every
+    /// process counted: on a shared machine, the cores others took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_busy_s: Option<f64>,
 }
 
 impl Measurement {
@@ -231,7 +245,9 @@ impl Bencher {
             message: e.to_string(),
         })?;
         match out.ending {
-            Ending::TimedOut => return Err(BenchError::Timeout { limit_s: self.timeout.as_secs() }),
+            Ending::TimedOut => {
+                return Err(BenchError::Timeout { limit_s: self.timeout.as_secs(), tail: tail_n(&out.stdout, &out.stderr, 60) })
+            }
             Ending::Interrupted => return Err(BenchError::Interrupted),
             _ => {}
         }
@@ -250,7 +266,7 @@ impl Bencher {
                 message: e.to_string(),
             })?;
             if matches!(out.ending, Ending::TimedOut) {
-                return Err(BenchError::Timeout { limit_s: self.timeout.as_secs() });
+                return Err(BenchError::Timeout { limit_s: self.timeout.as_secs(), tail: tail_n(&out.stdout, &out.stderr, 60) });
             }
             let m = parse_contract(&out.stdout, &out.stderr, &out.ending)?;
             return Ok(Profiled { measurement: m, table: out.stdout });
@@ -287,8 +303,13 @@ fn on_path(program: &str) -> bool {
 }
 
 fn tail(stdout: &str, stderr: &str) -> String {
+    tail_n(stdout, stderr, 15)
+}
+
+/// The last `n` lines of the output (a timed-out harness's are its stack dumps).
+fn tail_n(stdout: &str, stderr: &str, n: usize) -> String {
     let all: Vec<&str> = stdout.lines().chain(stderr.lines()).collect();
-    let start = all.len().saturating_sub(15);
+    let start = all.len().saturating_sub(n);
     all[start..].iter().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
 }
 
