@@ -17,6 +17,7 @@ fn git(cwd: &Path, args: &[&str], env: &BTreeMap<String, String>, stdin: Option<
         env: env.clone(),
         stdin: stdin.map(|b| b.to_vec()),
         timeout: std::time::Duration::from_secs(60),
+        done_marker: None,
     };
     let out = process::run_quick(&spec).map_err(|e| format!("cannot run git: {e}"))?;
     if out.success() {

@@ -25,7 +25,14 @@ pub struct Spec {
     /// Bytes for stdin; `None` gives /dev/null.
     pub stdin: Option<Vec<u8>>,
     pub timeout: Duration,
+    /// A stdout line starting with this means the work is done: the child
+    /// then gets [`DONE_GRACE`] to exit before its group is ended (a process
+    /// stuck in teardown must not cost the whole timeout).
+    pub done_marker: Option<String>,
 }
+
+/// How long a child may take to exit after printing its `done_marker`.
+pub const DONE_GRACE: Duration = Duration::from_secs(10);
 
 impl Spec {
     /// The argv as one line that can be pasted into a shell.
@@ -143,7 +150,7 @@ pub async fn run(
     });
     let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
     let mut stdout = String::new();
-    let deadline = tokio::time::Instant::now() + spec.timeout;
+    let mut deadline = tokio::time::Instant::now() + spec.timeout;
     let mut forced: Option<Ending> = None;
     let mut stdout_open = true;
     // One timer for the whole run: a sleep made afresh in each pass of the
@@ -154,7 +161,14 @@ pub async fn run(
     let status = loop {
         tokio::select! {
             line = lines.next_line(), if stdout_open => match line {
-                Ok(Some(l)) => { on_line(&l); stdout.push_str(&l); stdout.push('\n'); }
+                Ok(Some(l)) => {
+                    if spec.done_marker.as_deref().is_some_and(|m| l.starts_with(m)) {
+                        deadline = deadline.min(tokio::time::Instant::now() + DONE_GRACE);
+                    }
+                    on_line(&l);
+                    stdout.push_str(&l);
+                    stdout.push('\n');
+                }
                 _ => stdout_open = false,
             },
             st = child.wait() => break st?,
@@ -305,6 +319,16 @@ mod tests {
         let out = run(&sh(script, Duration::from_secs(60)), &intr, |_| {}).await.unwrap();
         assert!(matches!(out.ending, Ending::Interrupted), "{:?}", out.ending);
         assert!(out.duration < Duration::from_secs(10));
+    }
+
+    #[tokio::test]
+    async fn a_child_stuck_after_its_done_marker_is_ended_early() {
+        let mut s = sh("echo 'RESULT {}'; sleep 60", Duration::from_secs(120));
+        s.done_marker = Some("RESULT ".into());
+        let out = run(&s, &Interrupt::new(), |_| {}).await.unwrap();
+        assert!(matches!(out.ending, Ending::TimedOut));
+        assert!(out.duration < DONE_GRACE + Duration::from_secs(8), "{:?}", out.duration);
+        assert_eq!(out.stdout, "RESULT {}\n");
     }
 
     #[tokio::test]

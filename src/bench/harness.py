@@ -235,6 +235,68 @@ def fingerprint_update(h, batch, torch):
         h.update(repr(batch).encode())
 
 
+def _proc_cpu_s(pid):
+    """CPU seconds a live process has used (Linux /proc; None elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def _machine_busy_s():
+    """CPU seconds the whole machine has been busy, every process counted
+    (Linux /proc/stat; None elsewhere): on a shared machine, what others take."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+        user, nice, system, _idle, _iowait, irq, softirq, steal = v
+        return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+class LoaderCpu:
+    """CPU seconds the loader's worker processes spend over the timed steps:
+    the live workers' own counters plus what the workers that were joined in
+    between (a new epoch without persistent_workers) left in RUSAGE_CHILDREN.
+    With the agent's data_wait and train_step figures, it tells a loader that
+    waits (more workers pay) from one that computes (the cores are the limit)."""
+
+    def __init__(self):
+        self.start = None
+
+    @staticmethod
+    def _now(it):
+        try:
+            import resource
+            children = resource.getrusage(resource.RUSAGE_CHILDREN)
+            total = children.ru_utime + children.ru_stime
+        except (ImportError, OSError):
+            return None
+        for w in getattr(it, "_workers", None) or []:
+            cpu = _proc_cpu_s(getattr(w, "pid", None))
+            if cpu is None:
+                return None
+            total += cpu
+        return total
+
+    def begin(self, it):
+        self.start = self._now(it)
+
+    def end(self, it):
+        now = self._now(it)
+        if self.start is None or now is None:
+            return None
+        return max(0.0, now - self.start)
+
+
 def loader_settings(loader):
     out = {}
     for k in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
@@ -288,6 +350,7 @@ def main():
     torch.manual_seed(SEED)
     it = iter(job.loader)
     epochs = 1
+    epoch_starts_timed = 0
     fp = hashlib.sha256()
     fp_batches = 0
     total_steps = args.warmup + args.steps
@@ -309,11 +372,19 @@ def main():
            if profiling else contextlib.nullcontext())
     job.sync()
     t_start = None
+    loader_cpu = LoaderCpu()
+    main_cpu_start = None
+    busy_start = None
+    inline_load_cpu = 0.0  # num_workers=0: loading runs inside next() in this thread
     with ctx as prof:
         for i in range(total_steps):
             if i == args.warmup:
                 job.sync()
+                loader_cpu.begin(it)
+                main_cpu_start = time.process_time()
+                busy_start = _machine_busy_s()
                 t_start = time.perf_counter()
+            c0 = time.thread_time()
             t0 = time.perf_counter()
             with record_function("data_wait"):
                 try:
@@ -322,8 +393,10 @@ def main():
                     # A new epoch: worker start-up is part of the cost.
                     it = iter(job.loader)
                     epochs += 1
+                    epoch_starts_timed += i >= args.warmup
                     batch = next(it)
             t1 = time.perf_counter()
+            c1 = time.thread_time()
             with record_function("train_step"):
                 job.step(batch)
                 job.sync()
@@ -340,11 +413,24 @@ def main():
             if i >= args.warmup:
                 seen += bs
                 data_wait += t1 - t0
+                inline_load_cpu += c1 - c0
                 train_step += t2 - t1
             if profiling:
                 prof.step()
         job.sync()
     wall = time.perf_counter() - (t_start if t_start is not None else time.perf_counter())
+    main_cpu = time.process_time() - main_cpu_start if main_cpu_start is not None else None
+    busy_end = _machine_busy_s()
+    machine_busy = (busy_end - busy_start
+                    if main_cpu_start is not None and busy_start is not None and busy_end is not None
+                    else None)
+    workers = getattr(job.loader, "num_workers", 0) or 0
+    if workers > 0:
+        worker_cpu = loader_cpu.end(it)
+    else:
+        worker_cpu = inline_load_cpu if main_cpu is not None else None
+        if main_cpu is not None:
+            main_cpu = max(0.0, main_cpu - inline_load_cpu)
     del it  # shut the workers down before the ceiling run
 
     if profiling and args.table_out:
@@ -378,6 +464,10 @@ def main():
         "train_step_s": train_step,
         "data_wait_share": data_wait / step_total if step_total > 0 else 0.0,
         "epochs": epochs,
+        "epoch_starts_timed": epoch_starts_timed,
+        "loader_cpu_s": worker_cpu,
+        "main_cpu_s": main_cpu,
+        "machine_busy_s": machine_busy,
         "device": str(job.device),
         "torch_version": torch.__version__,
         "cuda_available": bool(torch.cuda.is_available()),
@@ -391,8 +481,13 @@ def main():
     }
     if dist_env is not None:
         result = dist_env.combine(result)
-        if result is None:  # not rank 0: rank 0 speaks for all
-            return
+        if result is not None:  # rank 0 speaks for all
+            print(RESULT + json.dumps(result), flush=True)
+        # The measurement is done: skip the interpreter's teardown, where a
+        # process group's threads can keep a rank (and torchrun) from exiting.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     print(RESULT + json.dumps(result), flush=True)
 
 

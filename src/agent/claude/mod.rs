@@ -178,6 +178,7 @@ impl ClaudeAgent {
             env: BTreeMap::new(),
             stdin,
             timeout: ctx.policy.agent_timeout(),
+            done_marker: None,
         };
         let argv: Vec<&String> = std::iter::once(&spec.program)
             .chain(spec.args.iter())
