@@ -32,7 +32,8 @@ demo: setup-venv build
 LIBTORCH_ENV = PATH="$(VENV)/bin:$$PATH" VIRTUAL_ENV="$(VENV)" LIBTORCH_USE_PYTORCH=1 CARGO_TARGET_DIR=target/libtorch
 
 test: setup
-	$(CARGO) test --all-targets --no-fail-fast -- --test-threads 2
+	$(CARGO) test --lib --bins --tests --no-fail-fast -- --test-threads 2
+	$(CARGO) check --benches
 	$(LIBTORCH_ENV) $(CARGO) test --features libtorch --lib probe
 	$(LIBTORCH_ENV) $(CARGO) test --features libtorch --test probe -- --test-threads 2
 

@@ -127,6 +127,9 @@ fn wilson_upper(k: usize, n: usize) -> f64 {
 }
 
 fn main() {
+    if common::skip_unless_benchmarking("decision") {
+        return;
+    }
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let real_trials = common::env_u("TL_REAL_TRIALS", 12);
     let pool_runs = common::env_u("TL_POOL_RUNS", 120);

@@ -8,6 +8,8 @@
 //! described from /proc/cpuinfo; set BENCH_MACHINE to say more (e.g. that
 //! the box is shared).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -240,6 +242,9 @@ fn machine() -> String {
 }
 
 fn main() {
+    if common::skip_unless_benchmarking("report") {
+        return;
+    }
     // `cargo bench` passes --bench; a filter argument is not supported.
     let tmp = tempfile::tempdir().unwrap();
     let ws = tmp.path();

@@ -32,7 +32,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -67,7 +66,7 @@ enum Expect {
 }
 
 /// One DataLoader configuration of the sweep.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 struct Config {
     num_workers: u32,
     prefetch_factor: Option<u32>,
@@ -104,16 +103,40 @@ impl Config {
     }
 
     /// The baseline's source with this configuration written into its
-    /// DataLoader call, one argument at a time.
+    /// DataLoader call, one argument at a time (tuning knobs the baseline
+    /// already sets are removed first, so every configuration is exact).
     fn apply(&self, src: &str) -> String {
         let mut s = src.to_string();
+        let set = |s: &str, name: &str, value: Option<&str>| {
+            let site = edit::scan_source("train.py", s).unwrap().remove(0);
+            edit::set_kwarg(s, &site, name, value).unwrap()
+        };
+        for knob in KNOBS {
+            s = set(&s, knob, None);
+        }
         for (name, value) in self.kwargs() {
-            let site = edit::scan_source("train.py", &s).unwrap().remove(0);
-            s = edit::set_kwarg(&s, &site, name, Some(&value)).unwrap();
+            s = set(&s, name, Some(&value));
         }
         s
     }
+
+    /// The same configuration, read back from a source's DataLoader call.
+    fn of_source(src: &str) -> Config {
+        let site = edit::scan_source("train.py", src).unwrap().remove(0);
+        let get = |k: &str| site.kwargs.get(k).and_then(|v| v.as_str()).map(|v| v.trim().to_string());
+        let num_workers = get("num_workers").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let prefetch_factor = get("prefetch_factor").and_then(|v| v.parse().ok()).filter(|&p| p != 2);
+        Config {
+            num_workers,
+            prefetch_factor: prefetch_factor.filter(|_| num_workers > 0),
+            persistent_workers: num_workers > 0 && get("persistent_workers").as_deref() == Some("True"),
+            pin_memory: get("pin_memory").as_deref() == Some("True"),
+        }
+    }
 }
+
+/// The DataLoader arguments the sweep (and the builtin agent) may set.
+const KNOBS: [&str; 4] = ["num_workers", "prefetch_factor", "persistent_workers", "pin_memory"];
 
 fn sweep_configs(workers: &[u32], cuda: bool) -> Vec<Config> {
     let pins: &[bool] = if cuda { &[false, true] } else { &[false] };
@@ -188,27 +211,6 @@ impl Outcome {
     fn time_share(&self) -> f64 {
         self.tuneloop_wall_s / self.sweep_wall_s.max(1e-9)
     }
-    fn all_reproduced(&self) -> bool {
-        self.kept.iter().all(|k| k.reproduced)
-    }
-}
-
-/// The keyword arguments of the first DataLoader call, for comparing configurations.
-fn loader_kwargs(src: &str) -> BTreeMap<String, String> {
-    let site = edit::scan_source("train.py", src).unwrap().remove(0);
-    site.kwargs.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect()
-}
-
-/// The tuning knobs set in a source, as the sweep labels them.
-fn knob_label(src: &str, base: &BTreeMap<String, String>) -> String {
-    let k = loader_kwargs(src);
-    let set: Vec<String> =
-        k.iter().filter(|(n, v)| base.get(*n) != Some(*v)).map(|(n, v)| format!("{n}={v}")).collect();
-    if set.is_empty() {
-        "unchanged".into()
-    } else {
-        set.join(", ")
-    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -253,7 +255,15 @@ impl Ctx {
     }
 }
 
-fn run_workload(ctx: &Ctx, name: &str, src_dir: &Path, tmp: &Path, bin: &Path, workers: &[u32], repeats: usize) -> Outcome {
+fn run_workload(
+    ctx: &Ctx,
+    name: &str,
+    src_dir: &Path,
+    tmp: &Path,
+    bin: &Path,
+    workers: &[u32],
+    repeats: usize,
+) -> Outcome {
     let t0 = Instant::now();
     let log = |what: &str| eprintln!("[{:>6.0}s] {name}: {what}", t0.elapsed().as_secs_f64());
     let expect = expectation(name);
@@ -266,8 +276,10 @@ fn run_workload(ctx: &Ctx, name: &str, src_dir: &Path, tmp: &Path, bin: &Path, w
     let bencher = Bencher::new(&ws, &sweep_dir.join(".harness")).unwrap();
     let root = std::fs::canonicalize(&sweep_dir).unwrap();
     let base_src = std::fs::read_to_string(root.join("train.py")).unwrap();
-    let base_kwargs = loader_kwargs(&base_src);
     let started = Instant::now();
+    // The first configuration (num_workers=0, no pinning) also says whether it runs on CUDA.
+    let configs = sweep_configs(workers, false);
+    files(&configs[0].apply(&base_src)).apply(&root).unwrap();
     let first = ctx.measure(&bencher);
     let cuda = first.is_cuda();
     out.cuda = cuda;
@@ -320,7 +332,8 @@ fn run_workload(ctx: &Ctx, name: &str, src_dir: &Path, tmp: &Path, bin: &Path, w
         .unwrap();
     out.tuneloop_wall_s = started.elapsed().as_secs_f64();
     out.tuneloop_exit = o.status.code().unwrap_or(-1);
-    std::fs::write(tmp.join(format!("{name}-tuneloop.log")), [o.stdout.as_slice(), o.stderr.as_slice()].concat()).unwrap();
+    std::fs::write(tmp.join(format!("{name}-tuneloop.log")), [o.stdout.as_slice(), o.stderr.as_slice()].concat())
+        .unwrap();
     assert_eq!(out.tuneloop_exit, 0, "tuneloop failed on {name}:\n{}", String::from_utf8_lossy(&o.stderr));
     let run_dir = std::fs::read_dir(tl_dir.join("runs"))
         .unwrap()
@@ -344,10 +357,16 @@ fn run_workload(ctx: &Ctx, name: &str, src_dir: &Path, tmp: &Path, bin: &Path, w
     let editable = vec!["train.py".to_string()];
     let final_files = best_files(&run_dir, &editable).unwrap();
     let final_src = final_files.text("train.py");
-    out.final_config = knob_label(&final_src, &base_kwargs);
+    out.final_config = Config::of_source(&final_src).label();
     log(&format!(
         "tuneloop: {} → {} ({:.1} → {:.1} samples/sec), {} runs, {:.0} s, stop: {}",
-        "baseline", out.final_config, out.baseline_sps, out.final_sps, out.tuneloop_runs, out.tuneloop_wall_s, out.stop_reason
+        "baseline",
+        out.final_config,
+        out.baseline_sps,
+        out.final_sps,
+        out.tuneloop_runs,
+        out.tuneloop_wall_s,
+        out.stop_reason
     ));
 
     // ---- 3. does every kept change reproduce?
@@ -358,7 +377,8 @@ fn run_workload(ctx: &Ctx, name: &str, src_dir: &Path, tmp: &Path, bin: &Path, w
             continue;
         }
         let turn = t["turn"].as_u64().unwrap();
-        let cand = FileSet::load(&run_dir.join("turns").join(format!("{turn:02}")).join("candidate"), &editable).unwrap();
+        let cand =
+            FileSet::load(&run_dir.join("turns").join(format!("{turn:02}")).join("candidate"), &editable).unwrap();
         let ratios = ctx.paired(&bencher, &root, &cand, &predecessor);
         out.check_runs += 2 * ctx.pairs;
         let median_ratio = stats::median(&ratios);
@@ -376,7 +396,7 @@ fn run_workload(ctx: &Ctx, name: &str, src_dir: &Path, tmp: &Path, bin: &Path, w
     }
 
     // ---- 4. tuneloop's final vs the oracle's best, like with like
-    out.same_config_as_oracle = loader_kwargs(&final_src) == loader_kwargs(&oracle_src);
+    out.same_config_as_oracle = Config::of_source(&final_src) == configs[best];
     if out.same_config_as_oracle {
         out.final_share_of_oracle = 1.0;
     } else {
@@ -512,6 +532,9 @@ fn render(outs: &[Outcome], label: &str, note: &str, repeats: usize, pairs: u32,
 }
 
 fn main() {
+    if common::skip_unless_benchmarking("tuner") {
+        return;
+    }
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let repeats = common::env_u("TL_SWEEP_REPEATS", 3);
     let pairs = common::env_u("TL_CHECK_PAIRS", 3) as u32;
@@ -522,7 +545,9 @@ fn main() {
         .split(',')
         .map(|w| w.trim().parse().expect("TL_SWEEP_WORKERS: comma-separated integers"))
         .collect();
-    let bin = std::env::var("TL_TUNELOOP_BIN").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(env!("CARGO_BIN_EXE_tuneloop")));
+    let bin = std::env::var("TL_TUNELOOP_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_BIN_EXE_tuneloop")));
     let only: Option<Vec<String>> =
         std::env::var("TL_TUNER_ONLY").ok().map(|s| s.split(',').map(|w| w.trim().to_string()).collect());
     let wl_root = repo.join("bench/workloads");
@@ -537,7 +562,12 @@ fn main() {
     assert!(!names.is_empty(), "no workloads selected in {}", wl_root.display());
     let tmp = std::env::temp_dir().join(format!("tuneloop-tuner-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
-    eprintln!("tuner bench: {} workloads, binary {}, temporary workspaces in {}", names.len(), bin.display(), tmp.display());
+    eprintln!(
+        "tuner bench: {} workloads, binary {}, temporary workspaces in {}",
+        names.len(),
+        bin.display(),
+        tmp.display()
+    );
     let ctx = Ctx {
         rt: tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap(),
         intr: Interrupt::new(),
@@ -550,10 +580,8 @@ fn main() {
     for name in &names {
         outs.push(run_workload(&ctx, name, &wl_root.join(name), &tmp, &bin, &workers, repeats));
         // After every workload: a crash later loses nothing.
-        let mut all: serde_json::Map<String, Value> = std::fs::read_to_string(&json_path)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default();
+        let mut all: serde_json::Map<String, Value> =
+            std::fs::read_to_string(&json_path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
         all.insert(
             label.clone(),
             json!({"machine": common::machine(), "sweep_repeats": repeats, "check_pairs": pairs,

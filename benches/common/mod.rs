@@ -5,6 +5,16 @@
 
 use std::path::Path;
 
+/// `cargo bench` passes `--bench`; `cargo test --all-targets` runs a bench's
+/// `main` without it. Benchmarks take minutes: they run only when asked.
+pub fn skip_unless_benchmarking(name: &str) -> bool {
+    if std::env::args().any(|a| a == "--bench") {
+        return false;
+    }
+    eprintln!("{name} is a benchmark: run it with `cargo bench --bench {name}` (skipped under cargo test)");
+    true
+}
+
 /// A size from the environment, or its default.
 pub fn env_u(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
