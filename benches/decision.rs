@@ -89,7 +89,11 @@ impl Tally {
 
     fn runs_summary(&self) -> (f64, f64, u32) {
         let v: Vec<f64> = self.runs.iter().map(|&r| r as f64).collect();
-        (v.iter().sum::<f64>() / v.len().max(1) as f64, stats::median(&v), self.runs.iter().cloned().max().unwrap_or(0))
+        (
+            v.iter().sum::<f64>() / v.len().max(1) as f64,
+            stats::median(&v),
+            self.runs.iter().cloned().max().unwrap_or(0),
+        )
     }
 }
 
@@ -139,7 +143,10 @@ fn main() {
     std::fs::create_dir_all(&tmp).unwrap();
     let (ws, base_src) = workspace(&tmp, &repo);
     let bencher = Bencher::new(&ws, &tmp.join(".harness")).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let intr = Interrupt::new();
     let root = std::fs::canonicalize(&tmp).unwrap();
     let editable = vec!["train.py".to_string()];
@@ -147,22 +154,53 @@ fn main() {
     let started = Instant::now();
 
     // ---- real trials
-    let variant = |text: String| FileSet([("train.py".to_string(), text.into_bytes())].into_iter().collect());
-    let latency = |s: f64| base_src.replace("IO_LATENCY_S = 0.002", &format!("IO_LATENCY_S = {s:.6}"));
+    let variant = |text: String| {
+        FileSet(
+            [("train.py".to_string(), text.into_bytes())]
+                .into_iter()
+                .collect(),
+        )
+    };
+    let latency =
+        |s: f64| base_src.replace("IO_LATENCY_S = 0.002", &format!("IO_LATENCY_S = {s:.6}"));
     // Per item: 2 ms sleep + ~0.4 ms CPU, two workers: time per item ∝ latency + CPU.
     let kinds: Vec<(&str, FileSet)> = vec![
-        ("null: comment added", variant(format!("{base_src}# a comment: cannot matter\n"))),
-        ("null: same setting written differently", variant(base_src.replace("num_workers=2", "num_workers=int(2)"))),
-        ("gain ~5%: item latency 2.0 → 1.886 ms", variant(latency(0.001886))),
-        ("gain ~20%: item latency 2.0 → 1.6 ms", variant(latency(0.0016))),
+        (
+            "null: comment added",
+            variant(format!("{base_src}# a comment: cannot matter\n")),
+        ),
+        (
+            "null: same setting written differently",
+            variant(base_src.replace("num_workers=2", "num_workers=int(2)")),
+        ),
+        (
+            "gain ~5%: item latency 2.0 → 1.886 ms",
+            variant(latency(0.001886)),
+        ),
+        (
+            "gain ~20%: item latency 2.0 → 1.6 ms",
+            variant(latency(0.0016)),
+        ),
     ];
     let mut real: Vec<Tally> = Vec::new();
     for (kind, cand) in &kinds {
-        let mut t = Tally { kind: kind.to_string(), ..Default::default() };
+        let mut t = Tally {
+            kind: kind.to_string(),
+            ..Default::default()
+        };
         let mut ratios = Vec::new();
         for i in 0..real_trials {
             let p = rt
-                .block_on(measure_interleaved(&bencher, &root, cand, &base, &policy, None, &intr, |_, _, _| {}))
+                .block_on(measure_interleaved(
+                    &bencher,
+                    &root,
+                    cand,
+                    &base,
+                    &policy,
+                    None,
+                    &intr,
+                    |_, _, _| {},
+                ))
                 .unwrap_or_else(|f| panic!("bench failed: {}", f.error));
             t.trials += 1;
             t.kept += (p.verdict == Verdict::Keep) as usize;
@@ -185,10 +223,16 @@ fn main() {
     // ---- the A/A pool
     let mut pool = Vec::new();
     for i in 0..pool_runs {
-        let m = rt.block_on(bencher.measure(Mode::Throughput, &intr)).unwrap();
+        let m = rt
+            .block_on(bencher.measure(Mode::Throughput, &intr))
+            .unwrap();
         pool.push(m.samples_per_sec);
         if i % 20 == 19 {
-            eprintln!("[{:>5.0}s] A/A pool: {} runs", started.elapsed().as_secs_f64(), i + 1);
+            eprintln!(
+                "[{:>5.0}s] A/A pool: {} runs",
+                started.elapsed().as_secs_f64(),
+                i + 1
+            );
         }
     }
     let pool_med = stats::median(&pool);
@@ -198,8 +242,16 @@ fn main() {
     // ---- resampled trials
     let mut rng = Rng(0x5eed);
     let mut sim: Vec<Tally> = Vec::new();
-    for (kind, gain) in [("null (×1.00)", 1.0), ("gain ×1.05", 1.05), ("gain ×1.20", 1.20)] {
-        let mut t = Tally { kind: kind.into(), pooled_ratio: gain, ..Default::default() };
+    for (kind, gain) in [
+        ("null (×1.00)", 1.0),
+        ("gain ×1.05", 1.05),
+        ("gain ×1.20", 1.20),
+    ] {
+        let mut t = Tally {
+            kind: kind.into(),
+            pooled_ratio: gain,
+            ..Default::default()
+        };
         for _ in 0..sim_trials {
             let (v, runs) = sim_trial(&pool, rng.below(pool.len()), gain, &policy);
             t.trials += 1;

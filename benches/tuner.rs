@@ -98,7 +98,10 @@ impl Config {
         if k.is_empty() {
             "defaults (num_workers=0)".into()
         } else {
-            k.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join(", ")
+            k.iter()
+                .map(|(n, v)| format!("{n}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         }
     }
 
@@ -123,20 +126,33 @@ impl Config {
     /// The same configuration, read back from a source's DataLoader call.
     fn of_source(src: &str) -> Config {
         let site = edit::scan_source("train.py", src).unwrap().remove(0);
-        let get = |k: &str| site.kwargs.get(k).and_then(|v| v.as_str()).map(|v| v.trim().to_string());
+        let get = |k: &str| {
+            site.kwargs
+                .get(k)
+                .and_then(|v| v.as_str())
+                .map(|v| v.trim().to_string())
+        };
         let num_workers = get("num_workers").and_then(|v| v.parse().ok()).unwrap_or(0);
-        let prefetch_factor = get("prefetch_factor").and_then(|v| v.parse().ok()).filter(|&p| p != 2);
+        let prefetch_factor = get("prefetch_factor")
+            .and_then(|v| v.parse().ok())
+            .filter(|&p| p != 2);
         Config {
             num_workers,
             prefetch_factor: prefetch_factor.filter(|_| num_workers > 0),
-            persistent_workers: num_workers > 0 && get("persistent_workers").as_deref() == Some("True"),
+            persistent_workers: num_workers > 0
+                && get("persistent_workers").as_deref() == Some("True"),
             pin_memory: get("pin_memory").as_deref() == Some("True"),
         }
     }
 }
 
 /// The DataLoader arguments the sweep (and the builtin agent) may set.
-const KNOBS: [&str; 4] = ["num_workers", "prefetch_factor", "persistent_workers", "pin_memory"];
+const KNOBS: [&str; 4] = [
+    "num_workers",
+    "prefetch_factor",
+    "persistent_workers",
+    "pin_memory",
+];
 
 fn sweep_configs(workers: &[u32], cuda: bool) -> Vec<Config> {
     let pins: &[bool] = if cuda { &[false, true] } else { &[false] };
@@ -144,12 +160,22 @@ fn sweep_configs(workers: &[u32], cuda: bool) -> Vec<Config> {
     for &pin in pins {
         for &w in workers {
             if w == 0 {
-                out.push(Config { num_workers: 0, prefetch_factor: None, persistent_workers: false, pin_memory: pin });
+                out.push(Config {
+                    num_workers: 0,
+                    prefetch_factor: None,
+                    persistent_workers: false,
+                    pin_memory: pin,
+                });
                 continue;
             }
             for pf in [None, Some(4)] {
                 for pers in [false, true] {
-                    out.push(Config { num_workers: w, prefetch_factor: pf, persistent_workers: pers, pin_memory: pin });
+                    out.push(Config {
+                        num_workers: w,
+                        prefetch_factor: pf,
+                        persistent_workers: pers,
+                        pin_memory: pin,
+                    });
                 }
             }
         }
@@ -230,7 +256,11 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn files(text: &str) -> FileSet {
-    FileSet([("train.py".to_string(), text.as_bytes().to_vec())].into_iter().collect())
+    FileSet(
+        [("train.py".to_string(), text.as_bytes().to_vec())]
+            .into_iter()
+            .collect(),
+    )
 }
 
 struct Ctx {
@@ -242,14 +272,25 @@ struct Ctx {
 
 impl Ctx {
     fn measure(&self, b: &Bencher) -> Measurement {
-        self.rt.block_on(b.measure(Mode::Throughput, &self.intr)).unwrap_or_else(|e| panic!("bench failed: {e}"))
+        self.rt
+            .block_on(b.measure(Mode::Throughput, &self.intr))
+            .unwrap_or_else(|e| panic!("bench failed: {e}"))
     }
 
     /// `cand` vs `inc`, `pairs` interleaved pairs: the candidate/incumbent ratios.
     fn paired(&self, b: &Bencher, root: &Path, cand: &FileSet, inc: &FileSet) -> Vec<f64> {
         let p = self
             .rt
-            .block_on(measure_interleaved(b, root, cand, inc, &self.policy, Some(self.pairs), &self.intr, |_, _, _| {}))
+            .block_on(measure_interleaved(
+                b,
+                root,
+                cand,
+                inc,
+                &self.policy,
+                Some(self.pairs),
+                &self.intr,
+                |_, _, _| {},
+            ))
             .unwrap_or_else(|f| panic!("bench failed ({}): {}", f.role, f.error));
         p.ratio.ratios.clone()
     }
@@ -267,7 +308,11 @@ fn run_workload(
     let t0 = Instant::now();
     let log = |what: &str| eprintln!("[{:>6.0}s] {name}: {what}", t0.elapsed().as_secs_f64());
     let expect = expectation(name);
-    let mut out = Outcome { workload: name.into(), expect: format!("{expect:?}"), ..Default::default() };
+    let mut out = Outcome {
+        workload: name.into(),
+        expect: format!("{expect:?}"),
+        ..Default::default()
+    };
 
     // ---- 1. the sweep
     let sweep_dir = tmp.join(format!("{name}-sweep"));
@@ -300,7 +345,11 @@ fn run_workload(
             shares[i].extend(m.data_wait_share);
             out.sweep_runs += 1;
         }
-        log(&format!("sweep pass {} of {repeats} ({} configurations)", rep + 1, configs.len()));
+        log(&format!(
+            "sweep pass {} of {repeats} ({} configurations)",
+            rep + 1,
+            configs.len()
+        ));
     }
     out.sweep_wall_s = started.elapsed().as_secs_f64();
     out.sweep_configs = configs.len();
@@ -314,33 +363,54 @@ fn run_workload(
             data_wait_share: (!sh.is_empty()).then(|| stats::median(sh)),
         })
         .collect();
-    let best = (0..configs.len()).max_by(|&a, &b| out.sweep[a].median_sps.total_cmp(&out.sweep[b].median_sps)).unwrap();
+    let best = (0..configs.len())
+        .max_by(|&a, &b| out.sweep[a].median_sps.total_cmp(&out.sweep[b].median_sps))
+        .unwrap();
     out.oracle_config = configs[best].label();
     out.oracle_sps = out.sweep[best].median_sps;
     let oracle_src = configs[best].apply(&base_src);
     files(&base_src).apply(&root).unwrap();
-    log(&format!("oracle: {} at {:.1} samples/sec", out.oracle_config, out.oracle_sps));
+    log(&format!(
+        "oracle: {} at {:.1} samples/sec",
+        out.oracle_config, out.oracle_sps
+    ));
 
     // ---- 2. tuneloop, on a fresh copy
     let tl_dir = tmp.join(format!("{name}-tuneloop"));
     copy_dir(src_dir, &tl_dir);
     let started = Instant::now();
     let o = Command::new(bin)
-        .args(["-C", tl_dir.to_str().unwrap(), "start", "--agent", "builtin"])
+        .args([
+            "-C",
+            tl_dir.to_str().unwrap(),
+            "start",
+            "--agent",
+            "builtin",
+        ])
         .env("NO_COLOR", "1")
         .output()
         .unwrap();
     out.tuneloop_wall_s = started.elapsed().as_secs_f64();
     out.tuneloop_exit = o.status.code().unwrap_or(-1);
-    std::fs::write(tmp.join(format!("{name}-tuneloop.log")), [o.stdout.as_slice(), o.stderr.as_slice()].concat())
-        .unwrap();
-    assert_eq!(out.tuneloop_exit, 0, "tuneloop failed on {name}:\n{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::write(
+        tmp.join(format!("{name}-tuneloop.log")),
+        [o.stdout.as_slice(), o.stderr.as_slice()].concat(),
+    )
+    .unwrap();
+    assert_eq!(
+        out.tuneloop_exit,
+        0,
+        "tuneloop failed on {name}:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let run_dir = std::fs::read_dir(tl_dir.join("runs"))
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.join("report.json").is_file())
         .expect("a run folder with report.json");
-    let rep: Value = serde_json::from_str(&std::fs::read_to_string(run_dir.join("report.json")).unwrap()).unwrap();
+    let rep: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("report.json")).unwrap())
+            .unwrap();
     out.tuneloop_runs = rep["bench_runs"].as_u64().unwrap_or(0);
     out.baseline_sps = rep["baseline_sps"].as_f64().unwrap_or(0.0);
     out.final_sps = rep["final_sps"].as_f64().unwrap_or(0.0);
@@ -377,8 +447,14 @@ fn run_workload(
             continue;
         }
         let turn = t["turn"].as_u64().unwrap();
-        let cand =
-            FileSet::load(&run_dir.join("turns").join(format!("{turn:02}")).join("candidate"), &editable).unwrap();
+        let cand = FileSet::load(
+            &run_dir
+                .join("turns")
+                .join(format!("{turn:02}"))
+                .join("candidate"),
+            &editable,
+        )
+        .unwrap();
         let ratios = ctx.paired(&bencher, &root, &cand, &predecessor);
         out.check_runs += 2 * ctx.pairs;
         let median_ratio = stats::median(&ratios);
@@ -390,7 +466,10 @@ fn run_workload(
             median_ratio,
             reproduced: median_ratio > 1.0,
         };
-        log(&format!("re-measured turn {turn} ({}): ×{:.3} (kept at ×{:.3})", k.change, k.median_ratio, k.kept_ratio));
+        log(&format!(
+            "re-measured turn {turn} ({}): ×{:.3} (kept at ×{:.3})",
+            k.change, k.median_ratio, k.kept_ratio
+        ));
         out.kept.push(k);
         predecessor = cand;
     }
@@ -424,7 +503,14 @@ fn fmt_s(s: f64) -> String {
     }
 }
 
-fn render(outs: &[Outcome], label: &str, note: &str, repeats: usize, pairs: u32, total_s: f64) -> String {
+fn render(
+    outs: &[Outcome],
+    label: &str,
+    note: &str,
+    repeats: usize,
+    pairs: u32,
+    total_s: f64,
+) -> String {
     let mut md = String::new();
     md.push_str(&format!(
         "Machine: {}. {note}Each figure is one benchmark invocation (`make bench-tuner`, label \"{label}\", {:.0} min in all): \
@@ -446,7 +532,11 @@ fn render(outs: &[Outcome], label: &str, note: &str, repeats: usize, pairs: u32,
             format!(
                 "{ok} of {} ({})",
                 o.kept.len(),
-                o.kept.iter().map(|k| format!("×{:.2}", k.median_ratio)).collect::<Vec<_>>().join(", ")
+                o.kept
+                    .iter()
+                    .map(|k| format!("×{:.2}", k.median_ratio))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         };
         let exp = match o.expect.as_str() {
@@ -484,7 +574,12 @@ fn render(outs: &[Outcome], label: &str, note: &str, repeats: usize, pairs: u32,
     let worst_time = outs.iter().map(|o| o.time_share()).fold(0.0, f64::max);
     let failed: Vec<String> = outs
         .iter()
-        .flat_map(|o| o.kept.iter().filter(|k| !k.reproduced).map(move |k| format!("{} turn {}", o.workload, k.turn)))
+        .flat_map(|o| {
+            o.kept
+                .iter()
+                .filter(|k| !k.reproduced)
+                .map(move |k| format!("{} turn {}", o.workload, k.turn))
+        })
         .collect();
     md.push_str(&format!(
         "\nFinal / oracle: worst {:.3}, median {:.3} (goal: every workload ≥ 0.90, median ≥ 0.95). \
@@ -524,7 +619,11 @@ fn render(outs: &[Outcome], label: &str, note: &str, repeats: usize, pairs: u32,
         md.push_str(&format!(
             "| {} | {} | {} |\n",
             o.workload,
-            if turns.is_empty() { "(none)".to_string() } else { turns.join("; ") },
+            if turns.is_empty() {
+                "(none)".to_string()
+            } else {
+                turns.join("; ")
+            },
             o.stop_reason.replace('|', "/")
         ));
     }
@@ -539,17 +638,24 @@ fn main() {
     let repeats = common::env_u("TL_SWEEP_REPEATS", 3);
     let pairs = common::env_u("TL_CHECK_PAIRS", 3) as u32;
     let label = std::env::var("TL_TUNER_LABEL").unwrap_or_else(|_| "current".into());
-    let note = std::env::var("TL_TUNER_NOTE").map(|n| format!("{n} ")).unwrap_or_default();
+    let note = std::env::var("TL_TUNER_NOTE")
+        .map(|n| format!("{n} "))
+        .unwrap_or_default();
     let workers: Vec<u32> = std::env::var("TL_SWEEP_WORKERS")
         .unwrap_or_else(|_| "0,1,2,3,4,6,8,12,16".into())
         .split(',')
-        .map(|w| w.trim().parse().expect("TL_SWEEP_WORKERS: comma-separated integers"))
+        .map(|w| {
+            w.trim()
+                .parse()
+                .expect("TL_SWEEP_WORKERS: comma-separated integers")
+        })
         .collect();
     let bin = std::env::var("TL_TUNELOOP_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|_| PathBuf::from(env!("CARGO_BIN_EXE_tuneloop")));
-    let only: Option<Vec<String>> =
-        std::env::var("TL_TUNER_ONLY").ok().map(|s| s.split(',').map(|w| w.trim().to_string()).collect());
+    let only: Option<Vec<String>> = std::env::var("TL_TUNER_ONLY")
+        .ok()
+        .map(|s| s.split(',').map(|w| w.trim().to_string()).collect());
     let wl_root = repo.join("bench/workloads");
     let mut names: Vec<String> = std::fs::read_dir(&wl_root)
         .unwrap()
@@ -559,7 +665,11 @@ fn main() {
         .filter(|n| only.as_ref().is_none_or(|o| o.contains(n)))
         .collect();
     names.sort();
-    assert!(!names.is_empty(), "no workloads selected in {}", wl_root.display());
+    assert!(
+        !names.is_empty(),
+        "no workloads selected in {}",
+        wl_root.display()
+    );
     let tmp = std::env::temp_dir().join(format!("tuneloop-tuner-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     eprintln!(
@@ -569,7 +679,10 @@ fn main() {
         tmp.display()
     );
     let ctx = Ctx {
-        rt: tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap(),
+        rt: tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
         intr: Interrupt::new(),
         policy: Policy::default(),
         pairs,
@@ -578,19 +691,44 @@ fn main() {
     let json_path = repo.join("bench/tuner.json");
     let mut outs = Vec::new();
     for name in &names {
-        outs.push(run_workload(&ctx, name, &wl_root.join(name), &tmp, &bin, &workers, repeats));
+        outs.push(run_workload(
+            &ctx,
+            name,
+            &wl_root.join(name),
+            &tmp,
+            &bin,
+            &workers,
+            repeats,
+        ));
         // After every workload: a crash later loses nothing.
-        let mut all: serde_json::Map<String, Value> =
-            std::fs::read_to_string(&json_path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+        let mut all: serde_json::Map<String, Value> = std::fs::read_to_string(&json_path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
         all.insert(
             label.clone(),
             json!({"machine": common::machine(), "sweep_repeats": repeats, "check_pairs": pairs,
                    "sweep_workers": workers, "binary": bin.display().to_string(), "workloads": outs}),
         );
-        std::fs::write(&json_path, serde_json::to_string_pretty(&Value::Object(all)).unwrap()).unwrap();
+        std::fs::write(
+            &json_path,
+            serde_json::to_string_pretty(&Value::Object(all)).unwrap(),
+        )
+        .unwrap();
     }
-    let md = render(&outs, &label, &note, repeats, pairs, started.elapsed().as_secs_f64());
-    common::write_section(&repo.join("bench/RESULTS.md"), &format!("Tuner vs exhaustive sweep — {label}"), &md);
+    let md = render(
+        &outs,
+        &label,
+        &note,
+        repeats,
+        pairs,
+        started.elapsed().as_secs_f64(),
+    );
+    common::write_section(
+        &repo.join("bench/RESULTS.md"),
+        &format!("Tuner vs exhaustive sweep — {label}"),
+        &md,
+    );
     if std::env::var("TL_KEEP_TMP").is_err() {
         let _ = std::fs::remove_dir_all(&tmp);
     }

@@ -191,7 +191,10 @@ pub struct Failure {
 }
 
 fn config_err(e: impl Into<anyhow::Error>) -> Failure {
-    Failure { code: exit::CONFIG, error: e.into() }
+    Failure {
+        code: exit::CONFIG,
+        error: e.into(),
+    }
 }
 
 pub fn run(cli: Cli, interrupt: Interrupt) -> std::result::Result<i32, Failure> {
@@ -202,7 +205,10 @@ pub fn run(cli: Cli, interrupt: Interrupt) -> std::result::Result<i32, Failure> 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Failure { code: 1, error: e.into() })?;
+        .map_err(|e| Failure {
+            code: 1,
+            error: e.into(),
+        })?;
     let _guard = rt.enter();
     interrupt.install();
     match cli.command {
@@ -218,8 +224,14 @@ pub fn run(cli: Cli, interrupt: Interrupt) -> std::result::Result<i32, Failure> 
         }
         Command::Runs { json } => runs(&cwd, json),
         Command::Show { run, turn, json } => show(&cwd, &run, turn, json),
-        Command::Policy { action: PolicyAction::Show { file } } => policy_show(&cwd, file.as_deref()),
-        Command::Probe { json, bytes_per_sample, batch_size } => probe(&cwd, json, bytes_per_sample, batch_size),
+        Command::Policy {
+            action: PolicyAction::Show { file },
+        } => policy_show(&cwd, file.as_deref()),
+        Command::Probe {
+            json,
+            bytes_per_sample,
+            batch_size,
+        } => probe(&cwd, json, bytes_per_sample, batch_size),
     }
 }
 
@@ -259,11 +271,18 @@ fn load_workspace(cwd: &Path) -> std::result::Result<Workspace, Failure> {
     Ok(ws)
 }
 
-fn load_policy(ws: &Workspace, file: Option<&Path>) -> std::result::Result<(PathBuf, Policy), Failure> {
+fn load_policy(
+    ws: &Workspace,
+    file: Option<&Path>,
+) -> std::result::Result<(PathBuf, Policy), Failure> {
     let path = ws.policy_path(file);
-    let default_path = file.is_none() && ws.file.run.policy == crate::config::RunSection::default().policy;
+    let default_path =
+        file.is_none() && ws.file.run.policy == crate::config::RunSection::default().policy;
     if default_path && !path.exists() {
-        eprintln!("note: {} not found; using the built-in default policy (`tuneloop init` writes it)", path.display());
+        eprintln!(
+            "note: {} not found; using the built-in default policy (`tuneloop init` writes it)",
+            path.display()
+        );
         return Ok((path, Policy::default()));
     }
     let (p, unknown) = Policy::load(&path).map_err(config_err)?;
@@ -289,14 +308,24 @@ pub fn merge_procedure(existing: &str) -> String {
     if let (Some(b), Some(e)) = (existing.find(MARK_BEGIN), existing.find(MARK_END)) {
         if b < e {
             let end = e + MARK_END.len();
-            let end = if existing[end..].starts_with('\n') { end + 1 } else { end };
+            let end = if existing[end..].starts_with('\n') {
+                end + 1
+            } else {
+                end
+            };
             return format!("{}{}{}", &existing[..b], PROCEDURE_MD, &existing[end..]);
         }
     }
     if existing.is_empty() {
         return PROCEDURE_MD.to_string();
     }
-    let sep = if existing.ends_with("\n\n") { "" } else if existing.ends_with('\n') { "\n" } else { "\n\n" };
+    let sep = if existing.ends_with("\n\n") {
+        ""
+    } else if existing.ends_with('\n') {
+        "\n"
+    } else {
+        "\n\n"
+    };
     format!("{existing}{sep}{PROCEDURE_MD}")
 }
 
@@ -315,7 +344,10 @@ fn init(dir: &Path, a: InitArgs) -> Result<i32> {
     let ws_file = dir.join(crate::config::WORKSPACE_FILE);
     let mut done = Vec::new();
     if ws_file.exists() && !a.force {
-        done.push(format!("kept {} (use --force to overwrite)", ws_file.display()));
+        done.push(format!(
+            "kept {} (use --force to overwrite)",
+            ws_file.display()
+        ));
     } else {
         let editable: Vec<String> = if !a.editable.is_empty() {
             a.editable.clone()
@@ -332,12 +364,17 @@ fn init(dir: &Path, a: InitArgs) -> Result<i32> {
         }
         if let Some(e) = &a.entry {
             if !e.contains(':') {
-                return Err(anyhow!("--entry `{e}` must look like MODULE:FUNCTION, e.g. train:build"));
+                return Err(anyhow!(
+                    "--entry `{e}` must look like MODULE:FUNCTION, e.g. train:build"
+                ));
             }
         }
         for f in &editable {
             if !dir.join(f).is_file() {
-                return Err(anyhow!("editable file {} does not exist; pass --editable FILE", dir.join(f).display()));
+                return Err(anyhow!(
+                    "editable file {} does not exist; pass --editable FILE",
+                    dir.join(f).display()
+                ));
             }
         }
         let bench = match (&a.entry, &a.bench_cmd) {
@@ -353,17 +390,28 @@ fn init(dir: &Path, a: InitArgs) -> Result<i32> {
         std::fs::write(&ws_file, text)?;
         done.push(format!("wrote {}", ws_file.display()));
     }
-    write_if_absent(&dir.join("policies/default.toml"), DEFAULT_POLICY_TOML, &mut done)?;
+    write_if_absent(
+        &dir.join("policies/default.toml"),
+        DEFAULT_POLICY_TOML,
+        &mut done,
+    )?;
     write_if_absent(&dir.join("prompts/turn.en.md"), PROMPT_EN, &mut done)?;
     write_if_absent(&dir.join("prompts/turn.ja.md"), PROMPT_JA, &mut done)?;
     write_if_absent(&dir.join("runs/README.md"), RUNS_README, &mut done)?;
-    write_if_absent(&dir.join("runs/.gitignore"), "*\n!.gitignore\n!README.md\n", &mut done)?;
+    write_if_absent(
+        &dir.join("runs/.gitignore"),
+        "*\n!.gitignore\n!README.md\n",
+        &mut done,
+    )?;
     let claude_md = dir.join("CLAUDE.md");
     let old = std::fs::read_to_string(&claude_md).unwrap_or_default();
     let new = merge_procedure(&old);
     if new != old {
         std::fs::write(&claude_md, &new)?;
-        done.push(format!("added the tuning procedure to {}", claude_md.display()));
+        done.push(format!(
+            "added the tuning procedure to {}",
+            claude_md.display()
+        ));
     }
     for d in done {
         println!("{d}");
@@ -384,7 +432,8 @@ fn find_loader_files(dir: &Path) -> Vec<String> {
                 .filter_map(|e| {
                     let name = e.file_name().to_string_lossy().into_owned();
                     let src = std::fs::read_to_string(e.path()).ok()?;
-                    (name.ends_with(".py") && !edit::scan_source(&name, &src).ok()?.is_empty()).then_some(name)
+                    (name.ends_with(".py") && !edit::scan_source(&name, &src).ok()?.is_empty())
+                        .then_some(name)
                 })
                 .collect()
         })
@@ -410,10 +459,25 @@ fn scan(files: &[PathBuf], json_out: bool) -> Result<i32> {
         println!("no DataLoader call found");
     }
     for s in &all {
-        let kw: Vec<String> = s.kwargs.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect();
-        println!("{}:{}:{}  {}({} positional{}{})", s.file, s.line, s.column, s.callee, s.positional,
-            if kw.is_empty() { String::new() } else { format!(", {}", kw.join(", ")) },
-            if s.has_spread { ", **…" } else { "" });
+        let kw: Vec<String> = s
+            .kwargs
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+            .collect();
+        println!(
+            "{}:{}:{}  {}({} positional{}{})",
+            s.file,
+            s.line,
+            s.column,
+            s.callee,
+            s.positional,
+            if kw.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", kw.join(", "))
+            },
+            if s.has_spread { ", **…" } else { "" }
+        );
         for h in hints(s) {
             println!("    hint: {h}");
         }
@@ -425,7 +489,10 @@ fn hints(s: &edit::CallSite) -> Vec<String> {
     let mut h = Vec::new();
     let get = |k: &str| s.kwargs.get(k).and_then(|v| v.as_str()).map(str::to_string);
     if s.has_spread {
-        h.push("arguments come from **kwargs too: a setting there overrides what is written here".into());
+        h.push(
+            "arguments come from **kwargs too: a setting there overrides what is written here"
+                .into(),
+        );
     }
     match get("num_workers").as_deref() {
         None | Some("0") => h.push("num_workers is 0 (the default): data loads in the training process; try the core count".into()),
@@ -443,7 +510,11 @@ fn hints(s: &edit::CallSite) -> Vec<String> {
 
 // ---------------------------------------------------------------- bench
 
-async fn bench(cwd: &Path, a: BenchArgs, interrupt: &Interrupt) -> std::result::Result<i32, Failure> {
+async fn bench(
+    cwd: &Path,
+    a: BenchArgs,
+    interrupt: &Interrupt,
+) -> std::result::Result<i32, Failure> {
     let ws = load_workspace(cwd)?;
     let (_, policy) = load_policy(&ws, a.policy.as_deref())?;
     let tmp = std::env::temp_dir().join(format!("tuneloop-bench-{}", std::process::id()));
@@ -462,29 +533,64 @@ async fn bench_inner(
 ) -> std::result::Result<i32, Failure> {
     let baseline_fail = |e: crate::error::BenchError| {
         if matches!(e, crate::error::BenchError::Interrupted) {
-            Failure { code: exit::INTERRUPTED, error: anyhow!("interrupted") }
+            Failure {
+                code: exit::INTERRUPTED,
+                error: anyhow!("interrupted"),
+            }
         } else {
-            Failure { code: exit::BASELINE, error: anyhow!("the bench failed: {e}") }
+            Failure {
+                code: exit::BASELINE,
+                error: anyhow!("the bench failed: {e}"),
+            }
         }
     };
     if a.aa {
         let pairs = a.repeats.unwrap_or(8).max(2);
         let root = std::fs::canonicalize(&ws.project_root).map_err(config_err)?;
         let files = FileSet::capture(&root, &ws.file.project.editable).map_err(config_err)?;
-        eprintln!("A/A calibration: the project against itself, {pairs} interleaved pairs ({} runs)", pairs * 2);
-        let p = run_loop::calibrate(bencher, &root, &files, policy, pairs, interrupt, |role, k, v| {
-            eprintln!("  pair {k} {role:<9} {v:>10.1} samples/sec");
-        })
+        eprintln!(
+            "A/A calibration: the project against itself, {pairs} interleaved pairs ({} runs)",
+            pairs * 2
+        );
+        let p = run_loop::calibrate(
+            bencher,
+            &root,
+            &files,
+            policy,
+            pairs,
+            interrupt,
+            |role, k, v| {
+                eprintln!("  pair {k} {role:<9} {v:>10.1} samples/sec");
+            },
+        )
         .await
         .map_err(|f| baseline_fail(f.error))?;
         let cal = Calibration::from_ratios(&p.ratio.ratios, policy.decision.confidence);
         if a.json {
             println!("{}", serde_json::to_string_pretty(&cal).unwrap_or_default());
         } else {
-            println!("A/A ratios: {}", cal.ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>().join(" "));
-            println!("median {:.3}, min {:.3}, max {:.3}, sd of ln(ratio) {:.4}", cal.median, cal.min, cal.max, cal.sd_log);
-            println!("{:.0}% interval of the mean ratio: [{:.3}, {:.3}]", policy.decision.confidence * 100.0, cal.ci[0], cal.ci[1]);
-            println!("suggested noise_threshold: {:.3} (policy has {:.3})", cal.suggested_noise_threshold, policy.decision.noise_threshold);
+            println!(
+                "A/A ratios: {}",
+                cal.ratios
+                    .iter()
+                    .map(|r| format!("{r:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            println!(
+                "median {:.3}, min {:.3}, max {:.3}, sd of ln(ratio) {:.4}",
+                cal.median, cal.min, cal.max, cal.sd_log
+            );
+            println!(
+                "{:.0}% interval of the mean ratio: [{:.3}, {:.3}]",
+                policy.decision.confidence * 100.0,
+                cal.ci[0],
+                cal.ci[1]
+            );
+            println!(
+                "suggested noise_threshold: {:.3} (policy has {:.3})",
+                cal.suggested_noise_threshold, policy.decision.noise_threshold
+            );
         }
         return Ok(exit::OK);
     }
@@ -501,8 +607,17 @@ async fn bench_inner(
     let mut ms = Vec::new();
     for i in 0..n {
         eprintln!("throughput run {} of {n}…", i + 1);
-        let mode = if i == 0 { Mode::ThroughputWithCeiling } else { Mode::Throughput };
-        ms.push(bencher.measure(mode, interrupt).await.map_err(baseline_fail)?);
+        let mode = if i == 0 {
+            Mode::ThroughputWithCeiling
+        } else {
+            Mode::Throughput
+        };
+        ms.push(
+            bencher
+                .measure(mode, interrupt)
+                .await
+                .map_err(baseline_fail)?,
+        );
     }
     let s: Vec<f64> = ms.iter().map(|m| m.samples_per_sec).collect();
     let med = stats::median(&s);
@@ -512,7 +627,10 @@ async fn bench_inner(
     };
     let ceiling = ms.iter().find_map(|m| m.ceiling_sps);
     let ci = if s.len() >= 2 {
-        let c = stats::log_t_interval(&s.iter().map(|x| x / med).collect::<Vec<_>>(), policy.decision.confidence);
+        let c = stats::log_t_interval(
+            &s.iter().map(|x| x / med).collect::<Vec<_>>(),
+            policy.decision.confidence,
+        );
         Some([c[0] * med, c[1] * med])
     } else {
         None
@@ -525,26 +643,47 @@ async fn bench_inner(
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(exit::OK);
     }
-    println!("samples/sec: {med:.1} (median of {n}; runs: {})", s.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(", "));
+    println!(
+        "samples/sec: {med:.1} (median of {n}; runs: {})",
+        s.iter()
+            .map(|x| format!("{x:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     if let Some([lo, hi]) = ci {
-        println!("{:.0}% interval: [{lo:.1}, {hi:.1}]", policy.decision.confidence * 100.0);
+        println!(
+            "{:.0}% interval: [{lo:.1}, {hi:.1}]",
+            policy.decision.confidence * 100.0
+        );
     }
     if let (Some(m), Some(sh)) = (ms.last(), share) {
         let dw = ms.iter().filter_map(|m| m.data_wait_s).sum::<f64>() / n as f64;
         let ts = ms.iter().filter_map(|m| m.train_step_s).sum::<f64>() / n as f64;
-        println!("data_wait: {:.1}% of step time ({dw:.3} s), train_step: {ts:.3} s per run", sh * 100.0);
-        println!("device: {}, torch {}, {} CPUs, num_workers={}",
-            m.device.as_deref().unwrap_or("?"), m.torch_version.as_deref().unwrap_or("?"),
-            m.cpu_count.unwrap_or(0), m.num_workers().map(|n| n.to_string()).unwrap_or("?".into()));
+        println!(
+            "data_wait: {:.1}% of step time ({dw:.3} s), train_step: {ts:.3} s per run",
+            sh * 100.0
+        );
+        println!(
+            "device: {}, torch {}, {} CPUs, num_workers={}",
+            m.device.as_deref().unwrap_or("?"),
+            m.torch_version.as_deref().unwrap_or("?"),
+            m.cpu_count.unwrap_or(0),
+            m.num_workers().map(|n| n.to_string()).unwrap_or("?".into())
+        );
         if sh < policy.decision.stop_when_data_wait_below {
-            println!("data_wait is small: DataLoader tuning cannot help much. Compute-side candidates:");
+            println!(
+                "data_wait is small: DataLoader tuning cannot help much. Compute-side candidates:"
+            );
             for c in run_loop::compute_side_advice() {
                 println!("  - {c}");
             }
         }
     }
     if let Some(c) = ceiling {
-        println!("ceiling (step alone, one batch in memory): {c:.1} samples/sec; now at {:.1}% of it", med / c * 100.0);
+        println!(
+            "ceiling (step alone, one batch in memory): {c:.1} samples/sec; now at {:.1}% of it",
+            med / c * 100.0
+        );
     }
     Ok(exit::OK)
 }
@@ -583,7 +722,11 @@ impl Calibration {
 
 // ---------------------------------------------------------------- start
 
-async fn start(cwd: &Path, a: StartArgs, interrupt: &Interrupt) -> std::result::Result<i32, Failure> {
+async fn start(
+    cwd: &Path,
+    a: StartArgs,
+    interrupt: &Interrupt,
+) -> std::result::Result<i32, Failure> {
     let ws = load_workspace(cwd)?;
     let (policy_path, mut policy) = load_policy(&ws, a.policy.as_deref())?;
     if let Some(agent) = a.agent {
@@ -602,7 +745,8 @@ async fn start(cwd: &Path, a: StartArgs, interrupt: &Interrupt) -> std::result::
         }
     }
     let agent = Agent::from_policy(&policy, &ws);
-    let mut view = view::View::new(&policy.agent.language).with_max_pairs(policy.decision.max_repeats);
+    let mut view =
+        view::View::new(&policy.agent.language).with_max_pairs(policy.decision.max_repeats);
     let mut on_event = |ev: &crate::event::Event| view.show(ev);
     let session = run_loop::prepare(
         &ws,
@@ -617,18 +761,30 @@ async fn start(cwd: &Path, a: StartArgs, interrupt: &Interrupt) -> std::result::
         interrupt.clone(),
         &mut on_event,
     )
-    .map_err(|e| Failure { code: e.exit_code(), error: anyhow!("{e}") })?;
+    .map_err(|e| Failure {
+        code: e.exit_code(),
+        error: anyhow!("{e}"),
+    })?;
     drive(session).await
 }
 
-async fn resume(cwd: &Path, run: Option<&str>, interrupt: &Interrupt) -> std::result::Result<i32, Failure> {
+async fn resume(
+    cwd: &Path,
+    run: Option<&str>,
+    interrupt: &Interrupt,
+) -> std::result::Result<i32, Failure> {
     let ws = load_workspace(cwd)?;
     let runs = ws.runs_dir();
     let dir = match run {
         Some(r) => store::resolve_run(&runs, Some(r)).map_err(|e| config_err(anyhow!(e)))?,
         None => store::unfinished_run(&runs)
             .map(|(d, _)| d)
-            .ok_or_else(|| config_err(anyhow!("no interrupted run to resume in {}", runs.display())))?,
+            .ok_or_else(|| {
+                config_err(anyhow!(
+                    "no interrupted run to resume in {}",
+                    runs.display()
+                ))
+            })?,
     };
     // The view speaks the run's own policy (its language, its pairs per turn).
     let run_policy: Policy = std::fs::read_to_string(dir.join("run.json"))
@@ -636,10 +792,14 @@ async fn resume(cwd: &Path, run: Option<&str>, interrupt: &Interrupt) -> std::re
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .and_then(|v| serde_json::from_value(v["policy"].clone()).ok())
         .unwrap_or_default();
-    let mut view = view::View::new(&run_policy.agent.language).with_max_pairs(run_policy.decision.max_repeats);
+    let mut view =
+        view::View::new(&run_policy.agent.language).with_max_pairs(run_policy.decision.max_repeats);
     let mut on_event = |ev: &crate::event::Event| view.show(ev);
-    let session = run_loop::resume(&ws, &dir, interrupt.clone(), &mut on_event)
-        .map_err(|e| Failure { code: e.exit_code(), error: anyhow!("{e}") })?;
+    let session =
+        run_loop::resume(&ws, &dir, interrupt.clone(), &mut on_event).map_err(|e| Failure {
+            code: e.exit_code(),
+            error: anyhow!("{e}"),
+        })?;
     drive(session).await
 }
 
@@ -657,7 +817,10 @@ async fn drive(session: run_loop::Session<'_>) -> std::result::Result<i32, Failu
             if let Some(d) = dir {
                 eprintln!("run folder: {}", d.display());
             }
-            Err(Failure { code: e.exit_code(), error: anyhow!("{e}") })
+            Err(Failure {
+                code: e.exit_code(),
+                error: anyhow!("{e}"),
+            })
         }
     }
 }
@@ -702,28 +865,49 @@ fn runs(cwd: &Path, json_out: bool) -> std::result::Result<i32, Failure> {
     let runs = runs_dir_of(cwd)?;
     let rows = crate::review::list_runs(&runs);
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).unwrap_or_default()
+        );
     } else {
-        print!("{}", crate::review::render_runs(&rows, &workspace_language(cwd)));
+        print!(
+            "{}",
+            crate::review::render_runs(&rows, &workspace_language(cwd))
+        );
     }
     Ok(exit::OK)
 }
 
-fn show(cwd: &Path, run: &str, turn: Option<u32>, json_out: bool) -> std::result::Result<i32, Failure> {
+fn show(
+    cwd: &Path,
+    run: &str,
+    turn: Option<u32>,
+    json_out: bool,
+) -> std::result::Result<i32, Failure> {
     let runs = runs_dir_of(cwd)?;
     let dir = store::resolve_run(&runs, Some(run)).map_err(|e| config_err(anyhow!(e)))?;
     let Some(t) = turn else {
         let r = load_report(&dir).map_err(config_err)?;
-        let fmt = if json_out { report::Format::Json } else { report::Format::Markdown };
+        let fmt = if json_out {
+            report::Format::Json
+        } else {
+            report::Format::Markdown
+        };
         print!("{}", report::render(&r, fmt));
         return Ok(exit::OK);
     };
     let files = crate::review::read_turn(&dir, t).map_err(config_err)?;
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&files).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&files).unwrap_or_default()
+        );
         return Ok(exit::OK);
     }
-    let paint = crate::review::Paint { diff_line: view::diff_line, color: view::use_color_stdout() };
+    let paint = crate::review::Paint {
+        diff_line: view::diff_line,
+        color: view::use_color_stdout(),
+    };
     print!("{}", crate::review::render_turn(&files, &paint));
     Ok(exit::OK)
 }
@@ -734,7 +918,8 @@ fn restore(cwd: &Path, run: Option<&str>, to: RestoreTo) -> Result<i32> {
     let runs = ws.runs_dir();
     let dir = store::resolve_run(&runs, run).map_err(|e| anyhow!(e))?;
     let lock = store::Lock::acquire(&runs, "restore").map_err(|e| anyhow!(e))?;
-    let run_json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("run.json"))?)?;
+    let run_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json"))?)?;
     let editable: Vec<String> = serde_json::from_value(run_json["editable"].clone())?;
     let root = PathBuf::from(run_json["project_root"].as_str().unwrap_or("."));
     let files = match to {
@@ -755,8 +940,17 @@ fn restore(cwd: &Path, run: Option<&str>, to: RestoreTo) -> Result<i32> {
     }
     files.apply(&root)?;
     drop(lock);
-    println!("restored {} file(s) in {} to the {} state of run {}", editable.len(), root.display(),
-        if to == RestoreTo::Baseline { "baseline" } else { "best" }, dir.file_name().unwrap_or_default().to_string_lossy());
+    println!(
+        "restored {} file(s) in {} to the {} state of run {}",
+        editable.len(),
+        root.display(),
+        if to == RestoreTo::Baseline {
+            "baseline"
+        } else {
+            "best"
+        },
+        dir.file_name().unwrap_or_default().to_string_lossy()
+    );
     Ok(exit::OK)
 }
 
@@ -767,9 +961,16 @@ fn policy_show(cwd: &Path, file: Option<&Path>) -> std::result::Result<i32, Fail
     println!("{}", toml::to_string_pretty(&policy).unwrap_or_default());
     // What `--agent claude` runs each turn, ready to paste into a shell.
     let (line, procedure) = crate::agent::claude::command_line_preview(&policy.agent, &ws);
-    let used = if policy.agent.backend == "claude" { "backend = \"claude\"" } else { "used with --agent claude" };
+    let used = if policy.agent.backend == "claude" {
+        "backend = \"claude\""
+    } else {
+        "used with --agent claude"
+    };
     let root = std::fs::canonicalize(&ws.project_root).unwrap_or_else(|_| ws.project_root.clone());
-    println!("# the agent command line ({used}); it runs in {}", root.display());
+    println!(
+        "# the agent command line ({used}); it runs in {}",
+        root.display()
+    );
     println!("# with the incumbent's profiler table on stdin, and the prompt rendered each turn");
     match &procedure {
         crate::agent::claude::Procedure::Discovered(p) => {

@@ -37,7 +37,11 @@ pub struct ProjectSection {
 
 impl Default for ProjectSection {
     fn default() -> Self {
-        ProjectSection { root: ".".into(), python: "python3".into(), editable: vec![] }
+        ProjectSection {
+            root: ".".into(),
+            python: "python3".into(),
+            editable: vec![],
+        }
     }
 }
 
@@ -85,7 +89,9 @@ pub struct RunSection {
 
 impl Default for RunSection {
     fn default() -> Self {
-        RunSection { policy: "policies/default.toml".into() }
+        RunSection {
+            policy: "policies/default.toml".into(),
+        }
     }
 }
 
@@ -244,33 +250,59 @@ impl Policy {
         if !["builtin", "claude"].contains(&self.agent.backend.as_str()) {
             return Err(bad(
                 "agent.backend",
-                format!("`{}` is not an agent; use \"builtin\" or \"claude\"", self.agent.backend),
+                format!(
+                    "`{}` is not an agent; use \"builtin\" or \"claude\"",
+                    self.agent.backend
+                ),
             ));
         }
         if !["en", "ja"].contains(&self.agent.language.as_str()) {
-            return Err(bad("agent.language", format!("`{}`: use \"en\" or \"ja\"", self.agent.language)));
+            return Err(bad(
+                "agent.language",
+                format!("`{}`: use \"en\" or \"ja\"", self.agent.language),
+            ));
         }
         if self.agent.max_turns < 1 {
-            return Err(bad("agent.max_turns", "must be at least 1 (2 or more recommended)".into()));
+            return Err(bad(
+                "agent.max_turns",
+                "must be at least 1 (2 or more recommended)".into(),
+            ));
         }
         let d = &self.decision;
         if d.repeats < 2 {
-            return Err(bad("decision.repeats", "at least 2 pairs are needed for an interval".into()));
+            return Err(bad(
+                "decision.repeats",
+                "at least 2 pairs are needed for an interval".into(),
+            ));
         }
         if d.max_repeats < d.repeats {
-            return Err(bad("decision.max_repeats", "must be >= decision.repeats".into()));
+            return Err(bad(
+                "decision.max_repeats",
+                "must be >= decision.repeats".into(),
+            ));
         }
         if !(0.5..1.0).contains(&d.confidence) {
-            return Err(bad("decision.confidence", "must be in [0.5, 1), e.g. 0.95".into()));
+            return Err(bad(
+                "decision.confidence",
+                "must be in [0.5, 1), e.g. 0.95".into(),
+            ));
         }
         if d.baseline_runs < 1 {
             return Err(bad("decision.baseline_runs", "must be at least 1".into()));
         }
-        const KNOBS: [&str; 5] =
-            ["num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "preprocessing"];
+        const KNOBS: [&str; 5] = [
+            "num_workers",
+            "pin_memory",
+            "prefetch_factor",
+            "persistent_workers",
+            "preprocessing",
+        ];
         for k in &self.loop_.knobs {
             if !KNOBS.contains(&k.as_str()) {
-                return Err(bad("loop.knobs", format!("unknown knob `{k}`; known: {}", KNOBS.join(", "))));
+                return Err(bad(
+                    "loop.knobs",
+                    format!("unknown knob `{k}`; known: {}", KNOBS.join(", ")),
+                ));
             }
         }
         Ok(())
@@ -335,7 +367,12 @@ impl Workspace {
             .map(|k| format!("{}: unknown key `{k}` (ignored)", path.display()))
             .collect();
         let project_root = dir.join(&file.project.root);
-        let ws = Workspace { dir: dir.to_owned(), file, project_root, warnings };
+        let ws = Workspace {
+            dir: dir.to_owned(),
+            file,
+            project_root,
+            warnings,
+        };
         ws.validate()?;
         Ok(ws)
     }
@@ -372,10 +409,16 @@ impl Workspace {
         }
         if let Some(l) = &b.launcher {
             if b.command.is_some() {
-                return Err(bad("bench.launcher", "a launcher runs the managed harness; it cannot wrap bench.command".into()));
+                return Err(bad(
+                    "bench.launcher",
+                    "a launcher runs the managed harness; it cannot wrap bench.command".into(),
+                ));
             }
             if shell_words::split(l).map(|w| w.is_empty()).unwrap_or(true) {
-                return Err(bad("bench.launcher", format!("`{l}` is not a command line")));
+                return Err(bad(
+                    "bench.launcher",
+                    format!("`{l}` is not a command line"),
+                ));
             }
         }
         if b.nproc < 1 {
@@ -385,17 +428,26 @@ impl Workspace {
             return Err(bad("bench.steps", "must be at least 1".into()));
         }
         if self.file.project.editable.is_empty() {
-            return Err(bad("project.editable", "list the files the agent may change, e.g. [\"train.py\"]".into()));
+            return Err(bad(
+                "project.editable",
+                "list the files the agent may change, e.g. [\"train.py\"]".into(),
+            ));
         }
         for f in &self.file.project.editable {
             if Path::new(f).is_absolute() || f.split('/').any(|c| c == "..") {
-                return Err(bad("project.editable", format!("`{f}` must be a path inside the project root")));
+                return Err(bad(
+                    "project.editable",
+                    format!("`{f}` must be a path inside the project root"),
+                ));
             }
             let p = self.project_root.join(f);
             if !p.is_file() {
                 return Err(bad(
                     "project.editable",
-                    format!("editable file {} does not exist; fix the path or create the file", p.display()),
+                    format!(
+                        "editable file {} does not exist; fix the path or create the file",
+                        p.display()
+                    ),
                 ));
             }
         }
@@ -451,15 +503,21 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_reported_with_their_path() {
-        let (_, unknown) =
-            Policy::parse("[decision]\nrepeats = 4\nrepeatz = 5\n[agnet]\nx=1\n", Path::new("p.toml"))
-                .unwrap();
-        assert_eq!(unknown, vec!["decision.repeatz".to_string(), "agnet".to_string()]);
+        let (_, unknown) = Policy::parse(
+            "[decision]\nrepeats = 4\nrepeatz = 5\n[agnet]\nx=1\n",
+            Path::new("p.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            unknown,
+            vec!["decision.repeatz".to_string(), "agnet".to_string()]
+        );
     }
 
     #[test]
     fn type_errors_name_file_key_and_line() {
-        let err = Policy::parse("[decision]\n\nrepeats = \"many\"\n", Path::new("pol.toml")).unwrap_err();
+        let err =
+            Policy::parse("[decision]\n\nrepeats = \"many\"\n", Path::new("pol.toml")).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("pol.toml"), "{msg}");
         assert!(msg.contains("line 3"), "{msg}");
@@ -470,9 +528,17 @@ mod tests {
     fn validate_rejects_unknown_backend_and_knob() {
         let mut p = Policy::default();
         p.agent.backend = "gpt".into();
-        assert!(p.validate(Path::new("x")).unwrap_err().to_string().contains("agent.backend"));
+        assert!(p
+            .validate(Path::new("x"))
+            .unwrap_err()
+            .to_string()
+            .contains("agent.backend"));
         let mut p = Policy::default();
         p.loop_.knobs.push("batch_size".into());
-        assert!(p.validate(Path::new("x")).unwrap_err().to_string().contains("batch_size"));
+        assert!(p
+            .validate(Path::new("x"))
+            .unwrap_err()
+            .to_string()
+            .contains("batch_size"));
     }
 }

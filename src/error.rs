@@ -22,11 +22,19 @@ pub enum ConfigError {
     #[error("no tuneloop.toml in {start} or any folder above it\n  hint: run `tuneloop init` in your project, or pass -C DIR")]
     NoWorkspace { start: PathBuf },
     #[error("cannot read {path}: {err}\n  hint: {hint}")]
-    Read { path: PathBuf, err: std::io::Error, hint: &'static str },
+    Read {
+        path: PathBuf,
+        err: std::io::Error,
+        hint: &'static str,
+    },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("{path}: `{key}`: {message}")]
-    Invalid { path: PathBuf, key: String, message: String },
+    Invalid {
+        path: PathBuf,
+        key: String,
+        message: String,
+    },
 }
 
 /// Why a bench process gave no figure.
@@ -40,7 +48,9 @@ pub enum BenchError {
     User { kind: String, message: String },
     #[error("the bench exited with status {code} and printed no figure; last output:\n{tail}")]
     Crashed { code: String, tail: String },
-    #[error("the bench printed no figure (expected a line `samples/sec: N`); last output:\n{tail}")]
+    #[error(
+        "the bench printed no figure (expected a line `samples/sec: N`); last output:\n{tail}"
+    )]
     NoFigure { tail: String },
     #[error("interrupted")]
     Interrupted,
@@ -52,7 +62,14 @@ impl BenchError {
         let s = self.to_string();
         let first = s.lines().next().unwrap_or("").to_string();
         if first.len() > 160 {
-            format!("{}…", &first[..first.char_indices().nth(157).map(|(i, _)| i).unwrap_or(first.len())])
+            format!(
+                "{}…",
+                &first[..first
+                    .char_indices()
+                    .nth(157)
+                    .map(|(i, _)| i)
+                    .unwrap_or(first.len())]
+            )
         } else {
             first
         }

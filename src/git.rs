@@ -9,7 +9,12 @@ use std::path::{Path, PathBuf};
 use crate::process::{self, Spec};
 use crate::store::FileSet;
 
-fn git(cwd: &Path, args: &[&str], env: &BTreeMap<String, String>, stdin: Option<&[u8]>) -> Result<String, String> {
+fn git(
+    cwd: &Path,
+    args: &[&str],
+    env: &BTreeMap<String, String>,
+    stdin: Option<&[u8]>,
+) -> Result<String, String> {
     let spec = Spec {
         program: "git".into(),
         args: args.iter().map(|s| s.to_string()).collect(),
@@ -29,7 +34,14 @@ fn git(cwd: &Path, args: &[&str], env: &BTreeMap<String, String>, stdin: Option<
 
 /// The repository's top folder, when `dir` is inside one.
 pub fn repo_root(dir: &Path) -> Option<PathBuf> {
-    git(dir, &["rev-parse", "--show-toplevel"], &BTreeMap::new(), None).ok().map(PathBuf::from)
+    git(
+        dir,
+        &["rev-parse", "--show-toplevel"],
+        &BTreeMap::new(),
+        None,
+    )
+    .ok()
+    .map(PathBuf::from)
 }
 
 /// Refuses when an editable file has uncommitted changes (unless allowed):
@@ -53,17 +65,37 @@ pub fn check_clean(root: &Path, editable: &[String], allow_dirty: bool) -> Resul
 
 /// Commits the editable files' kept state on `branch` (created from HEAD the
 /// first time), touching neither HEAD, the index nor the work tree.
-pub fn commit_kept(root: &Path, files: &FileSet, branch: &str, message: &str) -> Result<String, String> {
+pub fn commit_kept(
+    root: &Path,
+    files: &FileSet,
+    branch: &str,
+    message: &str,
+) -> Result<String, String> {
     let top = repo_root(root).ok_or("the project is not in a git repository")?;
     let root = std::fs::canonicalize(root).map_err(|e| e.to_string())?;
-    let prefix = root.strip_prefix(std::fs::canonicalize(&top).map_err(|e| e.to_string())?).unwrap_or(Path::new(""));
+    let prefix = root
+        .strip_prefix(std::fs::canonicalize(&top).map_err(|e| e.to_string())?)
+        .unwrap_or(Path::new(""));
     let none = BTreeMap::new();
-    let parent = git(&top, &["rev-parse", "--verify", "-q", &format!("refs/heads/{branch}")], &none, None)
-        .or_else(|_| git(&top, &["rev-parse", "--verify", "HEAD"], &none, None))?;
+    let parent = git(
+        &top,
+        &[
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("refs/heads/{branch}"),
+        ],
+        &none,
+        None,
+    )
+    .or_else(|_| git(&top, &["rev-parse", "--verify", "HEAD"], &none, None))?;
     let index = std::env::temp_dir().join(format!("tuneloop-index-{}", std::process::id()));
     let mut env = BTreeMap::new();
     env.insert("GIT_INDEX_FILE".to_string(), index.display().to_string());
-    if git(&top, &["config", "user.email"], &none, None).unwrap_or_default().is_empty() {
+    if git(&top, &["config", "user.email"], &none, None)
+        .unwrap_or_default()
+        .is_empty()
+    {
         for k in ["GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"] {
             env.insert(k.into(), "tuneloop".into());
         }
@@ -76,11 +108,31 @@ pub fn commit_kept(root: &Path, files: &FileSet, branch: &str, message: &str) ->
         for (rel, bytes) in &files.0 {
             let blob = git(&top, &["hash-object", "-w", "--stdin"], &env, Some(bytes))?;
             let path = prefix.join(rel).to_string_lossy().into_owned();
-            git(&top, &["update-index", "--add", "--cacheinfo", &format!("100644,{blob},{path}")], &env, None)?;
+            git(
+                &top,
+                &[
+                    "update-index",
+                    "--add",
+                    "--cacheinfo",
+                    &format!("100644,{blob},{path}"),
+                ],
+                &env,
+                None,
+            )?;
         }
         let tree = git(&top, &["write-tree"], &env, None)?;
-        let commit = git(&top, &["commit-tree", &tree, "-p", &parent, "-m", message], &env, None)?;
-        git(&top, &["update-ref", &format!("refs/heads/{branch}"), &commit], &env, None)?;
+        let commit = git(
+            &top,
+            &["commit-tree", &tree, "-p", &parent, "-m", message],
+            &env,
+            None,
+        )?;
+        git(
+            &top,
+            &["update-ref", &format!("refs/heads/{branch}"), &commit],
+            &env,
+            None,
+        )?;
         Ok(commit)
     })();
     let _ = std::fs::remove_file(&index);
@@ -92,8 +144,17 @@ mod tests {
     use super::*;
 
     fn sh(dir: &Path, cmd: &str) -> String {
-        let out = std::process::Command::new("sh").arg("-c").arg(cmd).current_dir(dir).output().unwrap();
-        assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
@@ -119,15 +180,26 @@ mod tests {
         let d = repo();
         let proj = d.path().join("proj");
         let head = sh(d.path(), "git rev-parse HEAD");
-        let fs = FileSet([("train.py".to_string(), b"a = 2\n".to_vec())].into_iter().collect());
+        let fs = FileSet(
+            [("train.py".to_string(), b"a = 2\n".to_vec())]
+                .into_iter()
+                .collect(),
+        );
         commit_kept(&proj, &fs, "tuneloop/r1", "turn 1: a 1 → 2").unwrap();
-        let fs2 = FileSet([("train.py".to_string(), b"a = 3\n".to_vec())].into_iter().collect());
+        let fs2 = FileSet(
+            [("train.py".to_string(), b"a = 3\n".to_vec())]
+                .into_iter()
+                .collect(),
+        );
         commit_kept(&proj, &fs2, "tuneloop/r1", "turn 2: a 2 → 3").unwrap();
         assert_eq!(sh(d.path(), "git rev-parse HEAD"), head);
         assert_eq!(sh(d.path(), "git branch --show-current"), "main");
         assert_eq!(sh(d.path(), "git status --porcelain"), "");
         assert_eq!(sh(d.path(), "git show tuneloop/r1:proj/train.py"), "a = 3");
-        assert_eq!(sh(d.path(), "git log --format=%s tuneloop/r1"), "turn 2: a 2 → 3\nturn 1: a 1 → 2\ninit");
+        assert_eq!(
+            sh(d.path(), "git log --format=%s tuneloop/r1"),
+            "turn 2: a 2 → 3\nturn 1: a 1 → 2\ninit"
+        );
         assert_eq!(sh(d.path(), "git show tuneloop/r1:other"), "x");
     }
 }

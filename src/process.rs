@@ -90,9 +90,10 @@ impl Interrupt {
         let flag = self.clone();
         tokio::spawn(async move {
             use tokio::signal::unix::{signal, SignalKind};
-            let (Ok(mut int), Ok(mut term)) =
-                (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-            else {
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
                 return;
             };
             tokio::select! {
@@ -115,7 +116,11 @@ pub async fn run(
     cmd.args(&spec.args)
         .current_dir(&spec.cwd)
         .envs(&spec.env)
-        .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -205,7 +210,12 @@ pub async fn run(
         Some(c) => Ending::Exited(c),
         None => Ending::Signalled(status.signal().unwrap_or(0)),
     });
-    Ok(Outcome { ending, stdout, stderr, duration: started.elapsed() })
+    Ok(Outcome {
+        ending,
+        stdout,
+        stderr,
+        duration: started.elapsed(),
+    })
 }
 
 async fn terminate_group(pgid: Option<i32>, child: &mut tokio::process::Child) {
@@ -235,7 +245,11 @@ pub fn run_quick(spec: &Spec) -> std::io::Result<Outcome> {
         .args(&spec.args)
         .current_dir(&spec.cwd)
         .envs(&spec.env)
-        .stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
@@ -273,9 +287,13 @@ mod tests {
 
     #[tokio::test]
     async fn exit_code_and_output_are_captured() {
-        let out = run(&sh("echo hi; echo err >&2; exit 7", Duration::from_secs(5)), &Interrupt::new(), |_| {})
-            .await
-            .unwrap();
+        let out = run(
+            &sh("echo hi; echo err >&2; exit 7", Duration::from_secs(5)),
+            &Interrupt::new(),
+            |_| {},
+        )
+        .await
+        .unwrap();
         assert_eq!(out.code(), Some(7));
         assert_eq!(out.stdout, "hi\n");
         assert_eq!(out.stderr, "err\n");
@@ -286,9 +304,13 @@ mod tests {
         let marker = std::env::temp_dir().join(format!("tl-orphan-{}", std::process::id()));
         // The child starts a grandchild that would write the marker after 2 s.
         let script = format!("(sleep 2; touch {}) & sleep 30", marker.display());
-        let out = run(&sh(&script, Duration::from_millis(300)), &Interrupt::new(), |_| {})
-            .await
-            .unwrap();
+        let out = run(
+            &sh(&script, Duration::from_millis(300)),
+            &Interrupt::new(),
+            |_| {},
+        )
+        .await
+        .unwrap();
         assert!(matches!(out.ending, Ending::TimedOut));
         std::thread::sleep(Duration::from_millis(2500));
         assert!(!marker.exists(), "a grandchild outlived the timeout");
@@ -302,7 +324,9 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(200)).await;
             i2.raise();
         });
-        let out = run(&sh("sleep 30", Duration::from_secs(60)), &intr, |_| {}).await.unwrap();
+        let out = run(&sh("sleep 30", Duration::from_secs(60)), &intr, |_| {})
+            .await
+            .unwrap();
         assert!(matches!(out.ending, Ending::Interrupted));
         assert!(out.duration < Duration::from_secs(10));
     }
@@ -316,8 +340,14 @@ mod tests {
             i2.raise();
         });
         let script = "while :; do echo tick; sleep 0.01; done";
-        let out = run(&sh(script, Duration::from_secs(60)), &intr, |_| {}).await.unwrap();
-        assert!(matches!(out.ending, Ending::Interrupted), "{:?}", out.ending);
+        let out = run(&sh(script, Duration::from_secs(60)), &intr, |_| {})
+            .await
+            .unwrap();
+        assert!(
+            matches!(out.ending, Ending::Interrupted),
+            "{:?}",
+            out.ending
+        );
         assert!(out.duration < Duration::from_secs(10));
     }
 
@@ -327,7 +357,11 @@ mod tests {
         s.done_marker = Some("RESULT ".into());
         let out = run(&s, &Interrupt::new(), |_| {}).await.unwrap();
         assert!(matches!(out.ending, Ending::TimedOut));
-        assert!(out.duration < DONE_GRACE + Duration::from_secs(8), "{:?}", out.duration);
+        assert!(
+            out.duration < DONE_GRACE + Duration::from_secs(8),
+            "{:?}",
+            out.duration
+        );
         assert_eq!(out.stdout, "RESULT {}\n");
     }
 

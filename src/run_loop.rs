@@ -117,7 +117,10 @@ pub async fn measure_interleaved(
         for (role, files) in order {
             files.apply(root).map_err(|e| PairFailure {
                 role,
-                error: BenchError::Spawn { program: "write files".into(), message: e.to_string() },
+                error: BenchError::Spawn {
+                    program: "write files".into(),
+                    message: e.to_string(),
+                },
                 runs,
             })?;
             runs += 1;
@@ -126,13 +129,22 @@ pub async fn measure_interleaved(
                 .await
                 .map_err(|error| PairFailure { role, error, runs })?;
             on_run(role, k + 1, m.samples_per_sec);
-            if role == "candidate" { cand.push(m) } else { inc.push(m) }
+            if role == "candidate" {
+                cand.push(m)
+            } else {
+                inc.push(m)
+            }
         }
         if pairs_fixed.is_none() {
             let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
             let v = stats::decide(&pr, d);
             if v != Verdict::Undecided {
-                return Ok(Paired { candidate: cand, incumbent: inc, ratio: pr, verdict: v });
+                return Ok(Paired {
+                    candidate: cand,
+                    incumbent: inc,
+                    ratio: pr,
+                    verdict: v,
+                });
             }
         }
     }
@@ -141,7 +153,12 @@ pub async fn measure_interleaved(
     if v == Verdict::Undecided {
         v = Verdict::Revert;
     }
-    Ok(Paired { candidate: cand, incumbent: inc, ratio: pr, verdict: v })
+    Ok(Paired {
+        candidate: cand,
+        incumbent: inc,
+        ratio: pr,
+        verdict: v,
+    })
 }
 
 fn sps(ms: &[Measurement]) -> Vec<f64> {
@@ -224,7 +241,12 @@ pub fn prepare<'a>(
         let src = std::fs::read_to_string(root.join(f))?;
         match edit::scan_source(f, &src) {
             Ok(s) => found += s.len(),
-            Err(e) => return Err(LoopError::Config(format!("{}: {e}", root.join(f).display()))),
+            Err(e) => {
+                return Err(LoopError::Config(format!(
+                    "{}: {e}",
+                    root.join(f).display()
+                )))
+            }
         }
     }
     if found == 0 && ws.file.bench.entry.is_some() {
@@ -238,7 +260,11 @@ pub fn prepare<'a>(
     let runs_dir = ws.runs_dir();
     let lock = Lock::acquire(&runs_dir, "start").map_err(LoopError::Config)?;
     if let Some((dir, state)) = store::unfinished_run(&runs_dir) {
-        let id = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let id = dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         return Err(LoopError::Config(format!(
             "run {id} was {state} before it finished, and the project may hold its files\n  hint: `tuneloop resume {id}` continues it; `tuneloop restore {id} --to best` (or `--to baseline`) puts the files back and closes it"
         )));
@@ -250,7 +276,11 @@ pub fn prepare<'a>(
     baseline_files.save(&store.dir.join("baseline").join("files"))?;
     baseline_files.save(&store.dir.join("incumbent"))?;
     let max_iterations = opts.iterations.unwrap_or(opts.policy.loop_.max_iterations);
-    let git_branch = if opts.git_commits { Some(format!("tuneloop/{}", store.id)) } else { None };
+    let git_branch = if opts.git_commits {
+        Some(format!("tuneloop/{}", store.id))
+    } else {
+        None
+    };
     Ok(Session {
         ws,
         policy: opts.policy,
@@ -296,13 +326,17 @@ pub fn resume<'a>(
     let runs_dir = ws.runs_dir();
     let lock = Lock::acquire(&runs_dir, "resume").map_err(LoopError::Config)?;
     let run: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(run_dir.join("run.json"))
-            .map_err(|e| LoopError::Config(format!("{}: {e}", run_dir.join("run.json").display())))?,
+        &std::fs::read_to_string(run_dir.join("run.json")).map_err(|e| {
+            LoopError::Config(format!("{}: {e}", run_dir.join("run.json").display()))
+        })?,
     )
     .map_err(|e| LoopError::Config(format!("{}: {e}", run_dir.join("run.json").display())))?;
     let state = run["state"].as_str().unwrap_or("");
     if state == "finished" || state == "restored" {
-        return Err(LoopError::Config(format!("run {} is {state}; nothing to resume", run_dir.display())));
+        return Err(LoopError::Config(format!(
+            "run {} is {state}; nothing to resume",
+            run_dir.display()
+        )));
     }
     let policy: Policy = serde_json::from_value(run["policy"].clone())
         .map_err(|e| LoopError::Config(format!("run.json policy: {e}")))?;
@@ -323,7 +357,9 @@ pub fn resume<'a>(
     Ok(Session {
         ws,
         policy_path: PathBuf::from(run["policy_path"].as_str().unwrap_or("")),
-        max_iterations: run["max_iterations"].as_u64().unwrap_or(policy.loop_.max_iterations as u64) as u32,
+        max_iterations: run["max_iterations"]
+            .as_u64()
+            .unwrap_or(policy.loop_.max_iterations as u64) as u32,
         policy,
         agent,
         bencher,
@@ -369,7 +405,10 @@ pub struct Recovered {
 /// Turn folders in turn order: "100" comes after "99", not after "10".
 fn sort_turn_dirs(dirs: &mut [PathBuf]) {
     dirs.sort_by_key(|d| {
-        d.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse::<u32>().ok()).unwrap_or(u32::MAX)
+        d.file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.parse::<u32>().ok())
+            .unwrap_or(u32::MAX)
     });
 }
 
@@ -395,13 +434,19 @@ pub fn best_files(run_dir: &Path, editable: &[String]) -> std::io::Result<FileSe
 impl Recovered {
     pub fn read(run_dir: &Path, editable: &[String]) -> Result<Recovered, LoopError> {
         let baseline_files = FileSet::load(&run_dir.join("baseline").join("files"), editable)
-            .map_err(|e| LoopError::Config(format!("{}: the baseline files are missing: {e}", run_dir.display())))?;
+            .map_err(|e| {
+                LoopError::Config(format!(
+                    "{}: the baseline files are missing: {e}",
+                    run_dir.display()
+                ))
+            })?;
         let mut rows: Vec<TurnRow> = Vec::new();
         let mut incumbent_files = baseline_files.clone();
         let mut incumbent_meas: Option<Measurement> = None;
         let tdir = run_dir.join("turns");
-        let mut turn_dirs: Vec<PathBuf> =
-            std::fs::read_dir(&tdir).map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect()).unwrap_or_default();
+        let mut turn_dirs: Vec<PathBuf> = std::fs::read_dir(&tdir)
+            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
         sort_turn_dirs(&mut turn_dirs);
         for d in turn_dirs {
             let Some(row) = std::fs::read_to_string(d.join("decision.json"))
@@ -413,12 +458,15 @@ impl Recovered {
                 continue;
             };
             if row.decision == Decision::Kept {
-                incumbent_files = FileSet::load(&d.join("candidate"), editable)
-                    .map_err(|e| LoopError::Config(format!("{}: kept files missing: {e}", d.display())))?;
+                incumbent_files = FileSet::load(&d.join("candidate"), editable).map_err(|e| {
+                    LoopError::Config(format!("{}: kept files missing: {e}", d.display()))
+                })?;
                 incumbent_meas = std::fs::read_to_string(d.join("bench.json"))
                     .ok()
                     .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                    .and_then(|v| serde_json::from_value::<Vec<Measurement>>(v["candidate"].clone()).ok())
+                    .and_then(|v| {
+                        serde_json::from_value::<Vec<Measurement>>(v["candidate"].clone()).ok()
+                    })
                     .and_then(|v| v.last().cloned())
                     .map(|mut m| {
                         m.data_wait_share = row.data_wait_share;
@@ -427,11 +475,18 @@ impl Recovered {
             }
             rows.push(row);
         }
-        let bench: serde_json::Value = std::fs::read_to_string(run_dir.join("baseline").join("bench.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .ok_or_else(|| LoopError::Config(format!("{}: the baseline was not measured yet; start a new run", run_dir.display())))?;
-        let base_runs: Vec<Measurement> = serde_json::from_value(bench["runs"].clone()).unwrap_or_default();
+        let bench: serde_json::Value =
+            std::fs::read_to_string(run_dir.join("baseline").join("bench.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .ok_or_else(|| {
+                    LoopError::Config(format!(
+                        "{}: the baseline was not measured yet; start a new run",
+                        run_dir.display()
+                    ))
+                })?;
+        let base_runs: Vec<Measurement> =
+            serde_json::from_value(bench["runs"].clone()).unwrap_or_default();
         let baseline_samples = sps(&base_runs);
         let baseline_share = median_share(&base_runs);
         let mut base_inc = base_runs.last().cloned().unwrap_or_default();
@@ -451,7 +506,8 @@ impl Recovered {
             baseline_share,
             incumbent: incumbent_meas.unwrap_or(base_inc),
             incumbent_sps,
-            profile_table: std::fs::read_to_string(run_dir.join("baseline").join("profile.txt")).unwrap_or_default(),
+            profile_table: std::fs::read_to_string(run_dir.join("baseline").join("profile.txt"))
+                .unwrap_or_default(),
             rows,
         })
     }
@@ -464,18 +520,26 @@ impl<'a> Session<'a> {
 
     /// tuneloop's own run folders are not the project's files.
     fn snapshot_skip(&self) -> Vec<PathBuf> {
-        std::fs::canonicalize(self.ws.runs_dir()).into_iter().collect()
+        std::fs::canonicalize(self.ws.runs_dir())
+            .into_iter()
+            .collect()
     }
 
     fn emit(&mut self, ev: Event) {
         if let Err(e) = self.store.append(&ev) {
-            (self.view)(&Event::Warning { message: format!("cannot append to events.jsonl: {e}") });
+            (self.view)(&Event::Warning {
+                message: format!("cannot append to events.jsonl: {e}"),
+            });
         }
         (self.view)(&ev);
     }
 
     fn phase(&mut self, phase: &str, turn: Option<u32>, detail: impl Into<String>) {
-        self.emit(Event::Phase { phase: phase.into(), turn, detail: detail.into() });
+        self.emit(Event::Phase {
+            phase: phase.into(),
+            turn,
+            detail: detail.into(),
+        });
     }
 
     fn write_run_json(&self, state: &str) -> std::io::Result<()> {
@@ -528,8 +592,14 @@ impl<'a> Session<'a> {
                     LoopError::Interrupted => "interrupted".to_string(),
                     other => format!("error: {other}"),
                 };
-                self.emit(Event::Stopped { reason: reason.clone() });
-                let state = if matches!(e, LoopError::Interrupted) { "interrupted" } else { "failed" };
+                self.emit(Event::Stopped {
+                    reason: reason.clone(),
+                });
+                let state = if matches!(e, LoopError::Interrupted) {
+                    "interrupted"
+                } else {
+                    "failed"
+                };
                 let _ = self.write_run_json(state);
                 if !self.baseline_samples.is_empty() {
                     let _ = self.write_report(&reason, matches!(e, LoopError::Interrupted), None);
@@ -541,7 +611,10 @@ impl<'a> Session<'a> {
 
     async fn run_inner(&mut self) -> Result<RunReport, LoopError> {
         if self.resumed {
-            self.emit(Event::RunResumed { run_id: self.store.id.clone(), completed_turns: self.rows.len() as u32 });
+            self.emit(Event::RunResumed {
+                run_id: self.store.id.clone(),
+                completed_turns: self.rows.len() as u32,
+            });
             self.write_run_json("running")?;
         } else {
             self.emit(Event::RunStarted {
@@ -549,7 +622,11 @@ impl<'a> Session<'a> {
                 project: self.root.display().to_string(),
                 agent: self.agent.name().into(),
                 policy: self.policy_path.display().to_string(),
-                world_size: if self.ws.file.bench.launcher.is_some() { self.ws.file.bench.nproc } else { 1 },
+                world_size: if self.ws.file.bench.launcher.is_some() {
+                    self.ws.file.bench.nproc
+                } else {
+                    1
+                },
             });
             self.write_run_json("running")?;
             self.baseline().await?;
@@ -562,7 +639,10 @@ impl<'a> Session<'a> {
         let mut stop_reason: Option<String> = None;
         if let Some(share) = self.baseline_share.filter(|_| self.rows.is_empty()) {
             if share < stop_below {
-                self.emit(Event::LowDataWait { share, advice: compute_side_advice() });
+                self.emit(Event::LowDataWait {
+                    share,
+                    advice: compute_side_advice(),
+                });
                 if !self.policy.loop_.force {
                     stop_reason = Some(format!(
                         "data_wait is only {:.1}% of step time at the baseline: DataLoader tuning cannot help much",
@@ -584,7 +664,9 @@ impl<'a> Session<'a> {
             }
         }
         let stop_reason = stop_reason.unwrap_or_default();
-        self.emit(Event::Stopped { reason: stop_reason.clone() });
+        self.emit(Event::Stopped {
+            reason: stop_reason.clone(),
+        });
         let final_ = self.final_measurement().await?;
         self.incumbent_files.apply(&self.root)?;
         let report = self.write_report(&stop_reason, false, final_)?;
@@ -598,12 +680,20 @@ impl<'a> Session<'a> {
         if turns_done >= self.max_iterations {
             return Some(format!("iteration limit ({}) reached", self.max_iterations));
         }
-        let streak = self.rows.iter().rev().take_while(|r| r.decision != Decision::Kept).count() as u32;
+        let streak = self
+            .rows
+            .iter()
+            .rev()
+            .take_while(|r| r.decision != Decision::Kept)
+            .count() as u32;
         if l.max_consecutive_reverts > 0 && streak >= l.max_consecutive_reverts {
             return Some(format!("{streak} turns in a row not kept"));
         }
         if l.max_total_usd > 0.0 && self.cost >= l.max_total_usd {
-            return Some(format!("cost budget spent (${:.2} of ${:.2})", self.cost, l.max_total_usd));
+            return Some(format!(
+                "cost budget spent (${:.2} of ${:.2})",
+                self.cost, l.max_total_usd
+            ));
         }
         if l.max_wall_s > 0 && self.started.elapsed().as_secs() >= l.max_wall_s {
             return Some(format!("time budget spent ({} s)", l.max_wall_s));
@@ -611,13 +701,19 @@ impl<'a> Session<'a> {
         if turns_done > 0 {
             if let Some(s) = self.incumbent.data_wait_share {
                 if s < d.stop_when_data_wait_below {
-                    return Some(format!("data_wait no longer significant ({:.1}% of step time)", s * 100.0));
+                    return Some(format!(
+                        "data_wait no longer significant ({:.1}% of step time)",
+                        s * 100.0
+                    ));
                 }
             }
         }
         if let Some(c) = self.ceiling {
             if c > 0.0 && self.incumbent_sps >= d.stop_when_ceiling_share_above * c {
-                return Some(format!("within {:.0}% of the ceiling", (1.0 - self.incumbent_sps / c) * 100.0));
+                return Some(format!(
+                    "within {:.0}% of the ceiling",
+                    (1.0 - self.incumbent_sps / c) * 100.0
+                ));
             }
         }
         None
@@ -639,7 +735,11 @@ impl<'a> Session<'a> {
         for i in 0..n {
             self.check_interrupt()?;
             self.phase("baseline", None, format!("throughput run {} of {n}", i + 1));
-            let mode = if i == 0 { Mode::ThroughputWithCeiling } else { Mode::Throughput };
+            let mode = if i == 0 {
+                Mode::ThroughputWithCeiling
+            } else {
+                Mode::Throughput
+            };
             match self.bencher.measure(mode, &self.interrupt).await {
                 Ok(m) => ms.push(m),
                 Err(BenchError::Interrupted) => return Err(LoopError::Interrupted),
@@ -647,7 +747,10 @@ impl<'a> Session<'a> {
             }
             self.bench_runs += 1;
         }
-        store::write_json(&bdir.join("bench.json"), &json!({ "profiled": prof.measurement, "runs": ms }))?;
+        store::write_json(
+            &bdir.join("bench.json"),
+            &json!({ "profiled": prof.measurement, "runs": ms }),
+        )?;
         self.baseline_samples = sps(&ms);
         self.incumbent_sps = stats::median(&self.baseline_samples);
         self.baseline_share = median_share(&ms);
@@ -673,7 +776,8 @@ impl<'a> Session<'a> {
         let tdir = self.store.turn_dir(turn);
         std::fs::create_dir_all(&tdir)?;
         // Before the agent runs: the incumbent is on disk, and the project snapshot taken.
-        self.incumbent_files.save(&self.store.dir.join("incumbent"))?;
+        self.incumbent_files
+            .save(&self.store.dir.join("incumbent"))?;
         let skip = self.snapshot_skip();
         let snapshot = ProjectSnapshot::capture(&self.root, &skip)?;
         snapshot.save(&self.store.dir.join("snapshot"))?;
@@ -682,7 +786,11 @@ impl<'a> Session<'a> {
         let view = &mut self.view;
         let store = &mut self.store;
         let mut on_tool = |tool: &str, input: &str| {
-            let ev = Event::AgentTool { turn, tool: tool.into(), input: input.into() };
+            let ev = Event::AgentTool {
+                turn,
+                tool: tool.into(),
+                input: input.into(),
+            };
             let _ = store.append(&ev);
             view(&ev);
         };
@@ -707,7 +815,10 @@ impl<'a> Session<'a> {
             &json!({ "info": rep.info, "failure": rep.failure, "summary": rep.summary, "exhausted": rep.exhausted }),
         )?;
         if !tdir.join("prompt.md").exists() {
-            std::fs::write(tdir.join("prompt.md"), format!("(builtin agent: no prompt)\n\n{}\n", rep.summary))?;
+            std::fs::write(
+                tdir.join("prompt.md"),
+                format!("(builtin agent: no prompt)\n\n{}\n", rep.summary),
+            )?;
         }
         self.emit(Event::AgentFinished {
             turn,
@@ -726,7 +837,9 @@ impl<'a> Session<'a> {
             let lost = snapshot.restore_others(&s.editable);
             s.incumbent_files.apply(&s.root)?;
             if !lost.is_empty() {
-                (s.view)(&Event::Warning { message: format!("could not restore: {}", lost.join(", ")) });
+                (s.view)(&Event::Warning {
+                    message: format!("could not restore: {}", lost.join(", ")),
+                });
             }
             Ok(())
         };
@@ -764,15 +877,28 @@ impl<'a> Session<'a> {
             self.finish_turn(row, &tdir, None)?;
             return Ok(rep.fatal.then(|| format!("the agent cannot work: {f}")));
         }
-        let mut verdict = verify::check_turn(&self.incumbent_files, &after, &others, &self.policy.loop_.knobs);
+        let mut verdict = verify::check_turn(
+            &self.incumbent_files,
+            &after,
+            &others,
+            &self.policy.loop_.knobs,
+        );
         if harness_touched {
             verdict = verify::Verdict::Rejected {
-                reason: "the measurement harness was modified (it is restored before every run)".into(),
+                reason: "the measurement harness was modified (it is restored before every run)"
+                    .into(),
                 change: "harness edit".into(),
             };
-        } else if let Some(script) = self.bencher.script_files().iter().find(|f| others.contains(f)) {
+        } else if let Some(script) = self
+            .bencher
+            .script_files()
+            .iter()
+            .find(|f| others.contains(f))
+        {
             verdict = verify::Verdict::Rejected {
-                reason: format!("the bench script {script} was modified; it is part of the measurement"),
+                reason: format!(
+                    "the bench script {script} was modified; it is part of the measurement"
+                ),
                 change: format!("edit of {script}"),
             };
         }
@@ -791,7 +917,9 @@ impl<'a> Session<'a> {
                 undo(self)?;
                 return self.finish_turn(row, &tdir, None).map(|_| None);
             }
-            verify::Verdict::OneChange { file, knob, change, .. } => {
+            verify::Verdict::OneChange {
+                file, knob, change, ..
+            } => {
                 row.change = change;
                 row.file = Some(file);
                 knob
@@ -802,17 +930,39 @@ impl<'a> Session<'a> {
         after.save(&tdir.join("candidate"))?;
         test_stall("measure");
         // Measure candidate and incumbent interleaved.
-        self.phase("measuring", Some(turn), format!("{} vs incumbent", row.change));
-        let (root, cand, inc) = (self.root.clone(), after.clone(), self.incumbent_files.clone());
+        self.phase(
+            "measuring",
+            Some(turn),
+            format!("{} vs incumbent", row.change),
+        );
+        let (root, cand, inc) = (
+            self.root.clone(),
+            after.clone(),
+            self.incumbent_files.clone(),
+        );
         let bencher = self.bencher.clone();
         let policy = self.policy.clone();
         let interrupt = self.interrupt.clone();
         let (store, view) = (&mut self.store, &mut self.view);
-        let res = measure_interleaved(&bencher, &root, &cand, &inc, &policy, None, &interrupt, |role, pair, v| {
-            let ev = Event::Measured { turn, role: role.into(), pair, samples_per_sec: v };
-            let _ = store.append(&ev);
-            view(&ev);
-        })
+        let res = measure_interleaved(
+            &bencher,
+            &root,
+            &cand,
+            &inc,
+            &policy,
+            None,
+            &interrupt,
+            |role, pair, v| {
+                let ev = Event::Measured {
+                    turn,
+                    role: role.into(),
+                    pair,
+                    samples_per_sec: v,
+                };
+                let _ = store.append(&ev);
+                view(&ev);
+            },
+        )
         .await;
         let paired = match res {
             Ok(p) => p,
@@ -845,7 +995,9 @@ impl<'a> Session<'a> {
         let data_changed = fp_inc.is_some() && fp_changed;
         if verify::DATA_PRESERVING.contains(&knob.as_str()) && data_changed {
             row.decision = Decision::Rejected;
-            row.reason = format!("the first batches changed (fingerprint differs): `{knob}` must not alter the data");
+            row.reason = format!(
+                "the first batches changed (fingerprint differs): `{knob}` must not alter the data"
+            );
         } else if knob == "preprocessing" && data_changed && !self.policy.loop_.allow_data_change {
             row.decision = Decision::Rejected;
             row.reason = "the preprocessing change altered the first batches (fingerprint differs); set [loop] allow_data_change = true to allow it".into();
@@ -872,18 +1024,28 @@ impl<'a> Session<'a> {
         // decision.json is the turn's commit point; incumbent/ follows it.
         self.finish_turn(row, &tdir, Some(&paired))?;
         if kept {
-            self.incumbent_files.save(&self.store.dir.join("incumbent"))?;
+            self.incumbent_files
+                .save(&self.store.dir.join("incumbent"))?;
             if let Some(branch) = self.git_branch.clone() {
                 let msg = format!("tuneloop {} turn {turn}: {change}", self.store.id);
-                if let Err(e) = crate::git::commit_kept(&self.root, &self.incumbent_files, &branch, &msg) {
-                    self.emit(Event::Warning { message: format!("git commit on {branch} failed: {e}") });
+                if let Err(e) =
+                    crate::git::commit_kept(&self.root, &self.incumbent_files, &branch, &msg)
+                {
+                    self.emit(Event::Warning {
+                        message: format!("git commit on {branch} failed: {e}"),
+                    });
                 }
             }
         }
         Ok(None)
     }
 
-    fn finish_turn(&mut self, row: TurnRow, tdir: &Path, paired: Option<&Paired>) -> Result<(), LoopError> {
+    fn finish_turn(
+        &mut self,
+        row: TurnRow,
+        tdir: &Path,
+        paired: Option<&Paired>,
+    ) -> Result<(), LoopError> {
         if let Some(p) = paired {
             store::write_json(
                 &tdir.join("bench.json"),
@@ -898,7 +1060,10 @@ impl<'a> Session<'a> {
     }
 
     fn diff(&self, a: &FileSet, b: &FileSet) -> String {
-        self.editable.iter().map(|f| edit::unified_diff(f, &a.text(f), &b.text(f))).collect()
+        self.editable
+            .iter()
+            .map(|f| edit::unified_diff(f, &a.text(f), &b.text(f)))
+            .collect()
     }
 
     /// Best vs baseline, interleaved: the headline speedup.
@@ -908,11 +1073,32 @@ impl<'a> Session<'a> {
         }
         self.check_interrupt()?;
         let pairs = self.policy.decision.repeats.max(3);
-        self.phase("final", None, format!("best vs baseline, {pairs} interleaved pairs"));
-        let (root, best, base) = (self.root.clone(), self.incumbent_files.clone(), self.baseline_files.clone());
-        let (bencher, policy, interrupt) = (self.bencher.clone(), self.policy.clone(), self.interrupt.clone());
-        let res =
-            measure_interleaved(&bencher, &root, &best, &base, &policy, Some(pairs), &interrupt, |_, _, _| {}).await;
+        self.phase(
+            "final",
+            None,
+            format!("best vs baseline, {pairs} interleaved pairs"),
+        );
+        let (root, best, base) = (
+            self.root.clone(),
+            self.incumbent_files.clone(),
+            self.baseline_files.clone(),
+        );
+        let (bencher, policy, interrupt) = (
+            self.bencher.clone(),
+            self.policy.clone(),
+            self.interrupt.clone(),
+        );
+        let res = measure_interleaved(
+            &bencher,
+            &root,
+            &best,
+            &base,
+            &policy,
+            Some(pairs),
+            &interrupt,
+            |_, _, _| {},
+        )
+        .await;
         self.incumbent_files.apply(&self.root)?;
         match res {
             Ok(p) => {
@@ -928,12 +1114,18 @@ impl<'a> Session<'a> {
                     speedup: p.ratio.median,
                     ci: p.ratio.ci,
                 });
-                Ok(Some((p.ratio.median, p.ratio.ci, stats::median(&p.cand_sps()))))
+                Ok(Some((
+                    p.ratio.median,
+                    p.ratio.ci,
+                    stats::median(&p.cand_sps()),
+                )))
             }
             Err(f) if matches!(f.error, BenchError::Interrupted) => Err(LoopError::Interrupted),
             Err(f) => {
                 self.bench_runs += f.runs;
-                self.emit(Event::Warning { message: format!("final measurement failed: {}", f.error.short()) });
+                self.emit(Event::Warning {
+                    message: format!("final measurement failed: {}", f.error.short()),
+                });
                 Ok(None)
             }
         }
@@ -978,7 +1170,9 @@ impl<'a> Session<'a> {
         };
         test_stall("report");
         write_report_files(&self.store.dir, &r)?;
-        self.emit(Event::ReportWritten { path: self.store.dir.join("report.md").display().to_string() });
+        self.emit(Event::ReportWritten {
+            path: self.store.dir.join("report.md").display().to_string(),
+        });
         Ok(r)
     }
 }
@@ -987,9 +1181,15 @@ impl<'a> Session<'a> {
 pub fn write_report_files(dir: &Path, r: &RunReport) -> std::io::Result<()> {
     let svg = report::render_plot_svg(r);
     store::write_atomic(&dir.join("report.json"), report::render_json(r).as_bytes())?;
-    store::write_atomic(&dir.join("report.md"), report::render_markdown(r).as_bytes())?;
+    store::write_atomic(
+        &dir.join("report.md"),
+        report::render_markdown(r).as_bytes(),
+    )?;
     store::write_atomic(&dir.join("plot.svg"), svg.as_bytes())?;
-    store::write_atomic(&dir.join("report.html"), report::render_html(r, &svg).as_bytes())?;
+    store::write_atomic(
+        &dir.join("report.html"),
+        report::render_html(r, &svg).as_bytes(),
+    )?;
     Ok(())
 }
 
@@ -1003,7 +1203,17 @@ pub async fn calibrate(
     interrupt: &Interrupt,
     on_run: impl FnMut(&'static str, u32, f64),
 ) -> Result<Paired, PairFailure> {
-    measure_interleaved(bencher, root, files, files, policy, Some(pairs), interrupt, on_run).await
+    measure_interleaved(
+        bencher,
+        root,
+        files,
+        files,
+        policy,
+        Some(pairs),
+        interrupt,
+        on_run,
+    )
+    .await
 }
 
 /// Test hook: `TUNELOOP_TEST_STALL=<point>` makes the run sleep at that point

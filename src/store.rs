@@ -79,7 +79,10 @@ impl FileSet {
     }
 
     pub fn text(&self, rel: &str) -> String {
-        self.0.get(rel).map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default()
+        self.0
+            .get(rel)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
     }
 }
 
@@ -108,9 +111,21 @@ impl RunStore {
 
     /// Opens an existing run folder to append to it (resume).
     pub fn open(dir: &Path) -> io::Result<RunStore> {
-        let events = OpenOptions::new().create(true).append(true).open(dir.join("events.jsonl"))?;
-        let id = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run").to_string();
-        Ok(RunStore { dir: dir.to_owned(), id, events, started: std::time::Instant::now() })
+        let events = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("events.jsonl"))?;
+        let id = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("run")
+            .to_string();
+        Ok(RunStore {
+            dir: dir.to_owned(),
+            id,
+            events,
+            started: std::time::Instant::now(),
+        })
     }
 
     /// Appends one event line and fsyncs it.
@@ -118,7 +133,10 @@ impl RunStore {
         let mut v = serde_json::to_value(ev).map_err(io::Error::other)?;
         if let Some(o) = v.as_object_mut() {
             o.insert("ts".into(), chrono::Local::now().to_rfc3339().into());
-            o.insert("elapsed_s".into(), serde_json::json!((self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0));
+            o.insert(
+                "elapsed_s".into(),
+                serde_json::json!((self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0),
+            );
         }
         let mut line = serde_json::to_string(&v).map_err(io::Error::other)?;
         line.push('\n');
@@ -134,7 +152,10 @@ impl RunStore {
 /// Reads every event of a run folder; a torn last line (crash mid-write) is skipped.
 pub fn read_events(dir: &Path) -> io::Result<Vec<serde_json::Value>> {
     let text = fs::read_to_string(dir.join("events.jsonl"))?;
-    Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
 }
 
 /// Run folders, oldest first (ids sort by time).
@@ -163,11 +184,17 @@ pub fn resolve_run(runs_dir: &Path, run: Option<&str>) -> Result<PathBuf, String
             if q.join("events.jsonl").exists() {
                 return Ok(q);
             }
-            Err(format!("no run `{r}` in {}; `tuneloop runs` lists them", runs_dir.display()))
+            Err(format!(
+                "no run `{r}` in {}; `tuneloop runs` lists them",
+                runs_dir.display()
+            ))
         }
-        None => list_runs(runs_dir)
-            .pop()
-            .ok_or_else(|| format!("no runs in {} yet; start one with `tuneloop start`", runs_dir.display())),
+        None => list_runs(runs_dir).pop().ok_or_else(|| {
+            format!(
+                "no runs in {} yet; start one with `tuneloop start`",
+                runs_dir.display()
+            )
+        }),
     }
 }
 
@@ -175,7 +202,8 @@ pub fn resolve_run(runs_dir: &Path, run: Option<&str>) -> Result<PathBuf, String
 /// resumed or restored): its state and folder. The project may hold its files.
 pub fn unfinished_run(runs_dir: &Path) -> Option<(PathBuf, String)> {
     list_runs(runs_dir).into_iter().rev().find_map(|d| {
-        let v: serde_json::Value = serde_json::from_str(&fs::read_to_string(d.join("run.json")).ok()?).ok()?;
+        let v: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(d.join("run.json")).ok()?).ok()?;
         match v["state"].as_str()? {
             "running" => Some((d, "killed".to_string())),
             "interrupted" => Some((d, "interrupted".to_string())),
@@ -187,7 +215,8 @@ pub fn unfinished_run(runs_dir: &Path) -> Option<(PathBuf, String)> {
 /// Sets `state` in a run's run.json.
 pub fn set_run_state(dir: &Path, state: &str) -> io::Result<()> {
     let p = dir.join("run.json");
-    let mut v: serde_json::Value = serde_json::from_str(&fs::read_to_string(&p)?).map_err(io::Error::other)?;
+    let mut v: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&p)?).map_err(io::Error::other)?;
     v["state"] = state.into();
     write_json(&p, &v)
 }
@@ -252,7 +281,10 @@ mod tests {
         let s = FileSet::capture(d.path(), &["a.py".into()]).unwrap();
         fs::write(d.path().join("a.py"), b"changed").unwrap();
         s.apply(d.path()).unwrap();
-        assert_eq!(fs::read(d.path().join("a.py")).unwrap(), b"x = 1\r\n# \xff\n");
+        assert_eq!(
+            fs::read(d.path().join("a.py")).unwrap(),
+            b"x = 1\r\n# \xff\n"
+        );
     }
 
     #[test]
@@ -271,7 +303,10 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut s = RunStore::open(d.path()).unwrap();
         s.append(&Event::Stopped { reason: "x".into() }).unwrap();
-        let mut f = OpenOptions::new().append(true).open(d.path().join("events.jsonl")).unwrap();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(d.path().join("events.jsonl"))
+            .unwrap();
         f.write_all(b"{\"event\": \"tor").unwrap();
         let ev = read_events(d.path()).unwrap();
         assert_eq!(ev.len(), 1);

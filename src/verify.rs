@@ -19,7 +19,12 @@ const MAX_FILES: usize = 20_000;
 const SKIP_DIRS: [&str; 5] = [".git", "__pycache__", ".venv", "venv", "node_modules"];
 
 /// The settings that must not change what the model is fed.
-pub const DATA_PRESERVING: [&str; 4] = ["num_workers", "pin_memory", "prefetch_factor", "persistent_workers"];
+pub const DATA_PRESERVING: [&str; 4] = [
+    "num_workers",
+    "pin_memory",
+    "prefetch_factor",
+    "persistent_workers",
+];
 
 #[derive(Clone, Debug, PartialEq)]
 struct Entry {
@@ -57,15 +62,38 @@ impl ProjectSnapshot {
                     continue;
                 }
                 let md = e.metadata()?;
-                let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().into_owned();
-                let content = if md.len() <= MAX_SNAPSHOT_FILE { std::fs::read(&path).ok() } else { None };
-                files.insert(rel, Entry { size: md.len(), modified: md.modified().ok(), content });
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap_or(&path)
+                    .to_string_lossy()
+                    .into_owned();
+                let content = if md.len() <= MAX_SNAPSHOT_FILE {
+                    std::fs::read(&path).ok()
+                } else {
+                    None
+                };
+                files.insert(
+                    rel,
+                    Entry {
+                        size: md.len(),
+                        modified: md.modified().ok(),
+                        content,
+                    },
+                );
                 if files.len() >= MAX_FILES {
-                    return Ok(ProjectSnapshot { root: root.to_owned(), skip: skip.to_vec(), files });
+                    return Ok(ProjectSnapshot {
+                        root: root.to_owned(),
+                        skip: skip.to_vec(),
+                        files,
+                    });
                 }
             }
         }
-        Ok(ProjectSnapshot { root: root.to_owned(), skip: skip.to_vec(), files })
+        Ok(ProjectSnapshot {
+            root: root.to_owned(),
+            skip: skip.to_vec(),
+            files,
+        })
     }
 
     /// Writes the snapshot to `dir` (`manifest.json` + `files/`), durably, so
@@ -77,7 +105,10 @@ impl ProjectSnapshot {
             if let Some(c) = &e.content {
                 crate::store::write_atomic(&dir.join("files").join(rel), c)?;
             }
-            let mtime = e.modified.and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok()).map(|d| d.as_nanos() as u64);
+            let mtime = e
+                .modified
+                .and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos() as u64);
             manifest.insert(rel.clone(), serde_json::json!({"size": e.size, "mtime_ns": mtime, "saved": e.content.is_some()}));
         }
         crate::store::write_json(
@@ -87,14 +118,28 @@ impl ProjectSnapshot {
     }
 
     pub fn load(dir: &Path) -> std::io::Result<ProjectSnapshot> {
-        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json"))?)?;
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json"))?)?;
         let root = PathBuf::from(v["root"].as_str().unwrap_or("."));
         let mut files = BTreeMap::new();
         if let Some(m) = v["files"].as_object() {
             for (rel, e) in m {
-                let content = if e["saved"].as_bool() == Some(true) { Some(std::fs::read(dir.join("files").join(rel))?) } else { None };
-                let modified = e["mtime_ns"].as_u64().map(|n| SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(n));
-                files.insert(rel.clone(), Entry { size: e["size"].as_u64().unwrap_or(0), modified, content });
+                let content = if e["saved"].as_bool() == Some(true) {
+                    Some(std::fs::read(dir.join("files").join(rel))?)
+                } else {
+                    None
+                };
+                let modified = e["mtime_ns"]
+                    .as_u64()
+                    .map(|n| SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(n));
+                files.insert(
+                    rel.clone(),
+                    Entry {
+                        size: e["size"].as_u64().unwrap_or(0),
+                        modified,
+                        content,
+                    },
+                );
             }
         }
         let skip = serde_json::from_value(v["skip"].clone()).unwrap_or_default();
@@ -130,7 +175,10 @@ impl ProjectSnapshot {
                 None => {
                     let _ = std::fs::remove_file(&p);
                 }
-                Some(Entry { content: Some(bytes), .. }) => {
+                Some(Entry {
+                    content: Some(bytes),
+                    ..
+                }) => {
                     if crate::store::write_atomic(&p, bytes).is_err() {
                         lost.push(rel);
                     }
@@ -146,9 +194,17 @@ impl ProjectSnapshot {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
     /// Exactly one allowed DataLoader argument changed.
-    OneChange { file: String, knob: String, change: String, line: usize },
+    OneChange {
+        file: String,
+        knob: String,
+        change: String,
+        line: usize,
+    },
     NoChange,
-    Rejected { reason: String, change: String },
+    Rejected {
+        reason: String,
+        change: String,
+    },
 }
 
 /// Compares the editable files before and after a turn, plus the rest of the project.
@@ -159,13 +215,22 @@ pub fn check_turn(
     knobs: &[String],
 ) -> Verdict {
     if !other_changes.is_empty() {
-        let list = other_changes.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        let list = other_changes
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
         return Verdict::Rejected {
             reason: format!("changed files outside the editable files: {list}"),
             change: "outside editable files".into(),
         };
     }
-    let changed: Vec<&String> = before.0.keys().filter(|k| before.0.get(*k) != after.0.get(*k)).collect();
+    let changed: Vec<&String> = before
+        .0
+        .keys()
+        .filter(|k| before.0.get(*k) != after.0.get(*k))
+        .collect();
     if changed.is_empty() {
         return Verdict::NoChange;
     }
@@ -181,15 +246,27 @@ pub fn check_turn(
             };
         }
         if let Err(e) = edit::check_syntax(&new) {
-            return Verdict::Rejected { reason: format!("{file} no longer parses: {e}"), change: format!("edit of {file}") };
+            return Verdict::Rejected {
+                reason: format!("{file} no longer parses: {e}"),
+                change: format!("edit of {file}"),
+            };
         }
-        let (Ok(s_old), Ok(s_new)) = (edit::scan_source(file, &old), edit::scan_source(file, &new)) else {
-            return Verdict::Rejected { reason: format!("{file} cannot be scanned"), change: format!("edit of {file}") };
+        let (Ok(s_old), Ok(s_new)) = (edit::scan_source(file, &old), edit::scan_source(file, &new))
+        else {
+            return Verdict::Rejected {
+                reason: format!("{file} cannot be scanned"),
+                change: format!("edit of {file}"),
+            };
         };
         // compare_sources also sees positional and `**` argument text change.
         let deltas = match edit::compare_sources(file, &old, &new) {
             Ok(d) => d,
-            Err(e) => return Verdict::Rejected { reason: format!("{file}: {e}"), change: format!("edit of {file}") },
+            Err(e) => {
+                return Verdict::Rejected {
+                    reason: format!("{file}: {e}"),
+                    change: format!("edit of {file}"),
+                }
+            }
         };
         if edit::non_call_changes(&old, &new, &s_old, &s_new) {
             if !knobs.iter().any(|k| k == "preprocessing") {
@@ -200,13 +277,20 @@ pub fn check_turn(
             }
             match preprocessing_spot(file, &old, &new, &s_new) {
                 Ok(spot) => preprocessing.push(spot),
-                Err(reason) => return Verdict::Rejected { reason, change: format!("code edit in {file}") },
+                Err(reason) => {
+                    return Verdict::Rejected {
+                        reason,
+                        change: format!("code edit in {file}"),
+                    }
+                }
             }
         }
         for d in deltas {
             if d.positional_changed || d.callee_changed || d.spread_changed {
                 return Verdict::Rejected {
-                    reason: format!("{file}: a DataLoader call's positional arguments or callee changed"),
+                    reason: format!(
+                        "{file}: a DataLoader call's positional arguments or callee changed"
+                    ),
                     change: format!("call edit in {file}"),
                 };
             }
@@ -224,7 +308,12 @@ pub fn check_turn(
             };
         }
         let (file, change, line) = preprocessing.remove(0);
-        return Verdict::OneChange { file, knob: "preprocessing".into(), change, line };
+        return Verdict::OneChange {
+            file,
+            knob: "preprocessing".into(),
+            change,
+            line,
+        };
     }
     match found.len() {
         0 => Verdict::Rejected {
@@ -262,7 +351,10 @@ fn preprocessing_spot(
 ) -> Result<(String, String, usize), String> {
     let ranges = edit::changed_ranges(old, new);
     if ranges.len() != 1 {
-        return Err(format!("{file}: {} separate code changes; one preprocessing spot per turn", ranges.len()));
+        return Err(format!(
+            "{file}: {} separate code changes; one preprocessing spot per turn",
+            ranges.len()
+        ));
     }
     let (a, b) = ranges[0];
     let funcs = edit::enclosing_functions(new, a, b).map_err(|e| format!("{file}: {e}"))?;
@@ -289,7 +381,11 @@ mod tests {
     use super::*;
 
     fn fs(src: &str) -> FileSet {
-        FileSet([("train.py".to_string(), src.as_bytes().to_vec())].into_iter().collect())
+        FileSet(
+            [("train.py".to_string(), src.as_bytes().to_vec())]
+                .into_iter()
+                .collect(),
+        )
     }
 
     fn knobs() -> Vec<String> {
@@ -302,9 +398,14 @@ mod tests {
     fn one_argument_is_one_change() {
         let after = BASE.replace("batch_size=32)", "batch_size=32, num_workers=2)");
         match check_turn(&fs(BASE), &fs(&after), &[], &knobs()) {
-            Verdict::OneChange { knob, change, line, .. } => {
+            Verdict::OneChange {
+                knob, change, line, ..
+            } => {
                 assert_eq!(knob, "num_workers");
-                assert!(change.contains("num_workers") && change.contains('2'), "{change}");
+                assert!(
+                    change.contains("num_workers") && change.contains('2'),
+                    "{change}"
+                );
                 assert_eq!(line, 2);
             }
             v => panic!("{v:?}"),
@@ -313,14 +414,25 @@ mod tests {
 
     #[test]
     fn two_arguments_batch_size_and_code_edits_are_rejected() {
-        let two = BASE.replace("batch_size=32)", "batch_size=32, num_workers=2, pin_memory=True)");
-        assert!(matches!(check_turn(&fs(BASE), &fs(&two), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("2 DataLoader arguments")));
+        let two = BASE.replace(
+            "batch_size=32)",
+            "batch_size=32, num_workers=2, pin_memory=True)",
+        );
+        assert!(
+            matches!(check_turn(&fs(BASE), &fs(&two), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("2 DataLoader arguments"))
+        );
         let bs = BASE.replace("batch_size=32", "batch_size=64");
-        assert!(matches!(check_turn(&fs(BASE), &fs(&bs), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("part of the measurement")));
+        assert!(
+            matches!(check_turn(&fs(BASE), &fs(&bs), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("part of the measurement"))
+        );
         let steps = BASE.replace("steps = 10", "steps = 5");
-        assert!(matches!(check_turn(&fs(BASE), &fs(&steps), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("outside DataLoader")));
+        assert!(
+            matches!(check_turn(&fs(BASE), &fs(&steps), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("outside DataLoader"))
+        );
         let broken = BASE.replace("batch_size=32)", "batch_size=32");
-        assert!(matches!(check_turn(&fs(BASE), &fs(&broken), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("no longer parses")));
+        assert!(
+            matches!(check_turn(&fs(BASE), &fs(&broken), &[], &knobs()), Verdict::Rejected { ref reason, .. } if reason.contains("no longer parses"))
+        );
     }
 
     const DATA: &str = "from torch.utils.data import DataLoader\n\nclass Items:\n    def __getitem__(self, i):\n        x = decode(i)\n        return x\n\n\ndef build():\n    steps = 10\n    return DataLoader(Items(), batch_size=8)\n";
@@ -329,7 +441,10 @@ mod tests {
     fn preprocessing_is_one_spot_in_the_dataset_code_when_allowed() {
         let mut k = knobs();
         let spot = DATA.replace("x = decode(i)", "x = decode_fast(i)");
-        assert!(matches!(check_turn(&fs(DATA), &fs(&spot), &[], &k), Verdict::Rejected { .. }));
+        assert!(matches!(
+            check_turn(&fs(DATA), &fs(&spot), &[], &k),
+            Verdict::Rejected { .. }
+        ));
         k.push("preprocessing".into());
         match check_turn(&fs(DATA), &fs(&spot), &[], &k) {
             Verdict::OneChange { knob, change, .. } => {
@@ -339,12 +454,19 @@ mod tests {
             v => panic!("{v:?}"),
         }
         let outside = DATA.replace("steps = 10", "steps = 5");
-        assert!(matches!(check_turn(&fs(DATA), &fs(&outside), &[], &k), Verdict::Rejected { ref reason, .. } if reason.contains("outside the dataset's code")));
+        assert!(
+            matches!(check_turn(&fs(DATA), &fs(&outside), &[], &k), Verdict::Rejected { ref reason, .. } if reason.contains("outside the dataset's code"))
+        );
         let two = spot.replace("return x", "return x  # fast");
         let two = two.replace("steps = 10", "steps = 5");
-        assert!(matches!(check_turn(&fs(DATA), &fs(&two), &[], &k), Verdict::Rejected { ref reason, .. } if reason.contains("separate")));
+        assert!(
+            matches!(check_turn(&fs(DATA), &fs(&two), &[], &k), Verdict::Rejected { ref reason, .. } if reason.contains("separate"))
+        );
         let with_arg = spot.replace("batch_size=8)", "batch_size=8, num_workers=2)");
-        assert!(matches!(check_turn(&fs(DATA), &fs(&with_arg), &[], &k), Verdict::Rejected { .. }));
+        assert!(matches!(
+            check_turn(&fs(DATA), &fs(&with_arg), &[], &k),
+            Verdict::Rejected { .. }
+        ));
     }
 
     #[test]
@@ -362,7 +484,10 @@ mod tests {
             check_turn(&fs(BASE), &fs(BASE), &["bench.py".into()], &knobs()),
             Verdict::Rejected { ref reason, .. } if reason.contains("bench.py")
         ));
-        assert_eq!(check_turn(&fs(BASE), &fs(BASE), &[], &knobs()), Verdict::NoChange);
+        assert_eq!(
+            check_turn(&fs(BASE), &fs(BASE), &[], &knobs()),
+            Verdict::NoChange
+        );
     }
 
     #[test]
@@ -375,10 +500,19 @@ mod tests {
         std::fs::write(d.path().join("new.py"), "x").unwrap();
         std::fs::write(d.path().join("train.py"), "edited").unwrap();
         let now = ProjectSnapshot::capture(d.path(), &[]).unwrap();
-        assert_eq!(snap.changes(&now, &["train.py".into()]), vec!["bench.py".to_string(), "new.py".to_string()]);
+        assert_eq!(
+            snap.changes(&now, &["train.py".into()]),
+            vec!["bench.py".to_string(), "new.py".to_string()]
+        );
         assert!(snap.restore_others(&["train.py".into()]).is_empty());
-        assert_eq!(std::fs::read_to_string(d.path().join("bench.py")).unwrap(), "b");
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("bench.py")).unwrap(),
+            "b"
+        );
         assert!(!d.path().join("new.py").exists());
-        assert_eq!(std::fs::read_to_string(d.path().join("train.py")).unwrap(), "edited");
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("train.py")).unwrap(),
+            "edited"
+        );
     }
 }

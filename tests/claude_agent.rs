@@ -835,7 +835,13 @@ fn not_logged_in_fails_the_turn_in_the_clis_words() {
     // Every later call would fail the same way: the run stops at once.
     let rep = json(&t.run.join("report.json"));
     assert_eq!(rep["turns"].as_array().unwrap().len(), 1);
-    assert!(rep["stop_reason"].as_str().unwrap().starts_with("the agent cannot work"), "{rep:#}");
+    assert!(
+        rep["stop_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("the agent cannot work"),
+        "{rep:#}"
+    );
     assert_eq!(t.row["agent"]["exit_code"], 1);
     assert_eq!(t.call["is_error"], true);
     t.assert_untouched();

@@ -24,10 +24,11 @@ fn spawn_start(ws: &Ws, stall: &str) -> Child {
 
 fn events(ws: &Ws) -> Vec<Value> {
     let runs = ws.path().join("runs");
-    let Some(dir) = std::fs::read_dir(&runs)
-        .ok()
-        .and_then(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).find(|p| p.is_dir()))
-    else {
+    let Some(dir) = std::fs::read_dir(&runs).ok().and_then(|rd| {
+        rd.filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| p.is_dir())
+    }) else {
         return vec![];
     };
     std::fs::read_to_string(dir.join("events.jsonl"))
@@ -46,8 +47,14 @@ fn kill_when(ws: &Ws, mut child: Child, what: &str, pred: impl Fn(&Value) -> boo
             std::thread::sleep(Duration::from_millis(300));
             break;
         }
-        assert!(child.try_wait().unwrap().is_none(), "the run ended before {what}");
-        assert!(t.elapsed() < Duration::from_secs(180), "timed out waiting for {what}");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before {what}"
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(180),
+            "timed out waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     child.kill().unwrap(); // SIGKILL
@@ -55,7 +62,10 @@ fn kill_when(ws: &Ws, mut child: Child, what: &str, pred: impl Fn(&Value) -> boo
 }
 
 fn kept_version(before: &str) -> String {
-    before.replace("        shuffle=True,\n", "        shuffle=True,\n        num_workers=2,\n")
+    before.replace(
+        "        shuffle=True,\n",
+        "        shuffle=True,\n        num_workers=2,\n",
+    )
 }
 
 #[test]
@@ -63,7 +73,9 @@ fn kill_during_measurement_then_start_refuses_and_resume_finishes() {
     let ws = Ws::managed(IO_BOUND_TRAIN, "", FAST_POLICY);
     let before = ws.read("train.py");
     let child = spawn_start(&ws, "measure");
-    kill_when(&ws, child, "the agent's edit", |e| e["event"] == "agent_finished");
+    kill_when(&ws, child, "the agent's edit", |e| {
+        e["event"] == "agent_finished"
+    });
     // The agent's edit is on disk, unmeasured.
     assert_eq!(ws.read("train.py"), kept_version(&before));
     // No python process of the killed run is left behind.
@@ -71,18 +83,24 @@ fn kill_during_measurement_then_start_refuses_and_resume_finishes() {
 
     let r = ws.tuneloop(&["start"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stderr.contains("tuneloop resume") && r.stderr.contains("restore"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("tuneloop resume") && r.stderr.contains("restore"),
+        "{}",
+        r.stderr
+    );
 
     let r = ws.tuneloop(&["resume"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let dir = r.run_dir();
-    let rep: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let rep: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(rep["turns"].as_array().unwrap().len(), 1, "{rep:#}");
     assert_eq!(rep["turns"][0]["decision"], "kept");
     assert_eq!(ws.read("train.py"), kept_version(&before));
     let ev = events(&ws);
     assert!(ev.iter().any(|e| e["event"] == "run_resumed"));
-    let run: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
     assert_eq!(run["state"], "finished");
 }
 
@@ -92,7 +110,9 @@ fn kill_during_the_agent_call_then_restore_to_baseline() {
     ws.write("bench_notes.txt", "untouched\n");
     let before = std::fs::read(ws.path().join("train.py")).unwrap();
     let child = spawn_start(&ws, "agent");
-    kill_when(&ws, child, "the agent phase", |e| e["event"] == "phase" && e["phase"] == "agent");
+    kill_when(&ws, child, "the agent phase", |e| {
+        e["event"] == "phase" && e["phase"] == "agent"
+    });
     let r = ws.tuneloop(&["restore", "--to", "baseline"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(std::fs::read(ws.path().join("train.py")).unwrap(), before);
@@ -110,18 +130,33 @@ fn kill_while_writing_the_report_then_resume_writes_it() {
     let ws = Ws::managed(IO_BOUND_TRAIN, "", FAST_POLICY);
     let before = ws.read("train.py");
     let child = spawn_start(&ws, "report");
-    kill_when(&ws, child, "the final measurement", |e| e["event"] == "final_measured");
-    let dir = std::fs::read_dir(ws.path().join("runs")).unwrap().filter_map(|e| e.ok()).map(|e| e.path()).find(|p| p.is_dir()).unwrap();
+    kill_when(&ws, child, "the final measurement", |e| {
+        e["event"] == "final_measured"
+    });
+    let dir = std::fs::read_dir(ws.path().join("runs"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .unwrap();
     assert!(!dir.join("report.json").exists());
     // The log is readable up to the kill.
     assert!(events(&ws).iter().any(|e| e["event"] == "turn_decided"));
     // `report` works before the resume: rebuilt from the folder, marked interrupted.
     let r = ws.tuneloop(&["report"]);
-    assert!(r.code == 0 && r.stdout.contains("**Interrupted**") && r.stdout.contains("| 1 | num_workers (default) → 2 |"), "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.code == 0
+            && r.stdout.contains("**Interrupted**")
+            && r.stdout.contains("| 1 | num_workers (default) → 2 |"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
     // resume finds every turn done: it measures the final again and writes the report.
     let r = ws.tuneloop(&["resume"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let rep: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let rep: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(rep["turns"][0]["decision"], "kept");
     assert_eq!(ws.read("train.py"), kept_version(&before));
     // restore --to baseline and --to best on the finished run.

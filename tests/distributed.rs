@@ -20,7 +20,9 @@ const LAUNCHER: &str = "launcher = \"torchrun --standalone --nproc_per_node {npr
 fn processes_mentioning(needle: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
-        let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
         if cmd.contains(needle) {
             found.push(cmd);
@@ -32,19 +34,33 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
 #[test]
 fn torchrun_two_ranks_keeps_a_change_and_leaves_no_process() {
     let _one = serial();
-    let ws = Ws::managed(IO_BOUND_TRAIN, LAUNCHER, &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 3"));
+    let ws = Ws::managed(
+        IO_BOUND_TRAIN,
+        LAUNCHER,
+        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 3"),
+    );
     let r = ws.tuneloop(&["start"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let dir = r.run_dir();
-    let run: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
     assert_eq!(run["environment"]["world_size"], 2, "{run:#}");
-    let base: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("baseline/bench.json")).unwrap()).unwrap();
+    let base: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("baseline/bench.json")).unwrap())
+            .unwrap();
     let per_rank = base["runs"][0]["per_rank"].as_array().unwrap();
     assert_eq!(per_rank.len(), 2);
     let total = base["runs"][0]["samples_per_sec"].as_f64().unwrap();
-    let sum: f64 = per_rank.iter().map(|r| r["samples_per_sec"].as_f64().unwrap()).sum();
-    assert!((total - sum).abs() < 1e-6 * total, "total {total} is not the sum over ranks {sum}");
-    let rep: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    let sum: f64 = per_rank
+        .iter()
+        .map(|r| r["samples_per_sec"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (total - sum).abs() < 1e-6 * total,
+        "total {total} is not the sum over ranks {sum}"
+    );
+    let rep: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(rep["turns"][0]["decision"], "kept", "{rep:#}");
     // 2 CPUs shared by 2 ranks: one core each, and the first step is 2 workers
     // (one worker only overlaps loading with the step).
@@ -80,11 +96,19 @@ fn a_hung_rank_is_ended_at_the_timeout_with_the_whole_group() {
         "def build():\n    import os\n    if os.environ.get('RANK') == '1':\n        time.sleep(600)\n",
     );
     let ws = Ws::managed(&train, LAUNCHER, FAST_POLICY);
-    ws.write("tuneloop.toml", &ws.read("tuneloop.toml").replace("timeout_s = 120", "timeout_s = 25"));
+    ws.write(
+        "tuneloop.toml",
+        &ws.read("tuneloop.toml")
+            .replace("timeout_s = 120", "timeout_s = 25"),
+    );
     let t = std::time::Instant::now();
     let r = ws.tuneloop(&["bench", "--repeats", "1"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
-    assert!(r.stderr.contains("ran past its limit of 25 s"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("ran past its limit of 25 s"),
+        "{}",
+        r.stderr
+    );
     assert!(t.elapsed().as_secs() < 60);
     std::thread::sleep(std::time::Duration::from_millis(500));
     let left = processes_mentioning(ws.path().to_str().unwrap());

@@ -6,7 +6,10 @@ use serde_json::Value;
 use support::*;
 
 fn json_file(p: &std::path::Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+    serde_json::from_str(
+        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -38,20 +41,37 @@ fn a_real_gain_is_kept_and_the_run_folder_is_complete() {
     }
     // The kept change stays in the file, and it is the only change.
     let after = ws.read("train.py");
-    assert_eq!(after, before.replace("        shuffle=True,\n", "        shuffle=True,\n        num_workers=2,\n"));
+    assert_eq!(
+        after,
+        before.replace(
+            "        shuffle=True,\n",
+            "        shuffle=True,\n        num_workers=2,\n"
+        )
+    );
     let rep = json_file(&dir.join("report.json"));
     assert_eq!(rep["turns"][0]["decision"], "kept", "{rep:#}");
     assert_eq!(rep["turns"][0]["change"], "num_workers (default) → 2");
     assert!(rep["speedup"].as_f64().unwrap() > 1.3, "{rep:#}");
     assert!(rep["ceiling_sps"].as_f64().unwrap() > rep["baseline_sps"].as_f64().unwrap());
-    for key in ["schema_version", "run_id", "baseline_sps", "final_sps", "stop_reason"] {
+    for key in [
+        "schema_version",
+        "run_id",
+        "baseline_sps",
+        "final_sps",
+        "stop_reason",
+    ] {
         assert!(!rep[key].is_null(), "report.json lacks {key}");
     }
     let ci = rep["turns"][0]["ratio_ci"].as_array().unwrap();
     assert!(ci[0].as_f64().unwrap() > 1.01);
     // The baseline files are saved byte for byte; the diff names the change.
-    assert_eq!(std::fs::read_to_string(dir.join("baseline/files/train.py")).unwrap(), before);
-    assert!(std::fs::read_to_string(dir.join("turns/01/diff.patch")).unwrap().contains("+        num_workers=2,"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("baseline/files/train.py")).unwrap(),
+        before
+    );
+    assert!(std::fs::read_to_string(dir.join("turns/01/diff.patch"))
+        .unwrap()
+        .contains("+        num_workers=2,"));
     // The events log is complete JSON lines in order.
     let events: Vec<Value> = std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap()
@@ -65,7 +85,11 @@ fn a_real_gain_is_kept_and_the_run_folder_is_complete() {
     assert!(!ws.path().join("tuneloop_harness.py").exists());
     assert!(dir.join("harness/tuneloop_harness.py").exists());
     // The table is printed at the end; report/runs/show read the folder.
-    assert!(r.stdout.contains("| 1 | num_workers (default) → 2 |"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("| 1 | num_workers (default) → 2 |"),
+        "{}",
+        r.stdout
+    );
     let rep_md = ws.tuneloop(&["report"]);
     assert_eq!(rep_md.code, 0);
     assert!(rep_md.stdout.contains("num_workers (default) → 2"));
@@ -78,11 +102,18 @@ fn a_real_gain_is_kept_and_the_run_folder_is_complete() {
     assert_eq!(runs[0]["turns"], 1);
     let show = ws.tuneloop(&["show", rep["run_id"].as_str().unwrap(), "1"]);
     assert_eq!(show.code, 0);
-    assert!(show.stdout.contains("+        num_workers=2,"), "{}", show.stdout);
+    assert!(
+        show.stdout.contains("+        num_workers=2,"),
+        "{}",
+        show.stdout
+    );
     let show_json = ws.tuneloop(&["show", rep["run_id"].as_str().unwrap(), "1", "--json"]);
     let turn: Value = serde_json::from_str(&show_json.stdout).unwrap();
     assert_eq!(turn["turn"], 1);
-    assert!(turn["diff"].as_str().unwrap().contains("+        num_workers=2,"));
+    assert!(turn["diff"]
+        .as_str()
+        .unwrap()
+        .contains("+        num_workers=2,"));
     // restore --to baseline puts the original bytes back, --to best the tuned ones.
     assert_eq!(ws.tuneloop(&["restore", "--to", "baseline"]).code, 0);
     assert_eq!(ws.read("train.py"), before);
@@ -117,11 +148,19 @@ def build():
 
 #[test]
 fn a_slower_change_is_reverted_byte_for_byte() {
-    let ws = Ws::managed(WORKERS_HURT_TRAIN, "", &FAST_POLICY.replace("max_iterations = 1", "max_iterations = 3"));
+    let ws = Ws::managed(
+        WORKERS_HURT_TRAIN,
+        "",
+        &FAST_POLICY.replace("max_iterations = 1", "max_iterations = 3"),
+    );
     let before = std::fs::read(ws.path().join("train.py")).unwrap();
     let r = ws.tuneloop(&["start"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    assert_eq!(std::fs::read(ws.path().join("train.py")).unwrap(), before, "reverted file differs");
+    assert_eq!(
+        std::fs::read(ws.path().join("train.py")).unwrap(),
+        before,
+        "reverted file differs"
+    );
     let rep = json_file(&r.run_dir().join("report.json"));
     assert_eq!(rep["turns"][0]["decision"], "reverted", "{rep:#}");
     assert!(rep["turns"][0]["ratio"].as_f64().unwrap() < 1.0);
@@ -164,8 +203,18 @@ fn a_turn_whose_bench_fails_is_recorded_failed_and_reverted() {
     let dir = r.run_dir();
     let rep = json_file(&dir.join("report.json"));
     assert_eq!(rep["turns"][0]["decision"], "failed", "{rep:#}");
-    assert!(rep["turns"][0]["reason"].as_str().unwrap().contains("bench failed (candidate)"), "{rep:#}");
-    assert!(std::fs::read_to_string(dir.join("turns/01/bench_error.txt")).unwrap().contains("cannot be read from a worker"));
+    assert!(
+        rep["turns"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("bench failed (candidate)"),
+        "{rep:#}"
+    );
+    assert!(
+        std::fs::read_to_string(dir.join("turns/01/bench_error.txt"))
+            .unwrap()
+            .contains("cannot be read from a worker")
+    );
 }
 
 #[test]
@@ -186,8 +235,18 @@ def build():
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let rep = json_file(&r.run_dir().join("report.json"));
     assert!(rep["turns"].as_array().unwrap().is_empty(), "{rep:#}");
-    assert!(rep["stop_reason"].as_str().unwrap().contains("cannot help much"), "{rep:#}");
-    assert!(r.stderr.contains("zero_grad(set_to_none=True)"), "{}", r.stderr);
+    assert!(
+        rep["stop_reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot help much"),
+        "{rep:#}"
+    );
+    assert!(
+        r.stderr.contains("zero_grad(set_to_none=True)"),
+        "{}",
+        r.stderr
+    );
     assert!(r.stderr.contains("cudnn.benchmark"));
 }
 
@@ -198,7 +257,11 @@ fn no_workspace_is_a_config_error_with_a_hint() {
     let ws = Ws::new();
     let r = ws.tuneloop(&["start"]);
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("no tuneloop.toml") && r.stderr.contains("tuneloop init"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no tuneloop.toml") && r.stderr.contains("tuneloop init"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -207,28 +270,56 @@ fn malformed_files_name_the_file_key_and_line() {
     ws.write("tuneloop.toml", "[project]\neditable = [\"train.py\"]\n[bench]\nentry = \"train:build\"\nsteps = \"many\"\n");
     let r = ws.tuneloop(&["start"]);
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("tuneloop.toml") && r.stderr.contains("line 5") && r.stderr.contains("steps"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("tuneloop.toml")
+            && r.stderr.contains("line 5")
+            && r.stderr.contains("steps"),
+        "{}",
+        r.stderr
+    );
 
-    let ws = Ws::managed(IO_BOUND_TRAIN, "", "[decision]\nrepeats = 3\nrepetes = 4\n[agent]\nbackend = \"gpt\"\n");
+    let ws = Ws::managed(
+        IO_BOUND_TRAIN,
+        "",
+        "[decision]\nrepeats = 3\nrepetes = 4\n[agent]\nbackend = \"gpt\"\n",
+    );
     let r = ws.tuneloop(&["start"]);
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("unknown key `decision.repetes`"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("unknown key `decision.repetes`"),
+        "{}",
+        r.stderr
+    );
     assert!(r.stderr.contains("agent.backend"), "{}", r.stderr);
 }
 
 #[test]
 fn missing_editable_file_and_missing_loader_are_config_errors() {
     let ws = Ws::managed(IO_BOUND_TRAIN, "", FAST_POLICY);
-    ws.write("tuneloop.toml", "[project]\neditable = [\"nope.py\"]\n[bench]\nentry = \"train:build\"\n");
+    ws.write(
+        "tuneloop.toml",
+        "[project]\neditable = [\"nope.py\"]\n[bench]\nentry = \"train:build\"\n",
+    );
     let r = ws.tuneloop(&["start"]);
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("nope.py") && r.stderr.contains("does not exist"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("nope.py") && r.stderr.contains("does not exist"),
+        "{}",
+        r.stderr
+    );
 
     let ws = Ws::managed("def build():\n    return {}\n", "", FAST_POLICY);
     let r = ws.tuneloop(&["start"]);
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("no DataLoader call found"), "{}", r.stderr);
-    assert!(!ws.path().join("runs").exists() || std::fs::read_dir(ws.path().join("runs")).unwrap().count() == 0);
+    assert!(
+        r.stderr.contains("no DataLoader call found"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !ws.path().join("runs").exists()
+            || std::fs::read_dir(ws.path().join("runs")).unwrap().count() == 0
+    );
 }
 
 #[test]
@@ -238,7 +329,10 @@ fn user_errors_in_build_stop_the_baseline_with_exit_3() {
         ("import not_a_module_anywhere\n", "could not import"),
         ("", "has no function 'build'"),
         ("def build():\n    return 42\n", "build() returned int"),
-        ("def build():\n    raise ValueError('boom in build')\n", "boom in build"),
+        (
+            "def build():\n    raise ValueError('boom in build')\n",
+            "boom in build",
+        ),
     ];
     for (body, expect) in cases {
         let src = format!("{loader_line}def make():\n    return DataLoader([1])\n{body}");
@@ -259,20 +353,34 @@ fn a_bench_past_its_timeout_is_killed_with_its_group() {
         "import subprocess, time\nfrom torch.utils.data import DataLoader\n\ndef build():\n    subprocess.Popen(['sh', '-c', 'sleep 4; touch {marker_s}'])\n    time.sleep(60)\n    return {{'loader': DataLoader([1])}}\n"
     );
     let ws = Ws::managed(&src, "", FAST_POLICY);
-    ws.write("tuneloop.toml", &ws.read("tuneloop.toml").replace("timeout_s = 120", "timeout_s = 3"));
+    ws.write(
+        "tuneloop.toml",
+        &ws.read("tuneloop.toml")
+            .replace("timeout_s = 120", "timeout_s = 3"),
+    );
     let t = std::time::Instant::now();
     let r = ws.tuneloop(&["bench"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
-    assert!(r.stderr.contains("ran past its limit of 3 s"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("ran past its limit of 3 s"),
+        "{}",
+        r.stderr
+    );
     assert!(t.elapsed().as_secs() < 30);
     std::thread::sleep(std::time::Duration::from_secs(5));
-    assert!(!std::path::Path::new(&marker_s).exists(), "a child of the bench outlived the timeout");
+    assert!(
+        !std::path::Path::new(&marker_s).exists(),
+        "a child of the bench outlived the timeout"
+    );
 }
 
 #[test]
 fn contract_mode_reads_the_figure_and_reports_a_missing_one() {
     let ws = Ws::new();
-    ws.write("train.py", "from torch.utils.data import DataLoader\nloader = DataLoader([1, 2], batch_size=1)\n");
+    ws.write(
+        "train.py",
+        "from torch.utils.data import DataLoader\nloader = DataLoader([1, 2], batch_size=1)\n",
+    );
     ws.write("bench_loader.py", "import os\nprint('warming up')\nprint('samples/sec: 1234.5' if not os.environ.get('NOFIG') else 'done')\n");
     ws.write(
         "tuneloop.toml",
@@ -285,7 +393,11 @@ fn contract_mode_reads_the_figure_and_reports_a_missing_one() {
     assert_eq!(v["samples_per_sec"], 1234.5);
     let r = ws.tuneloop_env(&["bench"], &[("NOFIG", "1")]);
     assert_eq!(r.code, 3);
-    assert!(r.stderr.contains("samples/sec: N") && r.stderr.contains("done"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("samples/sec: N") && r.stderr.contains("done"),
+        "{}",
+        r.stderr
+    );
 }
 
 // ---------------------------------------------------------------- init
@@ -297,15 +409,27 @@ fn init_writes_the_workspace_and_merges_claude_md_once() {
     ws.write("CLAUDE.md", "# My project\n\nKeep this line.\n");
     let r = ws.tuneloop(&["init", "--entry", "train:build"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    for f in ["tuneloop.toml", "policies/default.toml", "prompts/turn.en.md", "prompts/turn.ja.md", "runs/README.md"] {
+    for f in [
+        "tuneloop.toml",
+        "policies/default.toml",
+        "prompts/turn.en.md",
+        "prompts/turn.ja.md",
+        "runs/README.md",
+    ] {
         assert!(ws.path().join(f).is_file(), "{f}");
     }
     let toml = ws.read("tuneloop.toml");
-    assert!(toml.contains("editable = [\"train.py\"]") && toml.contains("entry = \"train:build\""), "{toml}");
+    assert!(
+        toml.contains("editable = [\"train.py\"]") && toml.contains("entry = \"train:build\""),
+        "{toml}"
+    );
     let claude = ws.read("CLAUDE.md");
     assert!(claude.starts_with("# My project\n\nKeep this line.\n"));
     assert_eq!(claude.matches("<!-- tuneloop:begin").count(), 1);
-    assert!(claude.contains("1回に変えるのは DataLoader の引数1つか") && claude.contains("Change ONE thing per turn"));
+    assert!(
+        claude.contains("1回に変えるのは DataLoader の引数1つか")
+            && claude.contains("Change ONE thing per turn")
+    );
     // A second init changes nothing and duplicates nothing.
     let r = ws.tuneloop(&["init", "--entry", "train:build"]);
     assert_eq!(r.code, 0);
@@ -323,7 +447,11 @@ fn init_without_a_bench_says_how() {
     ws.write("train.py", IO_BOUND_TRAIN);
     let r = ws.tuneloop(&["init"]);
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("--entry train:build") && r.stderr.contains("--bench-cmd"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--entry train:build") && r.stderr.contains("--bench-cmd"),
+        "{}",
+        r.stderr
+    );
 }
 
 // ---------------------------------------------------------------- scan
@@ -355,7 +483,13 @@ fn scan_finds_the_right_call_sites_in_several_kinds_of_source() {
     let sites = v.as_array().unwrap();
     let brief: Vec<(String, u64, String)> = sites
         .iter()
-        .map(|s| (s["file"].as_str().unwrap().into(), s["line"].as_u64().unwrap(), s["callee"].as_str().unwrap().into()))
+        .map(|s| {
+            (
+                s["file"].as_str().unwrap().into(),
+                s["line"].as_u64().unwrap(),
+                s["callee"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     assert_eq!(
         brief,
@@ -384,7 +518,10 @@ fn scan_finds_the_right_call_sites_in_several_kinds_of_source() {
 #[test]
 fn bench_aa_reports_the_noise_and_a_threshold() {
     let ws = Ws::new();
-    ws.write("train.py", "from torch.utils.data import DataLoader\nloader = DataLoader([1, 2], batch_size=1)\n");
+    ws.write(
+        "train.py",
+        "from torch.utils.data import DataLoader\nloader = DataLoader([1, 2], batch_size=1)\n",
+    );
     // A figure with ±5% noise from the clock: an A/A comparison must see it.
     ws.write(
         "bench_loader.py",
@@ -404,8 +541,15 @@ fn bench_aa_reports_the_noise_and_a_threshold() {
         assert!((0.85..1.18).contains(&x), "{x}");
     }
     let ci = v["ci"].as_array().unwrap();
-    let (lo, hi, med) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap(), v["median"].as_f64().unwrap());
-    assert!(lo < med && med < hi, "the interval must surround the median: {v}");
+    let (lo, hi, med) = (
+        ci[0].as_f64().unwrap(),
+        ci[1].as_f64().unwrap(),
+        v["median"].as_f64().unwrap(),
+    );
+    assert!(
+        lo < med && med < hi,
+        "the interval must surround the median: {v}"
+    );
     assert!(v["suggested_noise_threshold"].as_f64().unwrap() >= 0.005);
     assert!(r.stderr.contains("A/A calibration"), "{}", r.stderr);
 }

@@ -17,7 +17,10 @@ pub fn skip_unless_benchmarking(name: &str) -> bool {
 
 /// A size from the environment, or its default.
 pub fn env_u(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// The CPU model and core count, plus `BENCH_MACHINE` (e.g. that the box is shared).
@@ -25,9 +28,14 @@ pub fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
-        .find_map(|l| l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).to_string()))
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let note = std::env::var("BENCH_MACHINE").unwrap_or_default();
     if note.is_empty() {
         format!("{cores} cores, {model}")
@@ -52,9 +60,16 @@ pub fn replace_section(old: &str, title: &str, body: &str) -> String {
     match old.find(&head) {
         Some(start) => {
             let rest = &old[start + head.len()..];
-            let end = rest.find("\n## ").map(|i| start + head.len() + i + 1).unwrap_or(old.len());
+            let end = rest
+                .find("\n## ")
+                .map(|i| start + head.len() + i + 1)
+                .unwrap_or(old.len());
             format!("{}{}{}", &old[..start], section, &old[end..])
         }
-        None => format!("{}\n{}", old.trim_end_matches('\n').to_string() + "\n", section),
+        None => format!(
+            "{}\n{}",
+            old.trim_end_matches('\n').to_string() + "\n",
+            section
+        ),
     }
 }

@@ -3,12 +3,20 @@
 //! num_workers, pin_memory (CUDA only), prefetch_factor, persistent_workers —
 //! and edits the DataLoader call in place through the syntax tree.
 //!
-//! num_workers climbs from the CPU count the harness reports, doubling while
-//! data_wait is still a large share of the step and the last step up was
-//! kept: items that wait on storage keep gaining past the core count, CPU-bound
-//! ones stop paying at it and the first revert ends the climb. Everything it
-//! knows comes from the measurements and the history rows, so a resumed run
-//! proposes exactly what the interrupted one would have.
+//! num_workers starts at the CPU count the harness reports. From there the
+//! next count comes from the incumbent's own figures ([`LoaderModel`]): how long
+//! one worker takes to produce a batch, how long the step takes, and how much
+//! CPU loading and training use against the cores left free (other processes
+//! counted). Items that wait on storage get, in one step, about as many workers
+//! as it takes to keep up with the step, far past the core count; a loader whose
+//! CPU is the limit gets no more workers, and neither a prefetch_factor turn,
+//! which cannot create CPU either. persistent_workers is tried, before more
+//! workers, when the measurement saw epochs restart the workers, and not at all
+//! when it saw none (the measurement could not show a difference). Without those
+//! figures (contract mode, an older harness) the count doubles while data_wait
+//! stays large. The first revert ends the climb. Everything it knows comes from
+//! the measurements and the history rows, so a resumed run proposes exactly
+//! what the interrupted one would have.
 
 use std::path::Path;
 
@@ -21,6 +29,85 @@ use super::{AgentReport, TurnContext};
 
 /// Climb num_workers only while data_wait is at least this share of the step.
 const CLIMB_WHILE_DATA_WAIT_ABOVE: f64 = 0.2;
+/// Spend a turn on more workers (or on prefetching) only when the figures
+/// promise at least this speed-up: a smaller one is a close call that costs
+/// many runs to settle and is seldom kept.
+const MIN_PREDICTED_GAIN: f64 = 1.15;
+/// Workers asked for beyond the estimate: a worker too many costs little
+/// (it waits), one too few leaves the step waiting.
+const WORKER_HEADROOM: f64 = 1.25;
+
+/// What one measurement says about the loader, per timed step. Without
+/// workers, loading happens inside `next()` in the training process; with W
+/// workers that keep the step waiting, each takes W steps to produce a batch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LoaderModel {
+    /// Seconds per step now: data_wait + train_step.
+    pub step_s: f64,
+    /// The training step alone: no loader setting gets below it.
+    pub train_s: f64,
+    /// What the CPU allows: the CPU that loading and training use per step,
+    /// spread over the cores left free for this job.
+    pub cpu_s: f64,
+    /// Seconds one worker (or the training process, without workers) takes
+    /// to produce one batch.
+    pub batch_latency_s: f64,
+    /// Cores free for this job: its share of the machine, less what other
+    /// processes kept busy over the timed steps.
+    pub cores_free: f64,
+}
+
+impl LoaderModel {
+    /// `None` when the measurement lacks the figures (contract mode, an older harness).
+    pub fn of(m: &Measurement, workers: u64, cores: u64) -> Option<LoaderModel> {
+        let steps = f64::from(m.steps.filter(|&s| s > 0)?);
+        let (dw, train) = (m.data_wait_s? / steps, m.train_step_s? / steps);
+        let (load_cpu, main_cpu) = (m.loader_cpu_s?, m.main_cpu_s?);
+        let step = dw + train;
+        let wall = m.wall_s.filter(|&w| w > 0.0).unwrap_or(step * steps);
+        if step <= 0.0 || train <= 0.0 {
+            return None;
+        }
+        // Other processes' load, from the machine's busy time; under a
+        // launcher the other ranks are this job, so it is left out there.
+        let others = match (m.machine_busy_s, m.world_size.unwrap_or(1)) {
+            (Some(busy), 1) => ((busy - load_cpu - main_cpu) / wall).max(0.0),
+            _ => 0.0,
+        };
+        let cores_free = (cores as f64 - others).max(0.5);
+        Some(LoaderModel {
+            step_s: step,
+            train_s: train,
+            cpu_s: (load_cpu + main_cpu) / steps / cores_free,
+            batch_latency_s: if workers == 0 {
+                dw
+            } else {
+                workers as f64 * step
+            },
+            cores_free,
+        })
+    }
+
+    /// The fastest step any loader setting could give.
+    pub fn best_step_s(&self) -> f64 {
+        self.train_s.max(self.cpu_s)
+    }
+
+    /// How much faster the step could get with enough workers.
+    pub fn predicted_gain(&self) -> f64 {
+        self.step_s / self.best_step_s()
+    }
+
+    /// Workers that keep up with the fastest step, with some headroom.
+    pub fn workers_needed(&self) -> u64 {
+        (self.batch_latency_s / self.best_step_s() * WORKER_HEADROOM).ceil() as u64
+    }
+
+    /// Whether the CPU, not the number of workers, is what keeps the step waiting.
+    pub fn cpu_bound(&self) -> bool {
+        self.predicted_gain() < MIN_PREDICTED_GAIN
+    }
+}
 
 pub struct BuiltinAgent {
     /// The editable file holding the measured loader (from the entry's module).
@@ -48,7 +135,10 @@ impl BuiltinAgent {
     pub fn propose(&mut self, ctx: &TurnContext<'_>) -> AgentReport {
         let started = std::time::Instant::now();
         let mut report = AgentReport {
-            info: AgentInfo { backend: "builtin".into(), ..Default::default() },
+            info: AgentInfo {
+                backend: "builtin".into(),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let target = match self.find_site(ctx.project_root, &ctx.ws.file.project.editable) {
@@ -60,18 +150,28 @@ impl BuiltinAgent {
         };
         let (file, src, site) = target;
         let knobs: Vec<&str> = ctx.policy.loop_.knobs.iter().map(|s| s.as_str()).collect();
-        let Some(p) = next_proposal(ctx.incumbent, &site, ctx.history, &knobs, ctx.policy.decision.stop_when_data_wait_below)
-        else {
+        let Some(p) = next_proposal(
+            ctx.incumbent,
+            &site,
+            ctx.history,
+            &knobs,
+            ctx.policy.decision.stop_when_data_wait_below,
+        ) else {
             report.exhausted = true;
             report.summary = "no candidates left".into();
             return report;
         };
         match edit::set_kwarg(&src, &site, p.knob, Some(&p.value)) {
             Ok(new_src) => {
-                if let Err(e) = crate::store::write_atomic(&ctx.project_root.join(&file), new_src.as_bytes()) {
+                if let Err(e) =
+                    crate::store::write_atomic(&ctx.project_root.join(&file), new_src.as_bytes())
+                {
                     report.failure = Some(format!("cannot write {file}: {e}"));
                 } else {
-                    report.summary = format!("set {}={} in {file}:{} ({})", p.knob, p.value, site.line, p.why);
+                    report.summary = format!(
+                        "set {}={} in {file}:{} ({})",
+                        p.knob, p.value, site.line, p.why
+                    );
                 }
             }
             Err(e) => report.failure = Some(format!("cannot edit {file}:{}: {e}", site.line)),
@@ -83,17 +183,26 @@ impl BuiltinAgent {
 
     /// The DataLoader call to tune: the first in the entry's module, else the
     /// first in any editable file.
-    fn find_site(&self, root: &Path, editable: &[String]) -> Result<(String, String, CallSite), String> {
+    fn find_site(
+        &self,
+        root: &Path,
+        editable: &[String],
+    ) -> Result<(String, String, CallSite), String> {
         let mut order: Vec<&String> = Vec::new();
         if let Some(p) = &self.preferred_file {
             order.push(p);
         }
-        order.extend(editable.iter().filter(|f| Some(*f) != self.preferred_file.as_ref()));
+        order.extend(
+            editable
+                .iter()
+                .filter(|f| Some(*f) != self.preferred_file.as_ref()),
+        );
         for f in order {
             if !f.ends_with(".py") {
                 continue;
             }
-            let src = std::fs::read_to_string(root.join(f)).map_err(|e| format!("cannot read {f}: {e}"))?;
+            let src = std::fs::read_to_string(root.join(f))
+                .map_err(|e| format!("cannot read {f}: {e}"))?;
             let sites = edit::scan_source(f, &src).map_err(|e| format!("cannot parse {f}: {e}"))?;
             if let Some(site) = sites.into_iter().next() {
                 return Ok((f.clone(), src, site));
@@ -125,7 +234,10 @@ fn current_value(site: &CallSite, m: &Measurement, knob: &str) -> Option<String>
             other => other.to_string(),
         });
     }
-    site.kwargs.get(knob).and_then(|v| v.as_str()).map(|s| s.to_string())
+    site.kwargs
+        .get(knob)
+        .and_then(|v| v.as_str())
+        .map(|s| s.to_string())
 }
 
 /// The next setting to try, or `None` when the candidates are exhausted.
@@ -145,20 +257,78 @@ pub fn next_proposal(
     let nw: u64 = current_value(site, incumbent, "num_workers")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    let model = LoaderModel::of(incumbent, nw, cpus);
+    let persistent_proposal = || {
+        let cur = current_value(site, incumbent, "persistent_workers");
+        (knobs.contains(&"persistent_workers")
+            && cur.as_deref() != Some("True")
+            && !was_tried("persistent_workers", "True"))
+        .then(|| Proposal {
+            knob: "persistent_workers",
+            value: "True".into(),
+            why: match incumbent.epoch_starts_timed {
+                Some(n) if n > 0 => format!(
+                    "{n} epochs began during the measurement, each starting the workers again"
+                ),
+                _ => "keep workers alive across epochs instead of restarting them".into(),
+            },
+        })
+    };
+    // Workers that start again every epoch: keep them first, so that their
+    // start-up stops counting against every later count of workers.
+    if nw > 0 && incumbent.epoch_starts_timed.is_some_and(|n| n > 0) {
+        if let Some(p) = persistent_proposal() {
+            return Some(p);
+        }
+    }
 
-    if knobs.contains(&"num_workers") && share >= CLIMB_WHILE_DATA_WAIT_ABOVE.max(stop_when_data_wait_below) {
+    if knobs.contains(&"num_workers")
+        && share >= CLIMB_WHILE_DATA_WAIT_ABOVE.max(stop_when_data_wait_below)
+    {
         let last = tried.iter().rev().find(|(k, _, _)| k == "num_workers");
         let climbing = last.is_none_or(|(_, _, d)| *d == Decision::Kept);
-        // One worker only overlaps loading with the step; two is the first real gain.
-        let next = if nw == 0 { cpus.max(2) } else { nw * 2 };
         let cap = (cpus * 8).clamp(8, 64);
-        if climbing && next <= cap && !was_tried("num_workers", &next.to_string()) {
-            let why = if nw == 0 {
-                format!("data_wait is {:.0}% of the step; start at the core count ({cpus})", share * 100.0)
-            } else {
-                format!("data_wait still {:.0}% and the last step up paid", share * 100.0)
-            };
-            return Some(Proposal { knob: "num_workers", value: next.to_string(), why });
+        // One worker only overlaps loading with the step; two is the first real gain.
+        let next = match (nw, model) {
+            (0, _) => Some((
+                cpus.max(2),
+                format!(
+                    "data_wait is {:.0}% of the step; start at the core count ({cpus})",
+                    share * 100.0
+                ),
+            )),
+            (_, Some(m)) if m.cpu_bound() => None,
+            (_, Some(m)) => {
+                let need = m.workers_needed().min(cap);
+                (need > nw).then(|| {
+                    (
+                        need,
+                        format!(
+                            "data_wait is {:.0}%: a worker takes {:.0} ms per batch and the step could take {:.1} ms, so about {need} workers keep up (up to ×{:.1})",
+                            share * 100.0,
+                            m.batch_latency_s * 1e3,
+                            m.best_step_s() * 1e3,
+                            m.predicted_gain()
+                        ),
+                    )
+                })
+            }
+            (_, None) => Some((
+                nw * 2,
+                format!(
+                    "data_wait still {:.0}% and the last step up paid",
+                    share * 100.0
+                ),
+            )),
+        };
+        if let Some((next, why)) = next {
+            if climbing && next <= cap && !was_tried("num_workers", &next.to_string()) {
+                return Some(Proposal {
+                    knob: "num_workers",
+                    value: next.to_string(),
+                    why,
+                });
+            }
         }
     }
     if knobs.contains(&"pin_memory") && incumbent.is_cuda() {
@@ -172,8 +342,22 @@ pub fn next_proposal(
         }
     }
     if nw > 0 {
-        if knobs.contains(&"prefetch_factor") && share >= stop_when_data_wait_below {
-            let cur: u64 = current_value(site, incumbent, "prefetch_factor").and_then(|v| v.parse().ok()).unwrap_or(2);
+        // Prefetching more cannot create CPU: not when the CPU is the limit.
+        let cpu_bound = model.is_some_and(|m| m.cpu_bound());
+        let cur: u64 = current_value(site, incumbent, "prefetch_factor")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2);
+        // Nor when an epoch is so short that its batches are all requested at
+        // its start already: the wait left is the epoch's first batch.
+        let short_epochs = match (incumbent.epoch_starts_timed, incumbent.steps) {
+            (Some(n), Some(steps)) if n > 0 => u64::from(steps) / u64::from(n) <= nw * cur,
+            _ => false,
+        };
+        if knobs.contains(&"prefetch_factor")
+            && share >= stop_when_data_wait_below
+            && !cpu_bound
+            && !short_epochs
+        {
             let next = (cur * 2).max(4);
             if !tried.iter().any(|(k, _, _)| k == "prefetch_factor") && next <= 16 {
                 return Some(Proposal {
@@ -183,14 +367,10 @@ pub fn next_proposal(
                 });
             }
         }
-        if knobs.contains(&"persistent_workers") {
-            let cur = current_value(site, incumbent, "persistent_workers");
-            if cur.as_deref() != Some("True") && !was_tried("persistent_workers", "True") {
-                return Some(Proposal {
-                    knob: "persistent_workers",
-                    value: "True".into(),
-                    why: "keep workers alive across epochs instead of restarting them".into(),
-                });
+        // No epoch began during the measurement: it could not tell a difference.
+        if incumbent.epoch_starts_timed.is_none_or(|n| n > 0) {
+            if let Some(p) = persistent_proposal() {
+                return Some(p);
             }
         }
     }
@@ -236,7 +416,12 @@ mod tests {
         }
     }
 
-    const ALL: [&str; 4] = ["num_workers", "pin_memory", "prefetch_factor", "persistent_workers"];
+    const ALL: [&str; 4] = [
+        "num_workers",
+        "pin_memory",
+        "prefetch_factor",
+        "persistent_workers",
+    ];
 
     #[test]
     fn starts_num_workers_at_the_core_count() {
@@ -252,7 +437,11 @@ mod tests {
         let p = next_proposal(&meas(2, 0.6, false), &s, &h, &ALL, 0.1).unwrap();
         assert_eq!(p.value, "4");
         let s4 = site("DataLoader(ds, num_workers=4)\n");
-        let h2 = [h.clone(), vec![row(2, "num_workers 4 → 8", Decision::Reverted)]].concat();
+        let h2 = [
+            h.clone(),
+            vec![row(2, "num_workers 4 → 8", Decision::Reverted)],
+        ]
+        .concat();
         let p = next_proposal(&meas(4, 0.6, false), &s4, &h2, &ALL, 0.1).unwrap();
         assert_eq!(p.knob, "prefetch_factor");
     }
@@ -286,7 +475,149 @@ mod tests {
         ];
         assert_eq!(next_proposal(&meas(2, 0.5, false), &s, &h, &ALL, 0.1), None);
         let s0 = site("DataLoader(ds)\n");
-        assert_eq!(next_proposal(&meas(0, 0.9, false), &s0, &[], &["pin_memory"], 0.1), None);
+        assert_eq!(
+            next_proposal(&meas(0, 0.9, false), &s0, &[], &["pin_memory"], 0.1),
+            None
+        );
+    }
+
+    /// A measurement with the harness's loader figures, per step in ms over
+    /// 100 timed steps; `others` is the cores other processes kept busy.
+    fn figures(
+        nw: u64,
+        data_wait_ms: f64,
+        train_ms: f64,
+        load_cpu_ms: f64,
+        main_cpu_ms: f64,
+        others: f64,
+    ) -> Measurement {
+        let steps = 100.0;
+        let wall = (data_wait_ms + train_ms) * steps / 1e3;
+        let mut m = meas(nw, data_wait_ms / (data_wait_ms + train_ms), false);
+        m.steps = Some(steps as u32);
+        m.wall_s = Some(wall);
+        m.data_wait_s = Some(data_wait_ms * steps / 1e3);
+        m.train_step_s = Some(train_ms * steps / 1e3);
+        m.loader_cpu_s = Some(load_cpu_ms * steps / 1e3);
+        m.main_cpu_s = Some(main_cpu_ms * steps / 1e3);
+        m.machine_busy_s = Some((load_cpu_ms + main_cpu_ms) * steps / 1e3 + others * wall);
+        m.epoch_starts_timed = Some(0);
+        m
+    }
+
+    #[test]
+    fn the_model_reads_latency_step_and_cpu() {
+        // Two workers, 30 ms of data_wait and 5 ms of step: a worker takes 70 ms a batch.
+        let m = LoaderModel::of(&figures(2, 30.0, 5.0, 2.0, 5.5, 0.0), 2, 2).unwrap();
+        assert!((m.batch_latency_s - 0.070).abs() < 1e-9, "{m:?}");
+        assert!((m.cpu_s - 0.00375).abs() < 1e-9, "{m:?}");
+        assert!((m.best_step_s() - 0.005).abs() < 1e-9);
+        assert!((m.predicted_gain() - 7.0).abs() < 1e-9);
+        assert_eq!(m.workers_needed(), 18);
+        // Without workers, the loading time is the data_wait itself.
+        let m0 = LoaderModel::of(&figures(0, 30.0, 5.0, 2.0, 5.5, 0.0), 0, 2).unwrap();
+        assert!((m0.batch_latency_s - 0.030).abs() < 1e-9);
+        // Figures missing (contract mode, an older harness): no model.
+        assert_eq!(LoaderModel::of(&meas(2, 0.9, false), 2, 2), None);
+    }
+
+    #[test]
+    fn waiting_items_get_the_workers_that_keep_up_in_one_step() {
+        let s = site("DataLoader(ds, num_workers=2)\n");
+        let h = vec![row(1, "num_workers (default) → 2", Decision::Kept)];
+        // 18 wanted, capped at 8 per core on 2 cores.
+        let p = next_proposal(&figures(2, 30.0, 5.0, 2.0, 5.5, 0.0), &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "16"),
+            "{}",
+            p.why
+        );
+        // A smaller shortfall asks for fewer: 2 × 16 ms / 6.25 ms × 1.25 → 7.
+        let p = next_proposal(&figures(2, 11.5, 4.5, 8.0, 4.5, 0.0), &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "7"),
+            "{}",
+            p.why
+        );
+        // At the cap the climb is over; prefetching may still help.
+        let s16 = site("DataLoader(ds, num_workers=16)\n");
+        let p = next_proposal(&figures(16, 3.0, 5.0, 2.0, 5.5, 0.0), &s16, &h, &ALL, 0.1).unwrap();
+        assert_eq!(p.knob, "prefetch_factor");
+    }
+
+    #[test]
+    fn a_loader_short_of_cpu_gets_no_more_workers_and_no_prefetch_turn() {
+        // Loading takes 19 ms of CPU a step, training 4.6: on 2 cores the step
+        // cannot beat 11.8 ms, and it takes 11.5 already.
+        let s = site("DataLoader(ds, num_workers=2)\n");
+        let h = vec![row(1, "num_workers (default) → 2", Decision::Kept)];
+        let m = figures(2, 7.0, 4.5, 19.0, 4.6, 0.0);
+        assert!(LoaderModel::of(&m, 2, 2).unwrap().cpu_bound());
+        // No epoch began during the measurement either: nothing left to try.
+        assert_eq!(next_proposal(&m, &s, &h, &ALL, 0.1), None);
+    }
+
+    #[test]
+    fn cores_taken_by_other_processes_count_against_the_loader() {
+        let s = site("DataLoader(ds, num_workers=2)\n");
+        let h = vec![row(1, "num_workers (default) → 2", Decision::Kept)];
+        let alone =
+            next_proposal(&figures(2, 11.5, 4.5, 8.0, 4.5, 0.0), &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!(alone.knob, "num_workers");
+        // Others kept 1.2 of the 2 cores busy: 12.5 ms of CPU a step on 0.8 free cores.
+        let shared = figures(2, 11.5, 4.5, 8.0, 4.5, 1.2);
+        let m = LoaderModel::of(&shared, 2, 2).unwrap();
+        assert!((m.cores_free - 0.8).abs() < 1e-9, "{m:?}");
+        assert_eq!(next_proposal(&shared, &s, &h, &ALL, 0.1), None);
+    }
+
+    #[test]
+    fn workers_restarted_every_epoch_are_kept_alive_before_adding_more() {
+        let s = site("DataLoader(ds, num_workers=2)\n");
+        let h = vec![row(1, "num_workers (default) → 2", Decision::Kept)];
+        let mut m = figures(2, 30.0, 5.0, 2.0, 5.5, 0.0);
+        m.epoch_starts_timed = Some(3);
+        let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!((p.knob, p.value.as_str()), ("persistent_workers", "True"));
+        assert!(p.why.contains("3 epochs"), "{}", p.why);
+        // Once they persist, the climb goes on.
+        let sp = site("DataLoader(ds, num_workers=2, persistent_workers=True)\n");
+        let h2 = [
+            h.clone(),
+            vec![row(
+                2,
+                "persistent_workers (default) → True",
+                Decision::Kept,
+            )],
+        ]
+        .concat();
+        let p = next_proposal(&m, &sp, &h2, &ALL, 0.1).unwrap();
+        assert_eq!((p.knob, p.value.as_str()), ("num_workers", "16"));
+        // At the cap, with epochs of 25 batches (100 steps, 4 epoch starts) and
+        // 16 workers asking for 2 each, every batch is requested at the epoch's
+        // start already: no prefetch turn.
+        let s16 = site("DataLoader(ds, num_workers=16, persistent_workers=True)\n");
+        let h3 = [
+            h2.clone(),
+            vec![row(3, "num_workers 2 → 16", Decision::Kept)],
+        ]
+        .concat();
+        let mut m16 = figures(16, 3.0, 5.0, 2.0, 5.5, 0.0);
+        m16.epoch_starts_timed = Some(4);
+        assert_eq!(next_proposal(&m16, &s16, &h3, &ALL, 0.1), None);
+        // Long epochs leave room for it.
+        m16.epoch_starts_timed = Some(1);
+        assert_eq!(
+            next_proposal(&m16, &s16, &h3, &ALL, 0.1).unwrap().knob,
+            "prefetch_factor"
+        );
+        // Without workers there is nothing to keep alive: the core count first.
+        let s0 = site("DataLoader(ds)\n");
+        let mut m0 = figures(0, 30.0, 5.0, 2.0, 5.5, 0.0);
+        m0.epoch_starts_timed = Some(3);
+        assert_eq!(next_proposal(&m0, &s0, &[], &ALL, 0.1).unwrap().value, "2");
     }
 
     #[test]

@@ -83,7 +83,9 @@ impl Measurement {
         self.loader.get("num_workers").and_then(|v| v.as_u64())
     }
     pub fn is_cuda(&self) -> bool {
-        self.device.as_deref().is_some_and(|d| d.starts_with("cuda"))
+        self.device
+            .as_deref()
+            .is_some_and(|d| d.starts_with("cuda"))
     }
 }
 
@@ -133,7 +135,10 @@ impl Bencher {
             warmup: b.warmup_steps,
             timeout: Duration::from_secs(b.timeout_s.max(1)),
             harness_dir: harness_dir.to_owned(),
-            launcher: b.launcher.as_ref().map(|l| launcher_words(l, b.nproc, &ws.python())),
+            launcher: b
+                .launcher
+                .as_ref()
+                .map(|l| launcher_words(l, b.nproc, &ws.python())),
             distributed_sampler: b.distributed_sampler,
         };
         if bencher.entry.is_some() {
@@ -146,7 +151,9 @@ impl Bencher {
     /// Files of the project that a contract-mode bench command names (its
     /// script): part of the measurement, never the agent's to change.
     pub fn script_files(&self) -> Vec<String> {
-        let Some(cmd) = &self.command else { return vec![] };
+        let Some(cmd) = &self.command else {
+            return vec![];
+        };
         shell_words::split(cmd)
             .unwrap_or_default()
             .into_iter()
@@ -161,7 +168,8 @@ impl Bencher {
     /// Whether the harness on disk is no longer tuneloop's own (managed mode):
     /// an agent that reached it could falsify every measurement.
     pub fn harness_changed(&self) -> bool {
-        self.entry.is_some() && std::fs::read(self.harness_path()).ok().as_deref() != Some(HARNESS_PY.as_bytes())
+        self.entry.is_some()
+            && std::fs::read(self.harness_path()).ok().as_deref() != Some(HARNESS_PY.as_bytes())
     }
 
     /// Writes tuneloop's own harness back where it was changed.
@@ -237,22 +245,33 @@ impl Bencher {
         self.harness_dir.join("profile_table.txt")
     }
 
-    pub async fn measure(&self, mode: Mode, interrupt: &Interrupt) -> Result<Measurement, BenchError> {
+    pub async fn measure(
+        &self,
+        mode: Mode,
+        interrupt: &Interrupt,
+    ) -> Result<Measurement, BenchError> {
         // Whatever touched it, every measurement runs tuneloop's own harness.
-        self.restore_harness()
-            .map_err(|e| BenchError::Spawn { program: "harness".into(), message: e.to_string() })?;
-        let spec = self.spec(mode);
-        let out = process::run(&spec, interrupt, |_| {}).await.map_err(|e| BenchError::Spawn {
-            program: spec.program.clone(),
+        self.restore_harness().map_err(|e| BenchError::Spawn {
+            program: "harness".into(),
             message: e.to_string(),
         })?;
+        let spec = self.spec(mode);
+        let out = process::run(&spec, interrupt, |_| {})
+            .await
+            .map_err(|e| BenchError::Spawn {
+                program: spec.program.clone(),
+                message: e.to_string(),
+            })?;
         match out.ending {
             // The harness printed its result but did not exit: the figure stands.
             Ending::TimedOut if self.command.is_none() && out.stdout.contains(RESULT_PREFIX) => {
                 return parse_managed(&out.stdout, &out.stderr, &Ending::Exited(0));
             }
             Ending::TimedOut => {
-                return Err(BenchError::Timeout { limit_s: self.timeout.as_secs(), tail: tail_n(&out.stdout, &out.stderr, 60) })
+                return Err(BenchError::Timeout {
+                    limit_s: self.timeout.as_secs(),
+                    tail: tail_n(&out.stdout, &out.stderr, 60),
+                })
             }
             Ending::Interrupted => return Err(BenchError::Interrupted),
             _ => {}
@@ -267,27 +286,41 @@ impl Bencher {
     pub async fn profile(&self, interrupt: &Interrupt) -> Result<Profiled, BenchError> {
         if self.command.is_some() {
             let spec = self.spec(Mode::Profile);
-            let out = process::run(&spec, interrupt, |_| {}).await.map_err(|e| BenchError::Spawn {
-                program: spec.program.clone(),
-                message: e.to_string(),
-            })?;
+            let out =
+                process::run(&spec, interrupt, |_| {})
+                    .await
+                    .map_err(|e| BenchError::Spawn {
+                        program: spec.program.clone(),
+                        message: e.to_string(),
+                    })?;
             if matches!(out.ending, Ending::TimedOut) {
-                return Err(BenchError::Timeout { limit_s: self.timeout.as_secs(), tail: tail_n(&out.stdout, &out.stderr, 60) });
+                return Err(BenchError::Timeout {
+                    limit_s: self.timeout.as_secs(),
+                    tail: tail_n(&out.stdout, &out.stderr, 60),
+                });
             }
             let m = parse_contract(&out.stdout, &out.stderr, &out.ending)?;
-            return Ok(Profiled { measurement: m, table: out.stdout });
+            return Ok(Profiled {
+                measurement: m,
+                table: out.stdout,
+            });
         }
         let _ = std::fs::remove_file(self.table_path());
         let m = self.measure(Mode::Profile, interrupt).await?;
         let table = std::fs::read_to_string(self.table_path()).unwrap_or_default();
-        Ok(Profiled { measurement: m, table })
+        Ok(Profiled {
+            measurement: m,
+            table,
+        })
     }
 }
 
 /// Fills a launcher template. `torchrun` not on PATH is looked up next to the
 /// interpreter (a virtualenv's bin folder), where pip puts it.
 pub fn launcher_words(template: &str, nproc: u32, python: &str) -> Vec<String> {
-    let filled = template.replace("{nproc}", &nproc.to_string()).replace("{python}", python);
+    let filled = template
+        .replace("{nproc}", &nproc.to_string())
+        .replace("{python}", python);
     let mut words = shell_words::split(&filled).unwrap_or_default();
     if let Some(first) = words.first_mut() {
         if !first.contains('/') && !on_path(first) {
@@ -316,7 +349,11 @@ fn tail(stdout: &str, stderr: &str) -> String {
 fn tail_n(stdout: &str, stderr: &str, n: usize) -> String {
     let all: Vec<&str> = stdout.lines().chain(stderr.lines()).collect();
     let start = all.len().saturating_sub(n);
-    all[start..].iter().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n")
+    all[start..]
+        .iter()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn ending_text(e: &Ending) -> String {
@@ -329,7 +366,11 @@ fn ending_text(e: &Ending) -> String {
 }
 
 /// Reads the harness's `TUNELOOP_RESULT` / `TUNELOOP_ERROR` line.
-pub fn parse_managed(stdout: &str, stderr: &str, ending: &Ending) -> Result<Measurement, BenchError> {
+pub fn parse_managed(
+    stdout: &str,
+    stderr: &str,
+    ending: &Ending,
+) -> Result<Measurement, BenchError> {
     for line in stdout.lines().rev() {
         if let Some(js) = line.strip_prefix(ERROR_PREFIX) {
             let v: serde_json::Value = serde_json::from_str(js).unwrap_or_default();
@@ -341,7 +382,10 @@ pub fn parse_managed(stdout: &str, stderr: &str, ending: &Ending) -> Result<Meas
                 "bad_return" => "\n  hint: return {\"loader\": ..., \"model\": ..., \"optimizer\": ...} or {\"loader\": ..., \"step\": fn}",
                 _ => "",
             };
-            return Err(BenchError::User { kind, message: format!("{message}{hint}") });
+            return Err(BenchError::User {
+                kind,
+                message: format!("{message}{hint}"),
+            });
         }
         if let Some(js) = line.strip_prefix(RESULT_PREFIX) {
             return serde_json::from_str(js).map_err(|e| BenchError::NoFigure {
@@ -350,23 +394,40 @@ pub fn parse_managed(stdout: &str, stderr: &str, ending: &Ending) -> Result<Meas
         }
     }
     match ending {
-        Ending::Exited(0) => Err(BenchError::NoFigure { tail: tail(stdout, stderr) }),
-        e => Err(BenchError::Crashed { code: ending_text(e), tail: tail(stdout, stderr) }),
+        Ending::Exited(0) => Err(BenchError::NoFigure {
+            tail: tail(stdout, stderr),
+        }),
+        e => Err(BenchError::Crashed {
+            code: ending_text(e),
+            tail: tail(stdout, stderr),
+        }),
     }
 }
 
 /// Reads the last `samples/sec: N` line of a contract-mode script.
-pub fn parse_contract(stdout: &str, stderr: &str, ending: &Ending) -> Result<Measurement, BenchError> {
+pub fn parse_contract(
+    stdout: &str,
+    stderr: &str,
+    ending: &Ending,
+) -> Result<Measurement, BenchError> {
     if !matches!(ending, Ending::Exited(0)) {
-        return Err(BenchError::Crashed { code: ending_text(ending), tail: tail(stdout, stderr) });
+        return Err(BenchError::Crashed {
+            code: ending_text(ending),
+            tail: tail(stdout, stderr),
+        });
     }
     let figure = stdout.lines().rev().find_map(|l| {
         let rest = l.trim().strip_prefix("samples/sec:")?;
         rest.split_whitespace().next()?.parse::<f64>().ok()
     });
     match figure {
-        Some(sps) if sps.is_finite() && sps > 0.0 => Ok(Measurement { samples_per_sec: sps, ..Default::default() }),
-        _ => Err(BenchError::NoFigure { tail: tail(stdout, stderr) }),
+        Some(sps) if sps.is_finite() && sps > 0.0 => Ok(Measurement {
+            samples_per_sec: sps,
+            ..Default::default()
+        }),
+        _ => Err(BenchError::NoFigure {
+            tail: tail(stdout, stderr),
+        }),
     }
 }
 
@@ -376,7 +437,11 @@ mod tests {
 
     #[test]
     fn launcher_templates_are_filled() {
-        let w = launcher_words("torchrun --standalone --nproc_per_node {nproc}", 4, "/nowhere/bin/python");
+        let w = launcher_words(
+            "torchrun --standalone --nproc_per_node {nproc}",
+            4,
+            "/nowhere/bin/python",
+        );
         assert_eq!(w, vec!["torchrun", "--standalone", "--nproc_per_node", "4"]);
         let w = launcher_words("srun -n {nproc} {python}", 2, "/opt/py/bin/python");
         assert_eq!(w, vec!["srun", "-n", "2", "/opt/py/bin/python"]);
@@ -384,7 +449,12 @@ mod tests {
 
     #[test]
     fn contract_reads_the_last_figure() {
-        let m = parse_contract("warm\nsamples/sec: 10.5\nsamples/sec: 812.3\n", "", &Ending::Exited(0)).unwrap();
+        let m = parse_contract(
+            "warm\nsamples/sec: 10.5\nsamples/sec: 812.3\n",
+            "",
+            &Ending::Exited(0),
+        )
+        .unwrap();
         assert_eq!(m.samples_per_sec, 812.3);
     }
 

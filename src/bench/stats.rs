@@ -115,7 +115,9 @@ pub fn explain(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> String {
             p.confidence * 100.0,
             1.0 + p.noise_threshold
         ),
-        Verdict::Revert if pr.ci[1] < 1.0 => format!("slower: ratio {:.3}, CI {ci} below 1", pr.median),
+        Verdict::Revert if pr.ci[1] < 1.0 => {
+            format!("slower: ratio {:.3}, CI {ci} below 1", pr.median)
+        }
         Verdict::Revert if pr.ci[0] > 1.0 + p.noise_threshold => format!(
             "faster but under min_gain {:.0}%: ratio {:.3}, CI {ci}",
             p.min_gain * 100.0,
@@ -145,8 +147,14 @@ mod tests {
     fn interval_matches_t_table() {
         // ln ratios 0, 0.1 → mean 0.05, sd 0.0707, se 0.05, t(0.975, 1) = 12.706
         let ci = log_t_interval(&[1.0, 0.1f64.exp()], 0.95);
-        assert!((ci[0] - (0.05 - 12.706 * 0.05f64).exp()).abs() < 1e-3, "{ci:?}");
-        assert!((ci[1] - (0.05 + 12.706 * 0.05f64).exp()).abs() < 1e-2, "{ci:?}");
+        assert!(
+            (ci[0] - (0.05 - 12.706 * 0.05f64).exp()).abs() < 1e-3,
+            "{ci:?}"
+        );
+        assert!(
+            (ci[1] - (0.05 + 12.706 * 0.05f64).exp()).abs() < 1e-2,
+            "{ci:?}"
+        );
     }
 
     #[test]
@@ -186,7 +194,9 @@ mod tests {
         // pair's ratio varies by about ±6%. The rule looks after every pair.
         let mut seed = 12345u64;
         let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             1.0 + ((seed >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * 0.06
         };
         let p = pol();

@@ -30,5 +30,5 @@ pub use compare::{
 };
 pub use diff::unified_diff;
 pub use rewrite::{find_site, set_kwarg, RewriteError};
-pub use scope::{changed_ranges, enclosing_functions};
 pub use scan::{check_syntax, scan_file, scan_source, CallSite, ScanError, SyntaxError};
+pub use scope::{changed_ranges, enclosing_functions};

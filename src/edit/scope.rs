@@ -17,13 +17,18 @@ pub fn enclosing_functions(src: &str, first: usize, last: usize) -> Result<Vec<S
             continue;
         }
         if node.kind() == "function_definition" {
-            let name = node.child_by_field_name("name").map(|n| text(n, src)).unwrap_or("?");
+            let name = node
+                .child_by_field_name("name")
+                .map(|n| text(n, src))
+                .unwrap_or("?");
             let class = {
                 let mut p = node.parent();
                 let mut found = None;
                 while let Some(n) = p {
                     if n.kind() == "class_definition" {
-                        found = n.child_by_field_name("name").map(|c| text(c, src).to_string());
+                        found = n
+                            .child_by_field_name("name")
+                            .map(|c| text(c, src).to_string());
                         break;
                     }
                     if n.kind() == "function_definition" {
@@ -58,7 +63,11 @@ pub fn changed_ranges(old: &str, new: &str) -> Vec<(usize, usize)> {
             continue;
         }
         let r = op.new_range();
-        let (a, b) = if r.is_empty() { (r.start + 1, r.start + 1) } else { (r.start + 1, r.end) };
+        let (a, b) = if r.is_empty() {
+            (r.start + 1, r.start + 1)
+        } else {
+            (r.start + 1, r.end)
+        };
         match out.last_mut() {
             Some(last) if a <= last.1 + 1 => last.1 = last.1.max(b),
             _ => out.push((a, b)),
@@ -75,8 +84,14 @@ mod tests {
 
     #[test]
     fn finds_the_method_and_its_class() {
-        assert_eq!(enclosing_functions(SRC, 3, 4).unwrap(), vec!["Items.__getitem__".to_string()]);
-        assert_eq!(enclosing_functions(SRC, 8, 8).unwrap(), vec!["collate".to_string()]);
+        assert_eq!(
+            enclosing_functions(SRC, 3, 4).unwrap(),
+            vec!["Items.__getitem__".to_string()]
+        );
+        assert_eq!(
+            enclosing_functions(SRC, 8, 8).unwrap(),
+            vec!["collate".to_string()]
+        );
         assert!(enclosing_functions(SRC, 4, 8).unwrap().is_empty());
     }
 

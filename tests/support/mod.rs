@@ -7,7 +7,10 @@ use std::process::{Command, Output};
 
 pub fn python() -> String {
     std::env::var("TUNELOOP_PYTHON").unwrap_or_else(|_| {
-        format!("{}/.cache/tuneloop/venv/bin/python", std::env::var("HOME").unwrap_or_default())
+        format!(
+            "{}/.cache/tuneloop/venv/bin/python",
+            std::env::var("HOME").unwrap_or_default()
+        )
     })
 }
 
@@ -33,13 +36,18 @@ impl Run {
     /// The run folder printed on the first line of `start`.
     pub fn run_dir(&self) -> PathBuf {
         let line = self.stdout.lines().next().unwrap_or_default();
-        PathBuf::from(line.strip_prefix("run: ").unwrap_or_else(|| panic!("no run line in {:?}", self.stdout)))
+        PathBuf::from(
+            line.strip_prefix("run: ")
+                .unwrap_or_else(|| panic!("no run line in {:?}", self.stdout)),
+        )
     }
 }
 
 impl Ws {
     pub fn new() -> Ws {
-        Ws { dir: tempfile::tempdir().unwrap() }
+        Ws {
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -77,7 +85,10 @@ impl Ws {
 
     pub fn tuneloop_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         let mut c = Command::new(env!("CARGO_BIN_EXE_tuneloop"));
-        c.args(args).current_dir(self.path()).env("TUNELOOP_PYTHON", python()).env("NO_COLOR", "1");
+        c.args(args)
+            .current_dir(self.path())
+            .env("TUNELOOP_PYTHON", python())
+            .env("NO_COLOR", "1");
         for (k, v) in env {
             c.env(k, v);
         }

@@ -529,5 +529,13 @@ mod tests {
 /// account or key): the run stops instead of burning its turns.
 pub fn is_fatal(failure: &str) -> bool {
     let f = failure.to_lowercase();
-    ["not logged in", "/login", "invalid api key", "authentication", "credit balance"].iter().any(|k| f.contains(k))
+    [
+        "not logged in",
+        "/login",
+        "invalid api key",
+        "authentication",
+        "credit balance",
+    ]
+    .iter()
+    .any(|k| f.contains(k))
 }
