@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, Dataset
 
 VOCAB = 5000
 HASH_DIM = 256
-MAX_LEN = 160
+MAX_LEN = 320
 CLASSES = 4
 
 
@@ -39,7 +39,7 @@ def collate(items):
         counts = [0.0] * HASH_DIM
         for a, b in zip(toks, toks[1:]):  # hashed bigrams, pure Python
             h = (a * 1000003) ^ (b * 998244353)
-            for k in range(4):
+            for k in range(12):
                 counts[(h >> (4 * k)) % HASH_DIM] += 1.0
         feats[row] = torch.tensor(counts) / max(1, len(toks) - 1)
         ids[row, : len(toks)] = torch.tensor(toks)
@@ -51,8 +51,8 @@ def collate(items):
 class BagModel(nn.Module):
     def __init__(self):
         super().__init__()
-        self.emb = nn.Embedding(VOCAB, 64)
-        self.head = nn.Sequential(nn.Linear(64 + HASH_DIM, 128), nn.ReLU(), nn.Linear(128, CLASSES))
+        self.emb = nn.Embedding(VOCAB, 16)
+        self.head = nn.Sequential(nn.Linear(16 + HASH_DIM, 128), nn.ReLU(), nn.Linear(128, CLASSES))
 
     def forward(self, batch):
         feats, ids, mask = batch

@@ -4,9 +4,9 @@ Each item costs ``IO_LATENCY_S`` of waiting (time.sleep, as a read from remote
 storage would) and almost no CPU, so a worker spends nearly all of its time
 asleep. Workers overlap those waits: throughput keeps rising with
 ``num_workers`` well past the core count, until the loader outruns the
-training step. Best setting: many workers (about batch latency / step time,
-10-16 on any machine); prefetch_factor and persistent_workers change little
-(one epoch spans the whole measurement).
+training step. Best setting: many workers, about the batch's
+latency over the step time (70 ms / 6.5 ms: 11-16, on any machine);
+persistent_workers changes nothing (one epoch spans the whole measurement).
 """
 
 import time
@@ -37,6 +37,6 @@ def build():
         batch_size=32,
         shuffle=True,
     )
-    model = nn.Sequential(nn.Linear(FEATURES, 768), nn.ReLU(), nn.Linear(768, 768), nn.ReLU(), nn.Linear(768, CLASSES))
+    model = nn.Sequential(nn.Linear(FEATURES, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, CLASSES))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     return {"loader": loader, "model": model, "optimizer": opt}
