@@ -231,6 +231,11 @@ struct Outcome {
     same_config_as_oracle: bool,
     expectation_met: bool,
     check_runs: u32,
+    /// Cores other processes kept busy during each measurement (the harness's
+    /// machine figures): what the sweep, tuneloop and the checks ran against.
+    others_sweep: Vec<f64>,
+    others_tuneloop: Vec<f64>,
+    others_checks: Vec<f64>,
 }
 
 impl Outcome {
@@ -268,13 +273,47 @@ struct Ctx {
     intr: Interrupt,
     policy: Policy,
     pairs: u32,
+    /// Other processes' load seen by the measurements since the last `take_others`.
+    others: std::cell::RefCell<Vec<f64>>,
+}
+
+/// Cores that other processes kept busy over a measurement's timed steps.
+fn others_cores(m: &Measurement) -> Option<f64> {
+    let wall = m.wall_s.filter(|&w| w > 0.0)?;
+    Some(((m.machine_busy_s? - m.loader_cpu_s? - m.main_cpu_s?) / wall).max(0.0))
+}
+
+/// The other processes' load during tuneloop's own measurements, from its run folder.
+fn others_in_run(run_dir: &Path) -> Vec<f64> {
+    let mut files = vec![run_dir.join("baseline").join("bench.json")];
+    if let Ok(rd) = std::fs::read_dir(run_dir.join("turns")) {
+        files.extend(rd.filter_map(|e| e.ok()).map(|e| e.path().join("bench.json")));
+    }
+    let mut out = vec![];
+    for f in files {
+        let Some(v) = std::fs::read_to_string(&f).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok()) else {
+            continue;
+        };
+        for key in ["runs", "candidate", "incumbent"] {
+            let ms: Vec<Measurement> = serde_json::from_value(v[key].clone()).unwrap_or_default();
+            out.extend(ms.iter().filter_map(others_cores));
+        }
+    }
+    out
 }
 
 impl Ctx {
     fn measure(&self, b: &Bencher) -> Measurement {
-        self.rt
+        let m = self
+            .rt
             .block_on(b.measure(Mode::Throughput, &self.intr))
-            .unwrap_or_else(|e| panic!("bench failed: {e}"))
+            .unwrap_or_else(|e| panic!("bench failed: {e}"));
+        self.others.borrow_mut().extend(others_cores(&m));
+        m
+    }
+
+    fn take_others(&self) -> Vec<f64> {
+        std::mem::take(&mut *self.others.borrow_mut())
     }
 
     /// `cand` vs `inc`, `pairs` interleaved pairs: the candidate/incumbent ratios.
@@ -292,6 +331,8 @@ impl Ctx {
                 |_, _, _| {},
             ))
             .unwrap_or_else(|f| panic!("bench failed ({}): {}", f.role, f.error));
+        let seen = p.candidate.iter().chain(&p.incumbent).filter_map(others_cores);
+        self.others.borrow_mut().extend(seen);
         p.ratio.ratios.clone()
     }
 }
@@ -352,6 +393,7 @@ fn run_workload(
         ));
     }
     out.sweep_wall_s = started.elapsed().as_secs_f64();
+    out.others_sweep = ctx.take_others();
     out.sweep_configs = configs.len();
     out.sweep = configs
         .iter()
@@ -412,6 +454,7 @@ fn run_workload(
         serde_json::from_str(&std::fs::read_to_string(run_dir.join("report.json")).unwrap())
             .unwrap();
     out.tuneloop_runs = rep["bench_runs"].as_u64().unwrap_or(0);
+    out.others_tuneloop = others_in_run(&run_dir);
     out.baseline_sps = rep["baseline_sps"].as_f64().unwrap_or(0.0);
     out.final_sps = rep["final_sps"].as_f64().unwrap_or(0.0);
     out.ceiling_sps = rep["ceiling_sps"].as_f64();
@@ -486,6 +529,7 @@ fn run_workload(
     files(&base_src).apply(&root).unwrap();
     log(&format!("final / oracle: {:.3}", out.final_share_of_oracle));
 
+    out.others_checks = ctx.take_others();
     let kept_any = !out.kept.is_empty();
     out.expectation_met = match expect {
         Expect::Gain => kept_any,
@@ -501,6 +545,14 @@ fn fmt_s(s: f64) -> String {
     } else {
         format!("{s:.1} s")
     }
+}
+
+/// "median / highest" of the cores other processes kept busy.
+fn load(v: &[f64]) -> String {
+    if v.is_empty() {
+        return "–".into();
+    }
+    format!("{:.1} / {:.1}", stats::median(v), v.iter().cloned().fold(0.0, f64::max))
 }
 
 fn render(
@@ -600,7 +652,9 @@ fn render(
          interleaved, median of the paired ratios (1 exactly when tuneloop ended on the oracle's configuration). \"time share\" is \
          tuneloop's wall time (the whole `tuneloop start`, baseline, turns and final measurement) over the sweep's. \"final / ceiling\" is \
          tuneloop's final throughput over the step alone fed an in-memory batch. A kept change reproduces when, measured again against the \
-         state it was kept over, the median ratio is above 1.\n\nWhat tuneloop did:\n\n| workload | turns (change: decision ×ratio, runs) | stop reason |\n|---|---|---|\n",
+         state it was kept over, the median ratio is above 1.\n\nWhat tuneloop did, and the load other processes put on the machine meanwhile (cores they kept busy during the timed steps, \
+         median and highest, from the harness's machine figures; – where the harness had none):\n\n\
+         | workload | turns (change: decision ×ratio, runs) | stop reason | others' load: sweep | tuneloop | checks |\n|---|---|---|---|---|---|\n",
     );
     for o in outs {
         let turns: Vec<String> = o
@@ -617,14 +671,17 @@ fn render(
             })
             .collect();
         md.push_str(&format!(
-            "| {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} |\n",
             o.workload,
             if turns.is_empty() {
                 "(none)".to_string()
             } else {
                 turns.join("; ")
             },
-            o.stop_reason.replace('|', "/")
+            o.stop_reason.replace('|', "/"),
+            load(&o.others_sweep),
+            load(&o.others_tuneloop),
+            load(&o.others_checks),
         ));
     }
     md
@@ -686,6 +743,7 @@ fn main() {
         intr: Interrupt::new(),
         policy: Policy::default(),
         pairs,
+        others: Default::default(),
     };
     let started = Instant::now();
     let json_path = repo.join("bench/tuner.json");
