@@ -287,11 +287,17 @@ fn others_cores(m: &Measurement) -> Option<f64> {
 fn others_in_run(run_dir: &Path) -> Vec<f64> {
     let mut files = vec![run_dir.join("baseline").join("bench.json")];
     if let Ok(rd) = std::fs::read_dir(run_dir.join("turns")) {
-        files.extend(rd.filter_map(|e| e.ok()).map(|e| e.path().join("bench.json")));
+        files.extend(
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path().join("bench.json")),
+        );
     }
     let mut out = vec![];
     for f in files {
-        let Some(v) = std::fs::read_to_string(&f).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok()) else {
+        let Some(v) = std::fs::read_to_string(&f)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        else {
             continue;
         };
         for key in ["runs", "candidate", "incumbent"] {
@@ -331,7 +337,11 @@ impl Ctx {
                 |_, _, _| {},
             ))
             .unwrap_or_else(|f| panic!("bench failed ({}): {}", f.role, f.error));
-        let seen = p.candidate.iter().chain(&p.incumbent).filter_map(others_cores);
+        let seen = p
+            .candidate
+            .iter()
+            .chain(&p.incumbent)
+            .filter_map(others_cores);
         self.others.borrow_mut().extend(seen);
         p.ratio.ratios.clone()
     }
@@ -552,7 +562,11 @@ fn load(v: &[f64]) -> String {
     if v.is_empty() {
         return "–".into();
     }
-    format!("{:.1} / {:.1}", stats::median(v), v.iter().cloned().fold(0.0, f64::max))
+    format!(
+        "{:.1} / {:.1}",
+        stats::median(v),
+        v.iter().cloned().fold(0.0, f64::max)
+    )
 }
 
 fn render(
