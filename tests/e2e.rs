@@ -226,7 +226,10 @@ from torch.utils.data import DataLoader, TensorDataset
 
 def build():
     ds = TensorDataset(torch.randn(512, 256), torch.randint(0, 4, (512,)))
-    model = nn.Sequential(*[nn.Linear(256, 256) for _ in range(12)], nn.Linear(256, 4))
+    # Wide layers so a step costs tens of milliseconds against well under one
+    # for the batch: data_wait stays a small share even on a loaded box.
+    model = nn.Sequential(nn.Linear(256, 1024), *[nn.Linear(1024, 1024) for _ in range(8)],
+                          nn.Linear(1024, 4))
     return {"loader": DataLoader(ds, batch_size=64), "model": model,
             "optimizer": torch.optim.SGD(model.parameters(), lr=0.01)}
 "#;
