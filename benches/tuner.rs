@@ -23,10 +23,12 @@
 //!    ratio is "final / oracle" (1 when both are the same configuration).
 //!
 //! `make bench-tuner` (or `cargo bench --bench tuner`). Env: TL_TUNER_ONLY
-//! (comma-separated workload names), TL_SWEEP_REPEATS, TL_SWEEP_WORKERS,
+//! (comma-separated workload names: those are run again, and the others keep
+//! the figures last recorded under the same label), TL_SWEEP_REPEATS, TL_SWEEP_WORKERS,
 //! TL_CHECK_PAIRS, TL_TUNER_LABEL (names the results section, e.g. "before"),
 //! TL_TUNELOOP_BIN (another tuneloop binary, e.g. an older build),
-//! TL_KEEP_TMP=1 (keep the temporary workspaces). Writes bench/tuner.json
+//! TL_KEEP_TMP=1 (keep the temporary workspaces), TL_TUNER_NOTE (a sentence
+//! for the section's first paragraph). Writes bench/tuner.json
 //! (after every workload, so a crash loses nothing) and the "Tuner vs
 //! exhaustive sweep — {label}" section of bench/RESULTS.md.
 
@@ -36,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tuneloop::bench::stats;
 use tuneloop::bench::{Bencher, Measurement, Mode};
@@ -183,7 +185,7 @@ fn sweep_configs(workers: &[u32], cuda: bool) -> Vec<Config> {
     out
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct SweepPoint {
     config: String,
     samples: Vec<f64>,
@@ -191,7 +193,7 @@ struct SweepPoint {
     data_wait_share: Option<f64>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct KeptCheck {
     turn: u64,
     change: String,
@@ -203,7 +205,8 @@ struct KeptCheck {
     reproduced: bool,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 struct Outcome {
     workload: String,
     expect: String,
@@ -236,6 +239,8 @@ struct Outcome {
     others_sweep: Vec<f64>,
     others_tuneloop: Vec<f64>,
     others_checks: Vec<f64>,
+    /// Wall time of the whole workload: sweep, tuneloop and checks.
+    total_s: f64,
 }
 
 impl Outcome {
@@ -540,6 +545,7 @@ fn run_workload(
     log(&format!("final / oracle: {:.3}", out.final_share_of_oracle));
 
     out.others_checks = ctx.take_others();
+    out.total_s = t0.elapsed().as_secs_f64();
     let kept_any = !out.kept.is_empty();
     out.expectation_met = match expect {
         Expect::Gain => kept_any,
@@ -759,10 +765,19 @@ fn main() {
         pairs,
         others: Default::default(),
     };
-    let started = Instant::now();
     let json_path = repo.join("bench/tuner.json");
-    let mut outs = Vec::new();
+    // With TL_TUNER_ONLY, the other workloads' figures stay as this label last recorded them.
+    let mut outs: Vec<Outcome> = if only.is_some() {
+        std::fs::read_to_string(&json_path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .and_then(|v| serde_json::from_value(v[&label]["workloads"].clone()).ok())
+            .unwrap_or_default()
+    } else {
+        vec![]
+    };
     for name in &names {
+        outs.retain(|o| &o.workload != name);
         outs.push(run_workload(
             &ctx,
             name,
@@ -772,6 +787,7 @@ fn main() {
             &workers,
             repeats,
         ));
+        outs.sort_by(|a, b| a.workload.cmp(&b.workload));
         // After every workload: a crash later loses nothing.
         let mut all: serde_json::Map<String, Value> = std::fs::read_to_string(&json_path)
             .ok()
@@ -788,14 +804,8 @@ fn main() {
         )
         .unwrap();
     }
-    let md = render(
-        &outs,
-        &label,
-        &note,
-        repeats,
-        pairs,
-        started.elapsed().as_secs_f64(),
-    );
+    let total_s = outs.iter().map(|o| o.total_s).sum();
+    let md = render(&outs, &label, &note, repeats, pairs, total_s);
     common::write_section(
         &repo.join("bench/RESULTS.md"),
         &format!("Tuner vs exhaustive sweep — {label}"),

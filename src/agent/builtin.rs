@@ -46,6 +46,9 @@ pub struct LoaderModel {
     pub step_s: f64,
     /// The training step alone: no loader setting gets below it.
     pub train_s: f64,
+    /// With workers, the training thread's CPU inside `next()` (receiving a
+    /// batch from a worker): part of data_wait however many workers there are.
+    pub fetch_s: f64,
     /// What the CPU allows: the CPU that loading and training use per step,
     /// spread over the cores left free for this job.
     pub cpu_s: f64,
@@ -75,9 +78,15 @@ impl LoaderModel {
             _ => 0.0,
         };
         let cores_free = (cores as f64 - others).max(0.5);
+        let fetch = if workers == 0 {
+            0.0
+        } else {
+            m.fetch_cpu_s.unwrap_or(0.0) / steps
+        };
         Some(LoaderModel {
             step_s: step,
             train_s: train,
+            fetch_s: fetch,
             cpu_s: (load_cpu + main_cpu) / steps / cores_free,
             batch_latency_s: if workers == 0 {
                 dw
@@ -90,7 +99,7 @@ impl LoaderModel {
 
     /// The fastest step any loader setting could give.
     pub fn best_step_s(&self) -> f64 {
-        self.train_s.max(self.cpu_s)
+        (self.train_s + self.fetch_s).max(self.cpu_s)
     }
 
     /// How much faster the step could get with enough workers.
@@ -103,8 +112,10 @@ impl LoaderModel {
         (self.batch_latency_s / self.best_step_s() * WORKER_HEADROOM).ceil() as u64
     }
 
-    /// Whether the CPU, not the number of workers, is what keeps the step waiting.
-    pub fn cpu_bound(&self) -> bool {
+    /// Whether no loader setting can make the step much faster: what keeps
+    /// it waiting is the CPU, or the training process's own work, not the
+    /// number of workers.
+    pub fn saturated(&self) -> bool {
         self.predicted_gain() < MIN_PREDICTED_GAIN
     }
 }
@@ -297,10 +308,11 @@ pub fn next_proposal(
                     share * 100.0
                 ),
             )),
-            (_, Some(m)) if m.cpu_bound() => None,
+            (_, Some(m)) if m.saturated() => None,
             (_, Some(m)) => {
                 let need = m.workers_needed().min(cap);
-                (need > nw).then(|| {
+                // A few workers more than now is a close call, seldom worth its runs.
+                (need as f64 >= nw as f64 * MIN_PREDICTED_GAIN).then(|| {
                     (
                         need,
                         format!(
@@ -342,8 +354,9 @@ pub fn next_proposal(
         }
     }
     if nw > 0 {
-        // Prefetching more cannot create CPU: not when the CPU is the limit.
-        let cpu_bound = model.is_some_and(|m| m.cpu_bound());
+        // Prefetching more cannot create CPU, nor speed up the training
+        // process: not when either is the limit.
+        let saturated = model.is_some_and(|m| m.saturated());
         let cur: u64 = current_value(site, incumbent, "prefetch_factor")
             .and_then(|v| v.parse().ok())
             .unwrap_or(2);
@@ -355,7 +368,7 @@ pub fn next_proposal(
         };
         if knobs.contains(&"prefetch_factor")
             && share >= stop_when_data_wait_below
-            && !cpu_bound
+            && !saturated
             && !short_epochs
         {
             let next = (cur * 2).max(4);
@@ -554,9 +567,43 @@ mod tests {
         let s = site("DataLoader(ds, num_workers=2)\n");
         let h = vec![row(1, "num_workers (default) → 2", Decision::Kept)];
         let m = figures(2, 7.0, 4.5, 19.0, 4.6, 0.0);
-        assert!(LoaderModel::of(&m, 2, 2).unwrap().cpu_bound());
+        assert!(LoaderModel::of(&m, 2, 2).unwrap().saturated());
         // No epoch began during the measurement either: nothing left to try.
         assert_eq!(next_proposal(&m, &s, &h, &ALL, 0.1), None);
+    }
+
+    #[test]
+    fn receiving_batches_counts_against_the_step_not_the_workers() {
+        // 16 workers; the step takes 7.1 ms, of which training 6.4 and
+        // receiving the batch in next() 0.6 of CPU: data_wait is 10% but no
+        // number of workers, nor a deeper prefetch, removes it.
+        let s = site("DataLoader(ds, num_workers=16)\n");
+        let h = vec![row(1, "num_workers 2 → 16", Decision::Kept)];
+        let mut m = figures(16, 0.7, 6.4, 3.0, 6.5, 0.0);
+        m.fetch_cpu_s = Some(0.6 * 100.0 / 1e3);
+        let model = LoaderModel::of(&m, 16, 2).unwrap();
+        assert!((model.best_step_s() - 0.007).abs() < 1e-9, "{model:?}");
+        assert!(model.saturated());
+        assert_eq!(next_proposal(&m, &s, &h, &ALL, 0.1), None);
+        // Without workers the same CPU is the loading itself, not a floor.
+        let m0 = LoaderModel::of(&m, 0, 2).unwrap();
+        assert_eq!(m0.fetch_s, 0.0);
+    }
+
+    #[test]
+    fn a_few_more_workers_are_not_worth_a_turn() {
+        // 15 workers would want 18, but the cap (16 on 2 cores) leaves one
+        // more: under ×1.15, a close call. Prefetching instead.
+        let s = site("DataLoader(ds, num_workers=15)\n");
+        let h = vec![row(1, "num_workers 2 → 15", Decision::Kept)];
+        let m = figures(15, 1.5, 6.0, 2.0, 6.0, 0.0);
+        let model = LoaderModel::of(&m, 15, 2).unwrap();
+        assert!(!model.saturated(), "{model:?}");
+        assert!(model.workers_needed() > 16, "{model:?}");
+        assert_eq!(
+            next_proposal(&m, &s, &h, &ALL, 0.1).unwrap().knob,
+            "prefetch_factor"
+        );
     }
 
     #[test]

@@ -375,7 +375,8 @@ def main():
     loader_cpu = LoaderCpu()
     main_cpu_start = None
     busy_start = None
-    inline_load_cpu = 0.0  # num_workers=0: loading runs inside next() in this thread
+    fetch_cpu = 0.0  # this thread's CPU inside next(): the loading itself without workers,
+    # receiving a batch from a worker with them
     with ctx as prof:
         for i in range(total_steps):
             if i == args.warmup:
@@ -413,7 +414,7 @@ def main():
             if i >= args.warmup:
                 seen += bs
                 data_wait += t1 - t0
-                inline_load_cpu += c1 - c0
+                fetch_cpu += c1 - c0
                 train_step += t2 - t1
             if profiling:
                 prof.step()
@@ -428,9 +429,9 @@ def main():
     if workers > 0:
         worker_cpu = loader_cpu.end(it)
     else:
-        worker_cpu = inline_load_cpu if main_cpu is not None else None
+        worker_cpu = fetch_cpu if main_cpu is not None else None
         if main_cpu is not None:
-            main_cpu = max(0.0, main_cpu - inline_load_cpu)
+            main_cpu = max(0.0, main_cpu - fetch_cpu)
     del it  # shut the workers down before the ceiling run
 
     if profiling and args.table_out:
@@ -467,6 +468,7 @@ def main():
         "epoch_starts_timed": epoch_starts_timed,
         "loader_cpu_s": worker_cpu,
         "main_cpu_s": main_cpu,
+        "fetch_cpu_s": fetch_cpu if main_cpu is not None else None,
         "machine_busy_s": machine_busy,
         "device": str(job.device),
         "torch_version": torch.__version__,

@@ -72,6 +72,10 @@ pub struct Measurement {
     /// CPU seconds of the training process over the timed steps, loading excluded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub main_cpu_s: Option<f64>,
+    /// CPU seconds of the training thread inside `next()` over the timed steps:
+    /// the loading itself without workers; receiving the batches with them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch_cpu_s: Option<f64>,
     /// CPU seconds the whole machine was busy over the timed steps, every
     /// process counted: on a shared machine, the cores others took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
