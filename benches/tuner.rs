@@ -588,7 +588,7 @@ fn render(
         "Machine: {}. {note}Each figure is one benchmark invocation (`make bench-tuner`, label \"{label}\", {:.0} min in all): \
          the sweep measured every configuration {repeats} times (medians; round-robin over the configurations), \
          tuneloop ran with its default policy, and the checks used {pairs} interleaved pairs. \
-         Other work shared the machine at times, so single figures carry a few percent of noise (more under load).\n\n",
+         Single figures carry a few percent of noise on this machine (more under load).\n\n",
         common::machine(),
         total_s / 60.0
     ));

@@ -10,7 +10,10 @@
 //! counted). Items that wait on storage get, in one step, about as many workers
 //! as it takes to keep up with the step, far past the core count; a loader whose
 //! CPU is the limit gets no more workers, and neither a prefetch_factor turn,
-//! which cannot create CPU either. persistent_workers is tried, before more
+//! which cannot create CPU either. A count within the headroom of the present
+//! one is not worth a turn. prefetch_factor is tried only when the wait comes as
+//! stalls (the median step waits far less than the mean), not when every step
+//! waits alike (the workers' rate is the limit). persistent_workers is tried, before more
 //! workers, when the measurement saw epochs restart the workers, and not at all
 //! when it saw none (the measurement could not show a difference). Without those
 //! figures (contract mode, an older harness) the count doubles while data_wait
@@ -33,6 +36,9 @@ const CLIMB_WHILE_DATA_WAIT_ABOVE: f64 = 0.2;
 /// promise at least this speed-up: a smaller one is a close call that costs
 /// many runs to settle and is seldom kept.
 const MIN_PREDICTED_GAIN: f64 = 1.15;
+/// The step waits steadily when its median data_wait is at least this share
+/// of the mean: no few long stalls for a deeper prefetch to absorb.
+const STEADY_WAIT: f64 = 0.5;
 /// Workers asked for beyond the estimate: a worker too many costs little
 /// (it waits), one too few leaves the step waiting.
 const WORKER_HEADROOM: f64 = 1.25;
@@ -311,8 +317,11 @@ pub fn next_proposal(
             (_, Some(m)) if m.saturated() => None,
             (_, Some(m)) => {
                 let need = m.workers_needed().min(cap);
-                // A few workers more than now is a close call, seldom worth its runs.
-                (need as f64 >= nw as f64 * MIN_PREDICTED_GAIN).then(|| {
+                // The count now was itself chosen with that headroom (or is
+                // the core count): wanting less than the headroom more is the
+                // estimate moving within its own margin, a close call that
+                // costs many runs to settle and is seldom kept.
+                (need as f64 >= nw as f64 * WORKER_HEADROOM).then(|| {
                     (
                         need,
                         format!(
@@ -366,10 +375,24 @@ pub fn next_proposal(
             (Some(n), Some(steps)) if n > 0 => u64::from(steps) / u64::from(n) <= nw * cur,
             _ => false,
         };
+        // Nor when the step waits steadily: then the workers' rate is the
+        // limit, and a deeper queue does not raise it. Prefetching absorbs
+        // stalls (most steps wait little, a few wait long).
+        let steady = match (
+            incumbent.data_wait_step_median_s,
+            incumbent.data_wait_s,
+            incumbent.steps,
+        ) {
+            (Some(med), Some(dw), Some(steps)) if steps > 0 => {
+                med >= STEADY_WAIT * dw / f64::from(steps)
+            }
+            _ => false,
+        };
         if knobs.contains(&"prefetch_factor")
             && share >= stop_when_data_wait_below
             && !saturated
             && !short_epochs
+            && !steady
         {
             let next = (cur * 2).max(4);
             if !tried.iter().any(|(k, _, _)| k == "prefetch_factor") && next <= 16 {
@@ -588,6 +611,50 @@ mod tests {
         // Without workers the same CPU is the loading itself, not a floor.
         let m0 = LoaderModel::of(&m, 0, 2).unwrap();
         assert_eq!(m0.fetch_s, 0.0);
+    }
+
+    #[test]
+    fn wanting_less_than_the_headroom_more_workers_ends_the_climb() {
+        // Measured on the tuner benchmark's io_latency: 13 workers kept, the
+        // figures then wanted 16 (under 13 × 1.25); that turn took 16 runs
+        // to revert at ×1.03.
+        let s = site("DataLoader(ds, num_workers=13)\n");
+        let h = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            row(2, "num_workers 2 → 13", Decision::Kept),
+        ];
+        let m = figures(13, 1.6, 5.0, 3.0, 5.0, 0.0);
+        let model = LoaderModel::of(&m, 13, 2).unwrap();
+        // 22 by the figures, 16 at the cap on 2 cores.
+        assert_eq!(model.workers_needed(), 22, "{model:?}");
+        assert!(!model.saturated(), "{model:?}");
+        let p = next_proposal(&m, &s, &h, &ALL, 0.1);
+        assert_ne!(p.map(|p| p.knob), Some("num_workers"));
+        // From the core count, twice as many is well past the headroom: tried.
+        let s2 = site("DataLoader(ds, num_workers=2)\n");
+        let h2 = vec![row(1, "num_workers (default) → 2", Decision::Kept)];
+        let p = next_proposal(&figures(2, 2.0, 5.0, 2.0, 5.0, 0.0), &s2, &h2, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "4"),
+            "{}",
+            p.why
+        );
+    }
+
+    #[test]
+    fn prefetching_is_tried_for_stalls_not_for_steady_waiting() {
+        // 16 workers (the cap), data_wait 3 ms a step on average.
+        let s = site("DataLoader(ds, num_workers=16)\n");
+        let h = vec![row(1, "num_workers 2 → 16", Decision::Kept)];
+        let mut m = figures(16, 3.0, 5.0, 2.0, 5.5, 0.0);
+        // Every step waits about the same: the workers' rate is the limit.
+        m.data_wait_step_median_s = Some(0.0028);
+        assert_eq!(next_proposal(&m, &s, &h, &ALL, 0.1), None);
+        // Most steps wait nothing and a few wait long: a deeper queue helps.
+        m.data_wait_step_median_s = Some(0.0002);
+        let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!((p.knob, p.value.as_str()), ("prefetch_factor", "4"));
     }
 
     #[test]

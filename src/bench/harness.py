@@ -28,6 +28,7 @@ import importlib
 import json
 import os
 import signal
+import statistics
 import sys
 import time
 import traceback
@@ -182,6 +183,7 @@ class Distributed:
         total["samples"] = sum(r["samples"] for r in everyone)
         total["data_wait_share"] = slowest["data_wait_share"]
         total["slowest_rank"] = slowest["rank"]
+        total["data_wait_step_median_s"] = slowest["data_wait_step_median_s"]
         if all(r["ceiling_sps"] for r in everyone):
             total["ceiling_sps"] = sum(r["ceiling_sps"] for r in everyone)
         total["world_size"] = self.world
@@ -375,6 +377,7 @@ def main():
     loader_cpu = LoaderCpu()
     main_cpu_start = None
     busy_start = None
+    step_waits = []  # each timed step's data_wait: steady waiting, or a few long stalls?
     fetch_cpu = 0.0  # this thread's CPU inside next(): the loading itself without workers,
     # receiving a batch from a worker with them
     with ctx as prof:
@@ -414,6 +417,7 @@ def main():
             if i >= args.warmup:
                 seen += bs
                 data_wait += t1 - t0
+                step_waits.append(t1 - t0)
                 fetch_cpu += c1 - c0
                 train_step += t2 - t1
             if profiling:
@@ -469,6 +473,7 @@ def main():
         "loader_cpu_s": worker_cpu,
         "main_cpu_s": main_cpu,
         "fetch_cpu_s": fetch_cpu if main_cpu is not None else None,
+        "data_wait_step_median_s": statistics.median(step_waits) if step_waits else None,
         "machine_busy_s": machine_busy,
         "device": str(job.device),
         "torch_version": torch.__version__,

@@ -76,6 +76,11 @@ pub struct Measurement {
     /// the loading itself without workers; receiving the batches with them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetch_cpu_s: Option<f64>,
+    /// The median timed step's data_wait, in seconds: near the mean when the
+    /// step waits steadily (the loader's rate is the limit), near zero when
+    /// the wait comes as a few long stalls (what a deeper prefetch absorbs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_wait_step_median_s: Option<f64>,
     /// CPU seconds the whole machine was busy over the timed steps, every
     /// process counted: on a shared machine, the cores others took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
