@@ -15,7 +15,9 @@
 //! stalls (the median step waits far less than the mean), not when every step
 //! waits alike (the workers' rate is the limit). persistent_workers is tried, before more
 //! workers, when the measurement saw epochs restart the workers, and not at all
-//! when it saw none (the measurement could not show a difference). Without those
+//! when it saw none (the measurement could not show a difference); reverted
+//! at a few workers, it is tried once more after the count has doubled (each
+//! epoch restarts them all, so the saving grows with their number). Without those
 //! figures (contract mode, an older harness) the count doubles while data_wait
 //! stays large. The first revert ends the climb. Everything it knows comes from
 //! the measurements and the history rows, so a resumed run proposes exactly
@@ -242,6 +244,48 @@ fn tried(history: &[TurnRow]) -> Vec<(String, String, Decision)> {
         .collect()
 }
 
+/// Whether persistent_workers, reverted before, deserves another turn: each
+/// epoch starts every worker again, so what keeping them alive saves grows
+/// with their number. Once the count has at least doubled since that turn
+/// (2 → 16 after a revert at 2, say), the old verdict says little.
+fn persistent_worth_again(history: &[TurnRow], nw: u64) -> bool {
+    let knob = |r: &TurnRow| r.change.split_whitespace().next().unwrap_or("").to_string();
+    let Some(at) = history
+        .iter()
+        .rposition(|r| knob(r) == "persistent_workers" && r.decision != Decision::Kept)
+    else {
+        return false;
+    };
+    // "num_workers 2 → 16": the count before (2) and after (16); "(default)" is 0.
+    let count = |s: &str| -> Option<u64> {
+        let s = s.trim();
+        if s == "(default)" {
+            Some(0)
+        } else {
+            s.parse().ok()
+        }
+    };
+    let parts = |r: &TurnRow| -> Option<(Option<u64>, Option<u64>)> {
+        let rest = r.change.strip_prefix("num_workers ")?;
+        let (from, to) = rest.split_once('→')?;
+        Some((count(from), count(to)))
+    };
+    // The count when it was tried: set by the last kept change before it, or
+    // else what the first change after it started from.
+    let then = history[..at]
+        .iter()
+        .rev()
+        .filter(|r| r.decision == Decision::Kept)
+        .find_map(|r| parts(r).map(|(_, to)| to))
+        .or_else(|| {
+            history[at + 1..]
+                .iter()
+                .find_map(|r| parts(r).map(|(from, _)| from))
+        })
+        .flatten();
+    then.is_some_and(|w| nw >= 2 * w.max(1))
+}
+
 fn current_value(site: &CallSite, m: &Measurement, knob: &str) -> Option<String> {
     if let Some(v) = m.loader.get(knob) {
         return Some(match v {
@@ -279,7 +323,7 @@ pub fn next_proposal(
         let cur = current_value(site, incumbent, "persistent_workers");
         (knobs.contains(&"persistent_workers")
             && cur.as_deref() != Some("True")
-            && !was_tried("persistent_workers", "True"))
+            && (!was_tried("persistent_workers", "True") || persistent_worth_again(history, nw)))
         .then(|| Proposal {
             knob: "persistent_workers",
             value: "True".into(),
@@ -655,6 +699,57 @@ mod tests {
         m.data_wait_step_median_s = Some(0.0002);
         let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
         assert_eq!((p.knob, p.value.as_str()), ("prefetch_factor", "4"));
+    }
+
+    #[test]
+    fn persistent_workers_reverted_at_few_workers_is_tried_again_at_many() {
+        // The demo: keeping 2 workers alive saved ×1.026 (reverted, under
+        // min_gain); at 16 workers every epoch restarts eight times as many.
+        let h = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            row(2, "persistent_workers (default) → True", Decision::Reverted),
+            row(3, "num_workers 2 → 16", Decision::Kept),
+        ];
+        let s16 = site("DataLoader(ds, num_workers=16)\n");
+        let mut m = figures(16, 3.0, 5.0, 2.0, 5.5, 0.0);
+        m.epoch_starts_timed = Some(3);
+        let p = next_proposal(&m, &s16, &h, &ALL, 0.1).unwrap();
+        assert_eq!((p.knob, p.value.as_str()), ("persistent_workers", "True"));
+        // Tried and reverted at 16 as well: not a third time.
+        let h2 = [
+            h.clone(),
+            vec![row(
+                4,
+                "persistent_workers (default) → True",
+                Decision::Reverted,
+            )],
+        ]
+        .concat();
+        assert_ne!(
+            next_proposal(&m, &s16, &h2, &ALL, 0.1).map(|p| p.knob),
+            Some("persistent_workers")
+        );
+        // Not when the count grew by less than double (2 → 3).
+        let h3 = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            row(2, "persistent_workers (default) → True", Decision::Reverted),
+            row(3, "num_workers 2 → 3", Decision::Kept),
+        ];
+        let s3 = site("DataLoader(ds, num_workers=3)\n");
+        let mut m3 = figures(3, 3.0, 5.0, 2.0, 5.5, 0.0);
+        m3.epoch_starts_timed = Some(3);
+        assert_ne!(
+            next_proposal(&m3, &s3, &h3, &ALL, 0.1).map(|p| p.knob),
+            Some("persistent_workers")
+        );
+        // Workers set in the file (4) and reverted there: the count before
+        // comes from the first num_workers change after it.
+        let h4 = vec![
+            row(1, "persistent_workers (default) → True", Decision::Reverted),
+            row(2, "num_workers 4 → 16", Decision::Kept),
+        ];
+        let p = next_proposal(&m, &s16, &h4, &ALL, 0.1).unwrap();
+        assert_eq!(p.knob, "persistent_workers");
     }
 
     #[test]
