@@ -231,15 +231,27 @@ impl BuiltinAgent {
     }
 }
 
-/// What was tried: (knob, value written, decision), from the history rows'
-/// one-line changes ("num_workers 0 → 4").
-fn tried(history: &[TurnRow]) -> Vec<(String, String, Decision)> {
+/// One history row's change, read back from its one-line form
+/// ("num_workers (default) → 4": knob, value before, value written).
+struct Tried {
+    knob: String,
+    from: String,
+    to: String,
+    decision: Decision,
+}
+
+fn tried(history: &[TurnRow]) -> Vec<Tried> {
     history
         .iter()
         .filter_map(|r| {
-            let knob = r.change.split_whitespace().next()?.to_string();
-            let value = r.change.rsplit("→ ").next()?.trim().to_string();
-            Some((knob, value, r.decision))
+            let (head, to) = r.change.split_once('→')?;
+            let (knob, from) = head.trim().split_once(' ')?;
+            Some(Tried {
+                knob: knob.to_string(),
+                from: from.trim().to_string(),
+                to: to.trim().to_string(),
+                decision: r.decision,
+            })
         })
         .collect()
 }
@@ -248,41 +260,35 @@ fn tried(history: &[TurnRow]) -> Vec<(String, String, Decision)> {
 /// epoch starts every worker again, so what keeping them alive saves grows
 /// with their number. Once the count has at least doubled since that turn
 /// (2 → 16 after a revert at 2, say), the old verdict says little.
-fn persistent_worth_again(history: &[TurnRow], nw: u64) -> bool {
-    let knob = |r: &TurnRow| r.change.split_whitespace().next().unwrap_or("").to_string();
-    let Some(at) = history
+fn persistent_worth_again(tried: &[Tried], nw: u64) -> bool {
+    let Some(at) = tried
         .iter()
-        .rposition(|r| knob(r) == "persistent_workers" && r.decision != Decision::Kept)
+        .rposition(|t| t.knob == "persistent_workers" && t.decision != Decision::Kept)
     else {
         return false;
     };
-    // "num_workers 2 → 16": the count before (2) and after (16); "(default)" is 0.
-    let count = |s: &str| -> Option<u64> {
-        let s = s.trim();
-        if s == "(default)" {
+    let count = |v: &str| {
+        if v == "(default)" {
             Some(0)
         } else {
-            s.parse().ok()
+            v.parse::<u64>().ok()
         }
     };
-    let parts = |r: &TurnRow| -> Option<(Option<u64>, Option<u64>)> {
-        let rest = r.change.strip_prefix("num_workers ")?;
-        let (from, to) = rest.split_once('→')?;
-        Some((count(from), count(to)))
-    };
+    let workers = |t: &&Tried| t.knob == "num_workers";
     // The count when it was tried: set by the last kept change before it, or
     // else what the first change after it started from.
-    let then = history[..at]
+    let then = match tried[..at]
         .iter()
         .rev()
-        .filter(|r| r.decision == Decision::Kept)
-        .find_map(|r| parts(r).map(|(_, to)| to))
-        .or_else(|| {
-            history[at + 1..]
-                .iter()
-                .find_map(|r| parts(r).map(|(from, _)| from))
-        })
-        .flatten();
+        .filter(|t| t.decision == Decision::Kept)
+        .find(workers)
+    {
+        Some(t) => count(&t.to),
+        None => tried[at + 1..]
+            .iter()
+            .find(workers)
+            .and_then(|t| count(&t.from)),
+    };
     then.is_some_and(|w| nw >= 2 * w.max(1))
 }
 
@@ -310,7 +316,7 @@ pub fn next_proposal(
     stop_when_data_wait_below: f64,
 ) -> Option<Proposal> {
     let tried = tried(history);
-    let was_tried = |k: &str, v: &str| tried.iter().any(|(tk, tv, _)| tk == k && tv == v);
+    let was_tried = |k: &str, v: &str| tried.iter().any(|t| t.knob == k && t.to == v);
     // Ranks share the machine's cores: each rank's loader gets its share.
     let ranks = incumbent.world_size.unwrap_or(1).max(1) as u64;
     let cpus = (incumbent.cpu_count.unwrap_or(1).max(1) as u64 / ranks).max(1);
@@ -323,7 +329,7 @@ pub fn next_proposal(
         let cur = current_value(site, incumbent, "persistent_workers");
         (knobs.contains(&"persistent_workers")
             && cur.as_deref() != Some("True")
-            && (!was_tried("persistent_workers", "True") || persistent_worth_again(history, nw)))
+            && (!was_tried("persistent_workers", "True") || persistent_worth_again(&tried, nw)))
         .then(|| Proposal {
             knob: "persistent_workers",
             value: "True".into(),
@@ -346,8 +352,8 @@ pub fn next_proposal(
     if knobs.contains(&"num_workers")
         && share >= CLIMB_WHILE_DATA_WAIT_ABOVE.max(stop_when_data_wait_below)
     {
-        let last = tried.iter().rev().find(|(k, _, _)| k == "num_workers");
-        let climbing = last.is_none_or(|(_, _, d)| *d == Decision::Kept);
+        let last = tried.iter().rev().find(|t| t.knob == "num_workers");
+        let climbing = last.is_none_or(|t| t.decision == Decision::Kept);
         let cap = (cpus * 8).clamp(8, 64);
         // One worker only overlaps loading with the step; two is the first real gain.
         let next = match (nw, model) {
@@ -439,7 +445,7 @@ pub fn next_proposal(
             && !steady
         {
             let next = (cur * 2).max(4);
-            if !tried.iter().any(|(k, _, _)| k == "prefetch_factor") && next <= 16 {
+            if !tried.iter().any(|t| t.knob == "prefetch_factor") && next <= 16 {
                 return Some(Proposal {
                     knob: "prefetch_factor",
                     value: next.to_string(),
