@@ -178,12 +178,13 @@ class Distributed:
         if self.rank != 0:
             return None
         slowest = max(everyone, key=lambda r: r["data_wait_share"])
+        # Rank 0's own timings (data_wait_s, its median step wait, …) stay together;
+        # the totals and the slowest share are set below.
         total = dict(everyone[0])
         total["samples_per_sec"] = sum(r["samples_per_sec"] for r in everyone)
         total["samples"] = sum(r["samples"] for r in everyone)
         total["data_wait_share"] = slowest["data_wait_share"]
         total["slowest_rank"] = slowest["rank"]
-        total["data_wait_step_median_s"] = slowest["data_wait_step_median_s"]
         if all(r["ceiling_sps"] for r in everyone):
             total["ceiling_sps"] = sum(r["ceiling_sps"] for r in everyone)
         total["world_size"] = self.world
