@@ -282,12 +282,6 @@ struct Ctx {
     others: std::cell::RefCell<Vec<f64>>,
 }
 
-/// Cores that other processes kept busy over a measurement's timed steps.
-fn others_cores(m: &Measurement) -> Option<f64> {
-    let wall = m.wall_s.filter(|&w| w > 0.0)?;
-    Some(((m.machine_busy_s? - m.loader_cpu_s? - m.main_cpu_s?) / wall).max(0.0))
-}
-
 /// The other processes' load during tuneloop's own measurements, from its run folder.
 fn others_in_run(run_dir: &Path) -> Vec<f64> {
     let mut files = vec![run_dir.join("baseline").join("bench.json")];
@@ -307,7 +301,7 @@ fn others_in_run(run_dir: &Path) -> Vec<f64> {
         };
         for key in ["runs", "candidate", "incumbent"] {
             let ms: Vec<Measurement> = serde_json::from_value(v[key].clone()).unwrap_or_default();
-            out.extend(ms.iter().filter_map(others_cores));
+            out.extend(ms.iter().filter_map(Measurement::others_cores));
         }
     }
     out
@@ -319,7 +313,7 @@ impl Ctx {
             .rt
             .block_on(b.measure(Mode::Throughput, &self.intr))
             .unwrap_or_else(|e| panic!("bench failed: {e}"));
-        self.others.borrow_mut().extend(others_cores(&m));
+        self.others.borrow_mut().extend(m.others_cores());
         m
     }
 
@@ -346,7 +340,7 @@ impl Ctx {
             .candidate
             .iter()
             .chain(&p.incumbent)
-            .filter_map(others_cores);
+            .filter_map(Measurement::others_cores);
         self.others.borrow_mut().extend(seen);
         p.ratio.ratios.clone()
     }

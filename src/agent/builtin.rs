@@ -75,14 +75,13 @@ impl LoaderModel {
         let (dw, train) = (m.data_wait_s? / steps, m.train_step_s? / steps);
         let (load_cpu, main_cpu) = (m.loader_cpu_s?, m.main_cpu_s?);
         let step = dw + train;
-        let wall = m.wall_s.filter(|&w| w > 0.0).unwrap_or(step * steps);
         if step <= 0.0 || train <= 0.0 {
             return None;
         }
         // Other processes' load, from the machine's busy time; under a
         // launcher the other ranks are this job, so it is left out there.
-        let others = match (m.machine_busy_s, m.world_size.unwrap_or(1)) {
-            (Some(busy), 1) => ((busy - load_cpu - main_cpu) / wall).max(0.0),
+        let others = match m.world_size.unwrap_or(1) {
+            1 => m.others_cores().unwrap_or(0.0),
             _ => 0.0,
         };
         let cores_free = (cores as f64 - others).max(0.5);

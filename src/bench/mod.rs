@@ -91,6 +91,15 @@ impl Measurement {
     pub fn num_workers(&self) -> Option<u64> {
         self.loader.get("num_workers").and_then(|v| v.as_u64())
     }
+    /// Cores other processes kept busy over the timed steps: the machine's
+    /// busy time less this job's own loading and training CPU, per second.
+    /// Under a launcher the other ranks count as others.
+    pub fn others_cores(&self) -> Option<f64> {
+        let wall = self.wall_s.filter(|&w| w > 0.0)?;
+        let own = self.loader_cpu_s? + self.main_cpu_s?;
+        Some(((self.machine_busy_s? - own) / wall).max(0.0))
+    }
+
     pub fn is_cuda(&self) -> bool {
         self.device
             .as_deref()
