@@ -1073,7 +1073,8 @@ fn a_multi_turn_run_on_the_example_with_real_pytorch() {
         .set("agent", "tools", r#"["Read", "Edit", "Bash"]"#);
     let ws = Ws::managed(&p);
     let before = ws.files();
-    let r = ws.start("deny_edit:num_workers=2;nochange;two");
+    // Turn 3 writes 4 workers: a second argument whether turn 1 kept 2 or not.
+    let r = ws.start("deny_edit:num_workers=2;nochange;two:num_workers=4");
     r.ok();
     let run = r.run_dir();
     let rep = json(&run.join("report.json"));

@@ -24,7 +24,7 @@
 //!
 //!   edit:K=V          Read, then one Edit of the DataLoader call setting K=V
 //!   deny_edit:K=V     a Bash call first (denied unless allowed), then edit:K=V
-//!   two               one Edit setting num_workers=2 AND pin_memory=True
+//!   two[:K=V]         one Edit setting K=V (num_workers=2) AND pin_memory=True
 //!   outside           edit:num_workers=2, an Edit of data_utils.py, and a stray new file
 //!   bench_script      edit:num_workers=2, and an Edit of bench_loader.py
 //!   harness           edit:num_workers=2, and a change to runs/*/harness/tuneloop_harness.py
@@ -719,8 +719,10 @@ fn main() {
             ))
         }
         "two" => {
-            s.edit_loader(&[("num_workers", "2"), ("pin_memory", "True")], false);
-            s.success("Set num_workers=2 and pin_memory=True together to save a turn.")
+            s.edit_loader(&[(key, value), ("pin_memory", "True")], false);
+            s.success(&format!(
+                "Set {key}={value} and pin_memory=True together to save a turn."
+            ))
         }
         "outside" => {
             s.edit_loader(&[("num_workers", "2")], false);
