@@ -130,10 +130,10 @@ pub enum AgentChoice {
 #[derive(Args, Debug)]
 pub struct InitArgs {
     /// Managed mode: MODULE:FUNCTION of your build(); the module's file becomes editable.
-    #[arg(long, conflicts_with = "bench_cmd")]
+    #[arg(long, conflicts_with_all = ["bench_cmd", "run"])]
     pub entry: Option<String>,
     /// Contract mode: a command that prints `samples/sec: N`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "run")]
     pub bench_cmd: Option<String>,
     /// Files the agent may change (default: the entry's module, or files with a DataLoader call).
     #[arg(long = "editable")]
@@ -144,6 +144,10 @@ pub struct InitArgs {
     /// Overwrite an existing tuneloop.toml.
     #[arg(long)]
     pub force: bool,
+    /// Command mode: your own training command, after `--`, run as you run it
+    /// (e.g. `tuneloop init -- python train.py --epochs 1`).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub run: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -349,25 +353,43 @@ fn init(dir: &Path, a: InitArgs) -> Result<i32> {
             ws_file.display()
         ));
     } else {
+        if a.entry.is_none() && a.bench_cmd.is_none() && a.run.is_empty() {
+            return Err(anyhow!("{}", how_to_measure(dir)));
+        }
+        let script = (!a.run.is_empty())
+            .then(|| crate::bench::command::script_of(&a.run, dir))
+            .flatten();
         let editable: Vec<String> = if !a.editable.is_empty() {
             a.editable.clone()
         } else if let Some(e) = &a.entry {
             let module = e.split(':').next().unwrap_or(e);
             vec![format!("{}.py", module.replace('.', "/"))]
         } else {
-            find_loader_files(dir)
+            let mut v = find_loader_files(dir);
+            if let Some(s) = &script {
+                for f in edit::knob_files(dir, s) {
+                    if !v.contains(&f) {
+                        v.push(f);
+                    }
+                }
+                if !v.contains(s) {
+                    v.insert(0, s.clone());
+                }
+            }
+            v
         };
-        if a.entry.is_none() && a.bench_cmd.is_none() {
-            return Err(anyhow!(
-                "say how to measure: `tuneloop init --entry train:build` (your build() returns the loader, model and optimizer) or `tuneloop init --bench-cmd \"python bench_loader.py\"` (a script that prints `samples/sec: N`)"
-            ));
-        }
         if let Some(e) = &a.entry {
             if !e.contains(':') {
                 return Err(anyhow!(
                     "--entry `{e}` must look like MODULE:FUNCTION, e.g. train:build"
                 ));
             }
+        }
+        if editable.is_empty() {
+            return Err(anyhow!(
+                "found no Python file with a DataLoader (or Trainer settings) for the agent to change in {}\n  hint: pass --editable FILE (the file that builds your DataLoader)",
+                dir.display()
+            ));
         }
         for f in &editable {
             if !dir.join(f).is_file() {
@@ -380,7 +402,10 @@ fn init(dir: &Path, a: InitArgs) -> Result<i32> {
         let bench = match (&a.entry, &a.bench_cmd) {
             (Some(e), _) => format!("entry = {}", toml_str(e)),
             (None, Some(c)) => format!("command = {}", toml_str(c)),
-            _ => unreachable!(),
+            _ => format!(
+                "# Your training command, run as you run it; tuneloop measures its training\n# loader from inside and ends it after warmup_steps + steps batches.\nrun = [{}]",
+                a.run.iter().map(|w| toml_str(w)).collect::<Vec<_>>().join(", ")
+            ),
         };
         let text = format!(
             "# tuneloop workspace. `tuneloop start` tunes the project below.\n\n[project]\n# The training code's folder, relative to this file.\nroot = \".\"\n# Python with torch installed (TUNELOOP_PYTHON overrides it).\npython = {}\n# The only files an agent may change.\neditable = [{}]\n\n[bench]\n{bench}\n# Measured steps per run, after warmup_steps that are not timed.\nsteps = 40\nwarmup_steps = 5\n# Wall-clock limit of one bench process, seconds.\ntimeout_s = 300\n\n[run]\npolicy = \"policies/default.toml\"\n",
@@ -422,6 +447,31 @@ fn init(dir: &Path, a: InitArgs) -> Result<i32> {
 
 fn toml_str(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
+}
+
+/// What to say to `tuneloop init` without a way to measure: the command to
+/// use for the training script found here, if any.
+fn how_to_measure(dir: &Path) -> String {
+    let mut scripts: Vec<String> = find_loader_files(dir)
+        .into_iter()
+        .filter(|f| {
+            std::fs::read_to_string(dir.join(f))
+                .map(|s| s.contains("__main__"))
+                .unwrap_or(false)
+        })
+        .collect();
+    scripts.sort_by_key(|f| (!f.contains("train"), f.clone()));
+    let mut msg = String::from("say how to measure");
+    match scripts.first() {
+        Some(f) => msg.push_str(&format!(
+            ": `tuneloop init -- python {f}` tunes {f} as you run it (add its usual flags after the file name)"
+        )),
+        None => msg.push_str(
+            ": `tuneloop init -- python train.py …` (your own training command, run as you run it)",
+        ),
+    }
+    msg.push_str("\n  other ways: `tuneloop init --entry train:build` (a build() that returns the loader, model and optimizer) or `tuneloop init --bench-cmd \"python bench_loader.py\"` (a script that prints `samples/sec: N`)");
+    msg
 }
 
 /// Python files in `dir` (not recursive) with a DataLoader call.

@@ -52,6 +52,10 @@ pub struct BenchSection {
     pub entry: Option<String>,
     /// Contract mode: a command that prints `samples/sec: N`.
     pub command: Option<String>,
+    /// Command mode: the user's own training command, word by word
+    /// (`["python", "train.py", "--epochs", "1"]`), run as is with tuneloop's
+    /// instrumentation on its interpreter's path.
+    pub run: Option<Vec<String>>,
     pub steps: u32,
     pub warmup_steps: u32,
     /// Wall-clock limit of one bench process, seconds.
@@ -71,6 +75,7 @@ impl Default for BenchSection {
         BenchSection {
             entry: None,
             command: None,
+            run: None,
             steps: 40,
             warmup_steps: 5,
             timeout_s: 300,
@@ -391,27 +396,36 @@ impl Workspace {
             ));
         }
         let b = &self.file.bench;
-        match (&b.entry, &b.command) {
-            (None, None) => {
+        let modes = [b.entry.is_some(), b.command.is_some(), b.run.is_some()];
+        match modes.iter().filter(|m| **m).count() {
+            0 => {
                 return Err(bad(
-                    "bench.entry",
-                    "set `entry = \"train:build\"` (managed mode) or `command = \"python bench.py\"` (contract mode)"
+                    "bench.run",
+                    "say how to measure: `run = [\"python\", \"train.py\"]` (your own training command), `entry = \"train:build\"` (managed mode) or `command = \"python bench.py\"` (contract mode); `tuneloop init -- python train.py` writes it"
                         .into(),
                 ))
             }
-            (Some(_), Some(_)) => {
-                return Err(bad("bench.command", "set either bench.entry or bench.command, not both".into()))
+            1 => {}
+            _ => {
+                return Err(bad(
+                    "bench",
+                    "set one of bench.run, bench.entry or bench.command, not several".into(),
+                ))
             }
-            (Some(e), None) if !e.contains(':') => {
-                return Err(bad("bench.entry", format!("`{e}` must look like MODULE:FUNCTION, e.g. train:build")))
+        }
+        if let Some(e) = &b.entry {
+            if !e.contains(':') {
+                return Err(bad("bench.entry", format!("`{e}` must look like MODULE:FUNCTION, e.g. train:build")));
             }
-            _ => {}
+        }
+        if b.run.as_ref().is_some_and(|r| r.is_empty() || r[0].trim().is_empty()) {
+            return Err(bad("bench.run", "the command is empty; e.g. run = [\"python\", \"train.py\"]".into()));
         }
         if let Some(l) = &b.launcher {
-            if b.command.is_some() {
+            if b.command.is_some() || b.run.is_some() {
                 return Err(bad(
                     "bench.launcher",
-                    "a launcher runs the managed harness; it cannot wrap bench.command".into(),
+                    "a launcher runs the managed harness; it cannot wrap bench.command or bench.run (put `torchrun …` at the head of bench.run instead)".into(),
                 ));
             }
             if shell_words::split(l).map(|w| w.is_empty()).unwrap_or(true) {

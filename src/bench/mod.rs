@@ -1,10 +1,13 @@
 //! Running one measurement of the project, and reading its figure.
 //!
 //! Managed mode writes the embedded harness (`harness.py`) into the run folder
-//! and runs it against the user's `build()`; contract mode runs the user's
-//! command and reads its `samples/sec: N` line. Either way each measurement is
-//! a fresh process (worker start-up counts) run through [`crate::process`].
+//! and runs it against the user's `build()`; command mode runs the user's own
+//! training command with tuneloop's instrumentation on its interpreter's path
+//! (`instrument/`, see [`command`]); contract mode runs the user's command and
+//! reads its `samples/sec: N` line. Either way each measurement is a fresh
+//! process (worker start-up counts) run through [`crate::process`].
 
+pub mod command;
 pub mod stats;
 
 use std::collections::BTreeMap;
@@ -55,6 +58,14 @@ pub struct Measurement {
     /// The DataLoader's settings as the harness saw them.
     #[serde(default)]
     pub loader: BTreeMap<String, serde_json::Value>,
+    /// Command mode: where the measured (training) loader was built, as
+    /// `file:line` in the project (or the first frame outside torch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_site: Option<String>,
+    /// Command mode: every DataLoader the command iterated before the end of
+    /// the measurement (site, batches, backward passes, settings, training?).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaders: Vec<serde_json::Value>,
     #[serde(default)]
     pub world_size: Option<u32>,
     /// Under a launcher: each rank's figures (rank, samples_per_sec, data_wait_share, …).
@@ -131,6 +142,8 @@ pub struct Bencher {
     pub python: String,
     pub entry: Option<String>,
     pub command: Option<String>,
+    /// Command mode: the user's command, its head resolved (see [`command::resolve`]).
+    pub run: Option<Vec<String>>,
     pub steps: u32,
     pub warmup: u32,
     pub timeout: Duration,
@@ -149,6 +162,10 @@ impl Bencher {
             python: ws.python(),
             entry: b.entry.clone(),
             command: b.command.clone(),
+            run: b
+                .run
+                .as_ref()
+                .map(|r| command::resolve(r, &ws.python(), &ws.project_root)),
             steps: b.steps,
             warmup: b.warmup_steps,
             timeout: Duration::from_secs(b.timeout_s.max(1)),
@@ -159,9 +176,11 @@ impl Bencher {
                 .map(|l| launcher_words(l, b.nproc, &ws.python())),
             distributed_sampler: b.distributed_sampler,
         };
-        if bencher.entry.is_some() {
+        if bencher.entry.is_some() || bencher.run.is_some() {
             std::fs::create_dir_all(harness_dir)?;
-            std::fs::write(bencher.harness_path(), HARNESS_PY)?;
+            for (name, text) in bencher.own_files() {
+                std::fs::write(harness_dir.join(name), text)?;
+            }
         }
         Ok(bencher)
     }
@@ -183,17 +202,34 @@ impl Bencher {
         self.harness_dir.join("tuneloop_harness.py")
     }
 
-    /// Whether the harness on disk is no longer tuneloop's own (managed mode):
-    /// an agent that reached it could falsify every measurement.
+    /// The files tuneloop writes into `harness_dir` for this mode: the
+    /// harness (managed mode), plus the instrumentation (command mode).
+    fn own_files(&self) -> Vec<(&'static str, &'static str)> {
+        let mut v = vec![];
+        if self.entry.is_some() || self.run.is_some() {
+            v.push(("tuneloop_harness.py", HARNESS_PY));
+        }
+        if self.run.is_some() {
+            v.extend(command::INSTRUMENT_FILES);
+        }
+        v
+    }
+
+    /// Whether the harness on disk is no longer tuneloop's own (managed and
+    /// command mode): an agent that reached it could falsify every measurement.
     pub fn harness_changed(&self) -> bool {
-        self.entry.is_some()
-            && std::fs::read(self.harness_path()).ok().as_deref() != Some(HARNESS_PY.as_bytes())
+        self.own_files().iter().any(|(name, text)| {
+            std::fs::read(self.harness_dir.join(name)).ok().as_deref() != Some(text.as_bytes())
+        })
     }
 
     /// Writes tuneloop's own harness back where it was changed.
     pub fn restore_harness(&self) -> std::io::Result<()> {
-        if self.harness_changed() {
-            crate::store::write_atomic(&self.harness_path(), HARNESS_PY.as_bytes())?;
+        for (name, text) in self.own_files() {
+            let path = self.harness_dir.join(name);
+            if std::fs::read(&path).ok().as_deref() != Some(text.as_bytes()) {
+                crate::store::write_atomic(&path, text.as_bytes())?;
+            }
         }
         Ok(())
     }
@@ -204,6 +240,9 @@ impl Bencher {
         env.insert("PYTHONUNBUFFERED".into(), "1".into());
         // Not the user's bytecode cache: a stale .pyc must never be measured.
         env.insert("PYTHONDONTWRITEBYTECODE".into(), "1".into());
+        if let Some(words) = &self.run {
+            return command::spec(self, words, mode, env);
+        }
         if let Some(cmd) = &self.command {
             if mode == Mode::Profile {
                 env.insert("TUNELOOP_PROFILE".into(), "1".into());
@@ -259,7 +298,7 @@ impl Bencher {
         }
     }
 
-    fn table_path(&self) -> PathBuf {
+    pub(crate) fn table_path(&self) -> PathBuf {
         self.harness_dir.join("profile_table.txt")
     }
 
@@ -273,6 +312,9 @@ impl Bencher {
             program: "harness".into(),
             message: e.to_string(),
         })?;
+        if self.run.is_some() {
+            return command::measure(self, mode, interrupt).await;
+        }
         let spec = self.spec(mode);
         let out = process::run(&spec, interrupt, |_| {})
             .await
@@ -364,7 +406,7 @@ fn tail(stdout: &str, stderr: &str) -> String {
 }
 
 /// The last `n` lines of the output (a timed-out harness's are its stack dumps).
-fn tail_n(stdout: &str, stderr: &str, n: usize) -> String {
+pub(crate) fn tail_n(stdout: &str, stderr: &str, n: usize) -> String {
     let all: Vec<&str> = stdout.lines().chain(stderr.lines()).collect();
     let start = all.len().saturating_sub(n);
     all[start..]
@@ -374,7 +416,7 @@ fn tail_n(stdout: &str, stderr: &str, n: usize) -> String {
         .join("\n")
 }
 
-fn ending_text(e: &Ending) -> String {
+pub(crate) fn ending_text(e: &Ending) -> String {
     match e {
         Ending::Exited(c) => c.to_string(),
         Ending::Signalled(s) => format!("signal {s}"),

@@ -32,3 +32,9 @@ pub use diff::unified_diff;
 pub use rewrite::{find_site, set_kwarg, RewriteError};
 pub use scan::{check_syntax, scan_file, scan_source, CallSite, ScanError, SyntaxError};
 pub use scope::{changed_ranges, enclosing_functions};
+
+/// Config files a script's knob values come from (to be editable too).
+/// Placeholder until knob sources land: none.
+pub fn knob_files(_project_root: &std::path::Path, _script_rel: &str) -> Vec<String> {
+    vec![]
+}

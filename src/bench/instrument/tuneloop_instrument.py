@@ -1,0 +1,566 @@
+"""tuneloop's measurement inside a user's own training command (command mode).
+
+Armed by tuneloop's ``sitecustomize`` (see there) in every Python process of
+the measured command. It changes nothing until torch's DataLoader module is
+imported; then it wraps three things, in memory only:
+
+- ``DataLoader.__init__`` remembers where the loader was built (the first frame
+  in the project: file:line), ``DataLoader.__iter__`` times the iterator's
+  creation (worker start-up) and ties the iterator to its loader;
+- ``_BaseDataLoaderIter.__next__`` -- the one place every batch of every
+  DataLoader (and subclass) passes -- times the wait for each batch, and the
+  time from one batch to the next request is that loader's step;
+- ``torch.autograd.backward`` / ``grad`` count backward passes against the
+  loader whose batch came last.
+
+The training loader is the one whose batches are followed by backward passes
+(a validation or test loader has none); only its batches count, and the time
+spent iterating other loaders or between epochs (validation, checkpoints,
+logging) is cut out of its steps. After ``warmup + steps`` training batches
+the figures are written (``result.<rank>.json`` in ``TUNELOOP_RESULT_DIR``,
+the harness's schema), the ceiling is taken when asked -- the user's own loop
+fed the first training batch again, so the step runs alone --, the loaders'
+workers are shut down and the process ends with status 0. A command that ends
+earlier leaves ``status.<rank>.json`` saying how far it got.
+
+Timers are inclusive ``time.perf_counter`` intervals, synchronised on CUDA.
+"""
+
+import atexit
+import faulthandler
+import json
+import os
+import signal
+import statistics
+import sys
+import time
+import weakref
+
+import tuneloop_harness as H
+
+ENV = os.environ
+RESULT_DIR = ENV.get("TUNELOOP_RESULT_DIR", "")
+STEPS = int(ENV.get("TUNELOOP_STEPS", "40"))
+WARMUP = max(1, int(ENV.get("TUNELOOP_WARMUP", "5")))
+MODE = ENV.get("TUNELOOP_MODE", "throughput")
+CEILING = ENV.get("TUNELOOP_CEILING") == "1"
+CEILING_WARM = 3
+CEILING_STEPS = int(ENV.get("TUNELOOP_CEILING_STEPS", "20"))
+PROJECT = os.path.realpath(ENV.get("TUNELOOP_PROJECT", os.getcwd()))
+TABLE_OUT = ENV.get("TUNELOOP_TABLE_OUT")
+RANK = int(ENV.get("RANK", "0"))
+WORLD = int(ENV.get("WORLD_SIZE", "1"))
+HERE = os.path.dirname(os.path.realpath(__file__))
+NEEDED = WARMUP + STEPS
+
+perf = time.perf_counter
+cpu_now = time.process_time
+thread_cpu = time.thread_time
+
+
+def _write_json(name, obj):
+    """Atomically, so tuneloop never reads half a file."""
+    if not RESULT_DIR:
+        return
+    path = os.path.join(RESULT_DIR, f"{name}.{RANK}.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
+
+
+def _in(path, folder):
+    return path == folder or path.startswith(folder + os.sep)
+
+
+def _where_built(loader):
+    """(site, origin): the first frame in the project that led to this
+    DataLoader, and the first frame outside torch (e.g. inside transformers
+    when the project asked a Trainer for its loader)."""
+    import torch
+
+    torch_dir = os.path.dirname(os.path.realpath(torch.__file__))
+    site = origin = None
+    f = sys._getframe(2)
+    while f is not None:
+        fn = f.f_code.co_filename
+        real = os.path.realpath(fn) if not fn.startswith("<") else fn
+        # A subclass's own __init__ (super().__init__(...)) is not where the
+        # knobs are passed: the call that built the subclass is.
+        building_self = f.f_code.co_name == "__init__" and f.f_locals.get("self") is loader
+        if not fn.startswith("<") and not _in(real, torch_dir) and not _in(real, HERE) \
+                and not building_self:
+            here = f"{os.path.relpath(real, PROJECT) if _in(real, PROJECT) else real}:{f.f_lineno}"
+            if origin is None:
+                origin = here
+            if _in(real, PROJECT):
+                site = here
+                break
+        f = f.f_back
+    return site, origin
+
+
+class Track:
+    """One DataLoader object's batches, across its epochs (iterators)."""
+
+    def __init__(self, loader, index):
+        self.loader = loader
+        self.index = index
+        self.site = loader.__dict__.get("_tl_site")
+        self.origin = loader.__dict__.get("_tl_origin")
+        self.batches = 0          # batches returned
+        self.backward = 0         # backward passes after one of its batches
+        self.waits = []           # per batch: seconds inside next() (+ iterator creation)
+        self.steps = []           # per batch: seconds from its return to the next request
+        self.fetch_cpu = []       # per batch: training-thread CPU inside next()
+        self.last_return = None   # perf time the last batch was returned
+        self.foreign = None       # [start, end, cpu_start, cpu_end] of other loaders since then
+        self.carry_wait = 0.0     # a StopIteration call's wait, added to the next batch
+        self.carry_cpu = 0.0
+        self.epochs = 0
+        self.epoch_starts = []    # batch index at which each later epoch began
+        self.first_batch = None
+        self.batch_size = None
+        self.batch_bytes = None
+        self.fingerprint = None
+        self.fp_batches = 0
+
+
+class Recorder:
+    def __init__(self):
+        self.tracks = {}
+        self.last = None          # the track whose batch came last
+        self.train = None
+        self.torch = None
+        self.window = None        # counters at the timed window's start
+        self.excluded_cpu = 0.0   # process CPU of cut-out spans inside the window
+        self.excluded_busy = 0.0
+        self.gap_marks = None     # (cpu, busy) where a cut-out span of the training loader began
+        self.ceiling_left = None  # replayed steps still to run
+        self.ceiling_steps = []
+        self.prof = None
+        self.step_rf = None
+        self.progress_written = False
+        self.finished = False
+        self.live = weakref.WeakSet()
+
+    # -- bookkeeping ---------------------------------------------------
+    def track(self, loader):
+        t = self.tracks.get(id(loader))
+        if t is None or t.loader is not loader:
+            t = Track(loader, len(self.tracks))
+            self.tracks[id(loader)] = t
+        return t
+
+    def progress(self):
+        _write_json("progress", {"loaders": self.describe(),
+                                 "training": self.train.site if self.train else None})
+
+    def describe(self):
+        return [{"site": t.site, "origin": t.origin, "batches": t.batches,
+                 "backward": t.backward, "settings": H.loader_settings(t.loader),
+                 "training": t is self.train}
+                for t in sorted(self.tracks.values(), key=lambda t: t.index)]
+
+    def sync(self):
+        torch = self.torch
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    # -- one next() ----------------------------------------------------
+    def next(self, it, orig_next):
+        loader = it.__dict__.get("_tl_loader")
+        if loader is None or self.finished:
+            return orig_next(it)
+        tr = self.track(loader)
+        if self.train is None and tr.backward > 0:
+            self.train = tr
+            self.progress()
+        if tr is self.train and self.ceiling_left is not None:
+            return self.replay(tr)
+        self.sync()
+        t0 = perf()
+        c0 = thread_cpu()
+        p0 = cpu_now()
+        timed = tr is self.train and self.window is not None
+        if tr.last_return is not None:
+            step = t0 - tr.last_return
+            if tr.foreign is not None:
+                step -= tr.foreign[1] - tr.foreign[0]
+                if timed:
+                    self.excluded_cpu += tr.foreign[3] - tr.foreign[2]
+            tr.steps.append(step)
+        elif timed and self.gap_marks is not None:
+            # Back from an epoch gap: its CPU and the machine's were not the loader's.
+            self.excluded_cpu += p0 - self.gap_marks[0]
+            busy = H._machine_busy_s()
+            if busy is not None and self.gap_marks[1] is not None:
+                self.excluded_busy += busy - self.gap_marks[1]
+        self.gap_marks = None if tr is self.train else self.gap_marks
+        tr.foreign = None
+        if tr is self.train and self.window is not None and tr.batches == self.hi:
+            self.end_window(it)
+            if CEILING:
+                self.ceiling_left = CEILING_WARM + CEILING_STEPS
+                self.ceiling_batch = tr.first_batch
+                return self.replay(tr)
+            self.finish()
+        if tr is self.train and self.window is None and tr.batches >= WARMUP:
+            self.begin_window(it)
+            timed = True
+        profiling = timed and self.prof is not None
+        if profiling and self.step_rf is not None:
+            self.step_rf.__exit__(None, None, None)
+            self.step_rf = None
+        rf = None
+        if profiling:
+            rf = self.torch.autograd.profiler.record_function("data_wait")
+            rf.__enter__()
+        try:
+            batch = orig_next(it)
+        except StopIteration:
+            t1 = perf()
+            tr.carry_wait += t1 - t0 + it.__dict__.pop("_tl_created", 0.0)
+            tr.carry_cpu += thread_cpu() - c0
+            tr.last_return = None
+            tr.foreign = None
+            if tr is self.train and self.window is not None:
+                self.gap_marks = (cpu_now(), H._machine_busy_s())
+            if rf is not None:
+                rf.__exit__(None, None, None)
+            self.others_saw(tr, t0, t1, p0)
+            raise
+        if rf is not None:
+            rf.__exit__(None, None, None)
+        self.sync()
+        t1 = perf()
+        created = it.__dict__.pop("_tl_created", None)
+        if created is not None:
+            tr.epochs += 1
+            if tr.epochs > 1:
+                tr.epoch_starts.append(tr.batches)
+        tr.waits.append(t1 - t0 + (created or 0.0) + tr.carry_wait)
+        tr.fetch_cpu.append(thread_cpu() - c0 + tr.carry_cpu)
+        tr.carry_wait = tr.carry_cpu = 0.0
+        tr.batches += 1
+        self.observe(tr, batch)
+        tr.last_return = perf()
+        self.last = tr
+        self.others_saw(tr, t0, t1, p0)
+        if not self.progress_written:
+            self.progress_written = True
+            self.progress()
+        if profiling and tr.batches - self.lo <= self.prof_active:
+            self.step_rf = self.torch.autograd.profiler.record_function("train_step")
+            self.step_rf.__enter__()
+        elif profiling and self.prof is not None:
+            self.stop_profiler()
+        return batch
+
+    def others_saw(self, tr, t0, t1, p0):
+        """Time inside another loader's next() is not this loader's step."""
+        p1 = cpu_now()
+        for other in self.tracks.values():
+            if other is tr or other.last_return is None:
+                continue
+            if other.foreign is None:
+                other.foreign = [t0, t1, p0, p1]
+            else:
+                other.foreign[1] = t1
+                other.foreign[3] = p1
+
+    def observe(self, tr, batch):
+        torch = self.torch
+        if tr.batch_size is None:
+            tr.batch_size = H.batch_size_of(batch, torch)
+            tr.batch_bytes = H.batch_bytes_of(batch, torch)
+            tr.first_batch = _shallow_copy(batch)
+        if tr.fp_batches < H.FINGERPRINT_BATCHES:
+            import hashlib
+
+            if tr.fingerprint is None:
+                tr.fingerprint = hashlib.sha256()
+            H.fingerprint_update(tr.fingerprint, batch, torch)
+            tr.fp_batches += 1
+        if tr.batches > NEEDED + 1 and self.train is None and not any(
+                t.backward for t in self.tracks.values()):
+            # No backward pass anywhere (a loop without autograd): the first
+            # loader to serve a whole measurement is the one measured.
+            self.train = tr
+
+    # -- the timed window ------------------------------------------------
+    def begin_window(self, it):
+        # Usually at batch WARMUP; later when the training loader was known late.
+        self.lo = self.train.batches
+        self.hi = self.lo + STEPS
+        self.loader_cpu = H.LoaderCpu()
+        self.loader_cpu.begin(it)
+        self.window = (cpu_now(), H._machine_busy_s())
+        if MODE == "profile":
+            self.start_profiler()
+
+    def end_window(self, it):
+        if self.prof is not None:
+            self.stop_profiler()
+        tr = self.train
+        loader_cpu = self.loader_cpu.end(it)
+        busy_end = H._machine_busy_s()
+        cpu_end = cpu_now()
+        lo, hi = self.lo, self.hi
+        waits, steps, fetch = tr.waits[lo:hi], tr.steps[lo:hi], tr.fetch_cpu[lo:hi]
+        data_wait, train_step = sum(waits), sum(steps)
+        wall = data_wait + train_step
+        samples = tr.batch_size * STEPS if tr.batch_size else STEPS
+        fetch_cpu = sum(fetch)
+        main_cpu = max(0.0, cpu_end - self.window[0] - self.excluded_cpu - fetch_cpu)
+        workers = getattr(tr.loader, "num_workers", 0) or 0
+        if workers == 0:
+            loader_cpu = fetch_cpu
+        busy = None
+        if self.window[1] is not None and busy_end is not None:
+            busy = max(0.0, busy_end - self.window[1] - self.excluded_busy)
+        torch = self.torch
+        self.result = {
+            "samples_per_sec": samples / wall if wall > 0 else 0.0,
+            "steps": STEPS,
+            "warmup_steps": lo,
+            "batch_size": tr.batch_size,
+            "batch_bytes": tr.batch_bytes,
+            "samples": samples,
+            "wall_s": wall,
+            "data_wait_s": data_wait,
+            "train_step_s": train_step,
+            "data_wait_share": data_wait / wall if wall > 0 else 0.0,
+            "epochs": tr.epochs,
+            "epoch_starts_timed": sum(1 for b in tr.epoch_starts if lo < b < hi),
+            "loader_cpu_s": loader_cpu,
+            "main_cpu_s": main_cpu,
+            "fetch_cpu_s": fetch_cpu,
+            "data_wait_step_median_s": statistics.median(waits) if waits else None,
+            "machine_busy_s": busy,
+            "device": self.device(),
+            "torch_version": torch.__version__,
+            "cuda_available": bool(torch.cuda.is_available()),
+            "cpu_count": os.cpu_count(),
+            "fingerprint": tr.fingerprint.hexdigest() if tr.fingerprint else None,
+            "fingerprint_batches": tr.fp_batches,
+            "ceiling_sps": None,
+            "loader": H.loader_settings(tr.loader),
+            "call_site": tr.site or tr.origin,
+            "call_origin": tr.origin,
+            "loaders": self.describe(),
+            "world_size": WORLD,
+            "rank": RANK,
+            "profiled": MODE == "profile",
+            "mode": "command",
+        }
+
+    def device(self):
+        torch = self.torch
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            return f"cuda:{torch.cuda.current_device()}"
+        return "cpu"
+
+    # -- the ceiling: the user's own loop fed its first batch again ------
+    def replay(self, tr):
+        now = perf()
+        if tr.last_return is not None and self.ceiling_left < CEILING_WARM + CEILING_STEPS:
+            step = now - tr.last_return
+            if tr.foreign is not None:
+                step -= tr.foreign[1] - tr.foreign[0]
+            if self.ceiling_left < CEILING_STEPS:
+                self.ceiling_steps.append(step)
+        tr.foreign = None
+        if self.ceiling_left == 0:
+            total = sum(self.ceiling_steps)
+            if total > 0 and tr.batch_size:
+                self.result["ceiling_sps"] = tr.batch_size * len(self.ceiling_steps) / total
+            self.finish()
+        self.ceiling_left -= 1
+        self.sync()
+        tr.last_return = perf()
+        return _shallow_copy(self.ceiling_batch)
+
+    # -- the profiler ----------------------------------------------------
+    def start_profiler(self):
+        from torch.profiler import ProfilerActivity, profile
+
+        acts = [ProfilerActivity.CPU]
+        if self.device().startswith("cuda"):
+            acts.append(ProfilerActivity.CUDA)
+        self.prof_active = max(1, min(STEPS, 10))
+        self.prof = profile(activities=acts)
+        self.prof.__enter__()
+
+    def stop_profiler(self):
+        prof, self.prof = self.prof, None
+        if self.step_rf is not None:
+            self.step_rf.__exit__(None, None, None)
+            self.step_rf = None
+        prof.__exit__(None, None, None)
+        if TABLE_OUT and RANK == 0:
+            with open(TABLE_OUT, "w") as f:
+                f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+
+    # -- the end -----------------------------------------------------------
+    def finish(self):
+        self.finished = True
+        _write_json("result", self.result)
+        for it in list(self.live):
+            shut = getattr(it, "_shutdown_workers", None)
+            if shut is not None:
+                try:
+                    shut()
+                except Exception:
+                    pass
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # The measurement is done: end here, without the rest of the user's
+        # run and without the interpreter's teardown (a process group's or a
+        # logger's threads could keep the process alive).
+        os._exit(0)
+
+    def at_exit(self):
+        if self.finished:
+            return
+        best = max(self.tracks.values(), key=lambda t: (t is self.train, t.batches), default=None)
+        _write_json("status", {
+            "finished": False,
+            "reached": best.batches if best else 0,
+            "needed": NEEDED,
+            "training": self.train.site if self.train else None,
+            "loaders": self.describe(),
+        })
+
+
+def _shallow_copy(batch):
+    """The batch's containers anew (a loop may pop a key of its batch), the
+    tensors shared."""
+    if type(batch) is dict:
+        return {k: _shallow_copy(v) for k, v in batch.items()}
+    if type(batch) is list:
+        return [_shallow_copy(b) for b in batch]
+    if type(batch) is tuple:
+        return tuple(_shallow_copy(b) for b in batch)
+    copy = getattr(batch, "copy", None)  # e.g. transformers' BatchEncoding
+    if callable(copy) and hasattr(batch, "keys"):
+        try:
+            return copy()
+        except Exception:
+            return batch
+    return batch
+
+
+REC = Recorder()
+
+
+def _patch(dl):
+    import torch
+
+    REC.torch = torch
+    DataLoader = dl.DataLoader
+    Base = dl._BaseDataLoaderIter
+    if getattr(DataLoader, "_tl_patched", False):
+        return
+    orig_init, orig_iter, orig_next = DataLoader.__init__, DataLoader.__iter__, Base.__next__
+
+    def __init__(self, *a, **k):
+        orig_init(self, *a, **k)
+        if "_tl_site" not in self.__dict__:
+            site, origin = _where_built(self)
+            self.__dict__["_tl_site"] = site
+            self.__dict__["_tl_origin"] = origin
+
+    def __iter__(self):
+        _patch_autograd(torch)
+        t0 = perf()
+        it = orig_iter(self)
+        try:
+            it.__dict__["_tl_loader"] = self
+            it.__dict__["_tl_created"] = perf() - t0
+            REC.live.add(it)
+        except (AttributeError, TypeError):
+            pass
+        return it
+
+    def __next__(self):
+        return REC.next(self, orig_next)
+
+    __init__.__wrapped__ = orig_init
+    DataLoader.__init__ = __init__
+    DataLoader.__iter__ = __iter__
+    Base.__next__ = __next__
+    DataLoader._tl_patched = True
+
+
+def _patch_autograd(torch):
+    ag = torch.autograd
+    if getattr(ag, "_tl_patched", False):
+        return
+    orig_backward, orig_grad = ag.backward, ag.grad
+
+    def backward(*a, **k):
+        if REC.last is not None:
+            REC.last.backward += 1
+        return orig_backward(*a, **k)
+
+    def grad(*a, **k):
+        if REC.last is not None and torch.is_grad_enabled():
+            REC.last.backward += 1
+        return orig_grad(*a, **k)
+
+    ag.backward, ag.grad = backward, grad
+    ag._tl_patched = True
+
+
+class _PatchAfterImport:
+    """Loader wrapper: runs the real module, then patches it."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        _patch(module)
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+
+class _Finder:
+    """Waits for ``torch.utils.data.dataloader`` to be imported."""
+
+    TARGET = "torch.utils.data.dataloader"
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.TARGET:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _PatchAfterImport(spec.loader)
+                return spec
+        return None
+
+
+def arm():
+    if getattr(sys, "_tuneloop_armed", False):
+        return
+    sys._tuneloop_armed = True
+    # A measurement past timeout_s gets SIGTERM: show where every thread was.
+    try:
+        faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
+    except (AttributeError, ValueError, RuntimeError):
+        pass
+    atexit.register(REC.at_exit)
+    mod = sys.modules.get(_Finder.TARGET)
+    if mod is not None:
+        _patch(mod)
+    else:
+        sys.meta_path.insert(0, _Finder())
