@@ -720,6 +720,9 @@ async fn bench_inner(
             m.cpu_count.unwrap_or(0),
             m.num_workers().map(|n| n.to_string()).unwrap_or("?".into())
         );
+        for line in crate::bench::command::describe_loaders(m) {
+            println!("{line}");
+        }
         if sh < policy.decision.stop_when_data_wait_below {
             println!(
                 "data_wait is small: DataLoader tuning cannot help much. Compute-side candidates:"

@@ -1167,6 +1167,7 @@ impl<'a> Session<'a> {
             turns: self.rows.clone(),
             kept_diff: self.diff(&self.baseline_files, &self.incumbent_files),
             data_path: crate::probe::read_probe(&self.store.dir),
+            measured_loader: crate::bench::command::loader_summary(&self.incumbent),
         };
         test_stall("report");
         write_report_files(&self.store.dir, &r)?;

@@ -314,6 +314,41 @@ impl RankFiles {
     }
 }
 
+/// The measured loader in one line (command mode): its call site, where
+/// the DataLoader was really built when that is elsewhere, its settings.
+pub fn loader_summary(m: &Measurement) -> Option<String> {
+    let site = m.call_site.as_ref()?;
+    let train = m.loaders.iter().find(|l| l["training"] == true);
+    let origin = train
+        .and_then(|l| l["origin"].as_str())
+        .filter(|o| o != site)
+        .map(|o| format!(", built at {o}"))
+        .unwrap_or_default();
+    let settings = ["num_workers", "pin_memory", "prefetch_factor", "persistent_workers"]
+        .iter()
+        .filter_map(|k| m.loader.get(*k).map(|x| format!("{k}={x}")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(format!("{site}{origin} ({settings})"))
+}
+
+/// Which loader a command-mode measurement timed, and the others it saw:
+/// lines for `bench`.
+pub fn describe_loaders(m: &Measurement) -> Vec<String> {
+    let Some(summary) = loader_summary(m) else {
+        return vec![];
+    };
+    let mut out = vec![format!("measured: the training loader from {summary}")];
+    for l in m.loaders.iter().filter(|l| l["training"] != true) {
+        out.push(format!(
+            "  not measured: {} ({} batches, no backward pass after them)",
+            l["site"].as_str().or(l["origin"].as_str()).unwrap_or("?"),
+            l["batches"].as_u64().unwrap_or(0)
+        ));
+    }
+    out
+}
+
 /// Every rank's figures as one: samples/sec summed, the slowest rank's
 /// data_wait share, rank 0's own timings, each rank's summary kept.
 pub fn combine(ranks: &[Value]) -> Value {

@@ -21,6 +21,7 @@ pub struct Labels {
     /// (`decision.confidence`), and each row's reason states it.
     pub ci: &'static str,
     pub ceiling: &'static str,
+    pub measured_loader: &'static str,
     /// The final throughput as a share of the ceiling; `{pct}` is replaced
     /// by the percentage, e.g. "final is 81.7% of it".
     pub of_ceiling: &'static str,
@@ -94,6 +95,7 @@ pub const EN: Labels = Labels {
     speedup: "Speedup",
     ci: "CI",
     ceiling: "Ceiling",
+    measured_loader: "Measured loader",
     of_ceiling: "final is {pct} of it",
     data_path: "Data-path limit",
     data_wait_share: "data_wait share",
@@ -146,6 +148,7 @@ pub const JA: Labels = Labels {
     speedup: "高速化",
     ci: "信頼区間",
     ceiling: "上限 (ceiling)",
+    measured_loader: "計測したローダー",
     of_ceiling: "最終は上限の {pct}",
     data_path: "データ経路の上限 (data-path limit)",
     data_wait_share: "data_wait の割合",

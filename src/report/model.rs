@@ -110,6 +110,9 @@ pub struct RunReport {
     /// was made by a build with the `libtorch` feature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_path: Option<DataPathLimit>,
+    /// Command mode: the training loader measured (call site and settings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_loader: Option<String>,
 }
 
 /// How fast this machine can move the project's batches at all, measured

@@ -492,6 +492,7 @@ mod tests {
             }],
             kept_diff: String::new(),
             data_path: None,
+            measured_loader: None,
         }
     }
 

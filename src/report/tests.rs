@@ -137,6 +137,7 @@ fn sample_report() -> RunReport {
         kept_diff: "--- a/train.py\n+++ b/train.py\n@@ -10,3 +10,3 @@\n     loader = DataLoader(\n-        ds, batch_size=64, num_workers=0,\n+        ds, batch_size=64, num_workers=6,\n     )\n"
             .into(),
         data_path: None,
+            measured_loader: None,
     }
 }
 
