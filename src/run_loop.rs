@@ -802,6 +802,7 @@ impl<'a> Session<'a> {
             project_root: &self.root,
             incumbent: &self.incumbent,
             incumbent_sps: self.incumbent_sps,
+            ceiling_sps: self.ceiling,
             history: &self.rows,
             profile_table: &self.profile_table,
             turn_dir: tdir.clone(),

@@ -5,6 +5,7 @@
 
 pub mod builtin;
 pub mod claude;
+pub mod evidence;
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,8 @@ pub struct TurnContext<'a> {
     pub incumbent: &'a Measurement,
     /// The incumbent's median samples/sec.
     pub incumbent_sps: f64,
+    /// The baseline's ceiling: samples/sec of the training step alone.
+    pub ceiling_sps: Option<f64>,
     pub history: &'a [TurnRow],
     /// The profiler table of the incumbent (may be empty).
     pub profile_table: &'a str,

@@ -135,6 +135,8 @@ impl ClaudeAgent {
             prompt::load_template(&ctx.ws.dir, &ap.prompt, &ap.language);
         let editable = &ctx.ws.file.project.editable;
         let sites = scan_call_sites(ctx.project_root, editable);
+        let evidence =
+            crate::agent::evidence::Evidence::of(ctx.incumbent, ctx.incumbent_sps, ctx.ceiling_sps);
         let facts = prompt::PromptFacts {
             language: &ap.language,
             turn: ctx.turn,
@@ -154,6 +156,7 @@ impl ClaudeAgent {
                 .collect(),
             history: ctx.history,
             table: &delivery,
+            evidence: Some(&evidence),
         };
         let text = prompt::render(&template, &facts);
         std::fs::write(dir.join("prompt.md"), &text).map_err(|e| io("prompt.md", e))?;
