@@ -179,6 +179,12 @@ impl ClaudeAgent {
             args,
             cwd: ctx.project_root.to_owned(),
             env: BTreeMap::new(),
+            // Started from inside a Claude Code session, the child would see
+            // the parent's markers and refuse to start nested.
+            env_remove: command::PARENT_SESSION_VARS
+                .iter()
+                .map(|k| k.to_string())
+                .collect(),
             stdin,
             timeout: ctx.policy.agent_timeout(),
             done_marker: None,
@@ -291,6 +297,7 @@ impl ClaudeAgent {
             "program": spec.program,
             "cwd": spec.cwd,
             "shell_line": spec.shell_line(),
+            "env_removed": command::parent_session_vars_set(),
             "timeout_s": spec.timeout.as_secs(),
             "prompt_template": template_source,
             "procedure": match &procedure {
