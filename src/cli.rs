@@ -739,8 +739,11 @@ async fn start(
     if a.force {
         policy.loop_.force = true;
     }
-    if policy.agent.backend == "claude" {
-        for w in crate::agent::claude::command::warnings(&policy.agent) {
+    if policy.agent.backend != "builtin" {
+        for w in crate::agent::claude::command::warnings(&policy.agent)
+            .into_iter()
+            .chain(crate::policy_lint::lint(&policy.agent))
+        {
             eprintln!("warning: {}: {w}", policy_path.display());
         }
     }
@@ -981,7 +984,10 @@ fn policy_show(cwd: &Path, file: Option<&Path>) -> std::result::Result<i32, Fail
         }
     }
     println!("{line}");
-    for w in crate::agent::claude::command::warnings(&policy.agent) {
+    for w in crate::agent::claude::command::warnings(&policy.agent)
+        .into_iter()
+        .chain(crate::policy_lint::lint(&policy.agent))
+    {
         eprintln!("warning: {}: {w}", path.display());
     }
     Ok(exit::OK)

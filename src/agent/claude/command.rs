@@ -129,7 +129,7 @@ pub fn split_rules(value: &str) -> Vec<String> {
 }
 
 /// `(tool, specifier)` of a rule such as `Bash(npm run *)`.
-fn parse_rule(rule: &str) -> (&str, Option<&str>) {
+pub(crate) fn parse_rule(rule: &str) -> (&str, Option<&str>) {
     match rule.find('(') {
         Some(i) if rule.ends_with(')') => {
             (rule[..i].trim(), Some(rule[i + 1..rule.len() - 1].trim()))
@@ -139,7 +139,7 @@ fn parse_rule(rule: &str) -> (&str, Option<&str>) {
 }
 
 /// A specifier that matches everything (`*`, `**`, `/**`, `:*`, …).
-fn matches_everything(spec: Option<&str>) -> bool {
+pub(crate) fn matches_everything(spec: Option<&str>) -> bool {
     match spec {
         None => true,
         Some(s) => {
