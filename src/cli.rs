@@ -125,6 +125,8 @@ pub enum ReportFormat {
 pub enum AgentChoice {
     Claude,
     Builtin,
+    /// The builtin agent for the knobs, then Claude Code for structural changes.
+    Hybrid,
 }
 
 #[derive(Args, Debug)]
@@ -733,6 +735,7 @@ async fn start(
         policy.agent.backend = match agent {
             AgentChoice::Claude => "claude",
             AgentChoice::Builtin => "builtin",
+            AgentChoice::Hybrid => "hybrid",
         }
         .into();
     }
@@ -966,6 +969,8 @@ fn policy_show(cwd: &Path, file: Option<&Path>) -> std::result::Result<i32, Fail
     let (line, procedure) = crate::agent::claude::command_line_preview(&policy.agent, &ws);
     let used = if policy.agent.backend == "claude" {
         "backend = \"claude\""
+    } else if policy.agent.backend == "hybrid" {
+        "backend = \"hybrid\": for the structural turns, after the builtin agent settled the knobs"
     } else {
         "used with --agent claude"
     };
