@@ -271,7 +271,11 @@ mod tests {
 
     #[test]
     fn an_allowed_rule_whose_tool_is_not_in_tools_never_applies() {
-        let p = policy(&["Read", "Edit"], &["Read", "Edit", "Bash(python bench_loader.py)"], &[]);
+        let p = policy(
+            &["Read", "Edit"],
+            &["Read", "Edit", "Bash(python bench_loader.py)"],
+            &[],
+        );
         let w = lint(&p);
         assert_eq!(w.len(), 1, "{w:#?}");
         assert!(
@@ -290,12 +294,25 @@ mod tests {
 
     #[test]
     fn a_tool_claude_code_does_not_have_is_named_with_a_suggestion() {
-        let w = lint(&policy(&["Read", "edit"], &["Read", "Bsh(ls)"], &["Frobnicate"]));
+        let w = lint(&policy(
+            &["Read", "edit"],
+            &["Read", "Bsh(ls)"],
+            &["Frobnicate"],
+        ));
         assert_eq!(w.len(), 3, "{w:#?}");
-        assert!(w[0].starts_with("tools has `edit`") && w[0].contains("did you mean `Edit`"), "{}", w[0]);
-        assert!(w[1].starts_with("allowed_tools has `Bsh(ls)`") && w[1].contains("did you mean `Bash`"), "{}", w[1]);
         assert!(
-            w[2].starts_with("disallowed_tools has `Frobnicate`") && w[2].contains("known tools: Agent"),
+            w[0].starts_with("tools has `edit`") && w[0].contains("did you mean `Edit`"),
+            "{}",
+            w[0]
+        );
+        assert!(
+            w[1].starts_with("allowed_tools has `Bsh(ls)`") && w[1].contains("did you mean `Bash`"),
+            "{}",
+            w[1]
+        );
+        assert!(
+            w[2].starts_with("disallowed_tools has `Frobnicate`")
+                && w[2].contains("known tools: Agent"),
             "{}",
             w[2]
         );

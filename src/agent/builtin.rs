@@ -30,10 +30,10 @@ use crate::config::Workspace;
 use crate::edit::{self, CallSite};
 use crate::report::{AgentInfo, Decision, TurnRow};
 
-use super::evidence::{self, WORKER_HEADROOM};
-use super::{AgentReport, TurnContext};
 /// The loader's arithmetic lives in [`super::evidence`], shared with the Claude agent's prompt.
 pub use super::evidence::LoaderModel;
+use super::evidence::{self, WORKER_HEADROOM};
+use super::{AgentReport, TurnContext};
 
 /// Climb num_workers only while data_wait is at least this share of the step.
 const CLIMB_WHILE_DATA_WAIT_ABOVE: f64 = 0.2;

@@ -65,7 +65,10 @@ pub fn spent(history: &[TurnRow]) -> f64 {
 /// end the run ("candidates exhausted: …").
 pub fn handoff(f: &HandoffFacts) -> Result<(), String> {
     if !f.preprocessing_allowed {
-        return Err("the knobs are settled, and structural changes need `preprocessing` in [loop] knobs".into());
+        return Err(
+            "the knobs are settled, and structural changes need `preprocessing` in [loop] knobs"
+                .into(),
+        );
     }
     if let Some(s) = f.data_wait_share {
         if s < f.stop_when_data_wait_below {

@@ -431,10 +431,17 @@ fn diagnosis(f: &PromptFacts, ja: bool) -> String {
         .collect();
     for k in &allowed {
         let o = e.outlook(k);
-        out.push(format!("  - `{k}`: {}", outlook_text(&o.outlook, o.workers_needed, k, ja)));
+        out.push(format!(
+            "  - `{k}`: {}",
+            outlook_text(&o.outlook, o.workers_needed, k, ja)
+        ));
     }
     if allowed.is_empty() {
-        out.push(if ja { "  - (なし)".into() } else { "  - (none)".into() });
+        out.push(if ja {
+            "  - (なし)".into()
+        } else {
+            "  - (none)".into()
+        });
     }
     out.join("\n")
 }
@@ -761,7 +768,10 @@ mod tests {
         let mut f = facts("en", &sites, &hist, &knobs, &TableDelivery::Stdin);
         f.evidence = Some(&e);
         let out = render(crate::cli::PROMPT_EN, &f);
-        assert!(out.contains("`pin_memory`: nothing: no CUDA device"), "{out}");
+        assert!(
+            out.contains("`pin_memory`: nothing: no CUDA device"),
+            "{out}"
+        );
         assert!(out.contains("the wait comes as stalls"), "{out}");
         assert!(out.contains("about 18 workers keep up"), "{out}");
         // Without a measurement the section says so rather than inventing figures.
