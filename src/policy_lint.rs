@@ -88,22 +88,39 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// Whether deny specifier `deny` covers every call allow specifier `allow`
-/// names: the same specifier, or a prefix pattern (`npm run *`,
-/// `npm run test:*`, `src/**`) the allowed one falls under.
+/// names: the same specifier, or a pattern the allowed one falls under
+/// (`python *`, legacy `python:*`, `src/**`, `*.py`). `*` and `**` match
+/// any run of characters here: a deny rule that covers the allowed one
+/// under this reading does under the CLI's too, for the rules a policy
+/// writes (one command, one path pattern).
 fn covers(deny: &str, allow: &str) -> bool {
-    let (deny, allow) = (deny.trim(), allow.trim());
+    let norm = |s: &str| s.trim().trim_start_matches("./").to_string();
+    let (deny, allow) = (norm(deny), norm(allow));
     if deny == allow {
         return true;
     }
-    let prefix = deny
-        .strip_suffix(":*")
-        .or_else(|| deny.strip_suffix("/**"))
-        .or_else(|| deny.strip_suffix("**"))
-        .or_else(|| deny.strip_suffix('*'));
-    match prefix {
-        Some(p) if !p.contains('*') => allow.starts_with(p.trim_end()),
-        _ => false,
+    let pattern = match deny.strip_suffix(":*") {
+        Some(p) => format!("{p}*"),
+        None => deny.clone(),
+    };
+    pattern.contains('*') && wildcard(&pattern, &allow)
+}
+
+/// `*` (and `**`) matching any run of characters, everything else itself.
+fn wildcard(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
     }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(at) => rest = &rest[at + mid.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Every rule of the three lists that cannot work as written, with its fix.
@@ -243,6 +260,8 @@ mod tests {
             ("Bash(python:*)", "Bash(python bench_loader.py)"),
             ("Edit(src/**)", "Edit(src/train.py)"),
             ("Edit(train.py)", "Edit(train.py)"),
+            ("Edit(*.py)", "Edit(./train.py)"),
+            ("Bash(npm run *)", "Bash(npm run test *)"),
         ] {
             let w = lint(&policy(&[], &[allow], &[deny]));
             assert_eq!(w.len(), 1, "{deny} / {allow}: {w:#?}");
@@ -260,6 +279,8 @@ mod tests {
             ("Bash(rm *)", "Bash(python bench_loader.py)"),
             ("Edit(data/**)", "Edit(train.py)"),
             ("Bash(rm *)", "Bash"),
+            ("Edit(*.cfg)", "Edit(train.py)"),
+            ("Bash(python *.sh)", "Bash(python bench_loader.py)"),
         ] {
             assert_eq!(
                 lint(&policy(&[], &[allow], &[deny])),
