@@ -500,7 +500,21 @@ fn the_command_line_is_built_from_the_policy_exactly() {
     assert_eq!(shown[1], "-p");
     assert!(shown[2].contains("prompts/turn.en.md"), "{}", shown[2]);
     assert_eq!(shown[3..], got[3..], "policy show and the real call differ");
-    assert!(!show.stderr.contains("warning"), "{}", show.stderr);
+    // Nothing risky; but `Bash(python bench_loader.py)` is dead here (Bash is
+    // neither in `tools` nor undenied), and said so.
+    let warnings: Vec<&str> = show
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{}", show.stderr);
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w.contains("`Bash(python bench_loader.py)`") && w.contains("never applies")),
+        "{}",
+        show.stderr
+    );
 
     // The correct edit was measured and kept: train.py has the one change.
     t.assert_decision("kept", "faster");
