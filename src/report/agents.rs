@@ -261,6 +261,14 @@ mod tests {
             line,
             "builtin turns 1–2 ($0.00, 1 kept, ×2.00, $0.00 per point) · claude turns 3–4 ($0.40, 1 kept, ×1.20, $0.02 per point) · $0.0027 per point of speed-up"
         );
+        let mut ja = r.clone();
+        ja.language = "ja".into();
+        let (label, line) = headline_item(&ja).unwrap();
+        assert_eq!(label, "エージェント");
+        assert!(
+            line.contains("claude ターン 3–4($0.40、採用 1、×1.20、1ポイントあたり $0.02)"),
+            "{line}"
+        );
         let j = json_fields(&r).unwrap();
         assert_eq!(j["agents"][1]["turns"], serde_json::json!([3, 4]));
         assert_eq!(j["agents"][0]["backend"], "builtin");
