@@ -1378,16 +1378,17 @@ fn a_hybrid_run_spends_no_claude_call_until_the_knobs_are_settled() {
 #[test]
 fn a_hybrid_run_without_preprocessing_never_calls_claude_and_says_why_it_stopped() {
     // Contract mode: the figure follows num_workers, so the builtin agent
-    // climbs until its cap. Claude Code is not even installed.
+    // climbs until its cap. Claude Code is not even installed. The policy
+    // says claude; `--agent hybrid` overrides it.
     let mut p = PolicyToml::new();
-    p.set("agent", "backend", "\"hybrid\"")
-        .set("agent", "command", "\"./no-such-claude\"")
+    p.set("agent", "command", "\"./no-such-claude\"")
         .set("loop", "max_iterations", "8")
         .set("loop", "knobs", r#"["num_workers"]"#);
     let ws = Ws::contract(&p);
-    let r = ws.tuneloop(&["start"], &[]);
+    let r = ws.tuneloop(&["start", "--agent", "hybrid"], &[]);
     r.ok();
     let rep = json(&r.run_dir().join("report.json"));
+    assert_eq!(rep["agent"], "hybrid");
     let turns = rep["turns"].as_array().unwrap();
     assert!(!turns.is_empty(), "{rep:#}");
     assert!(
