@@ -125,6 +125,8 @@ pub enum ReportFormat {
 pub enum AgentChoice {
     Claude,
     Builtin,
+    /// The builtin agent for the knobs, then Claude Code for structural changes.
+    Hybrid,
 }
 
 #[derive(Args, Debug)]
@@ -786,14 +788,18 @@ async fn start(
         policy.agent.backend = match agent {
             AgentChoice::Claude => "claude",
             AgentChoice::Builtin => "builtin",
+            AgentChoice::Hybrid => "hybrid",
         }
         .into();
     }
     if a.force {
         policy.loop_.force = true;
     }
-    if policy.agent.backend == "claude" {
-        for w in crate::agent::claude::command::warnings(&policy.agent) {
+    if policy.agent.backend != "builtin" {
+        for w in crate::agent::claude::command::warnings(&policy.agent)
+            .into_iter()
+            .chain(crate::policy_lint::lint(&policy.agent))
+        {
             eprintln!("warning: {}: {w}", policy_path.display());
         }
     }
@@ -1016,6 +1022,8 @@ fn policy_show(cwd: &Path, file: Option<&Path>) -> std::result::Result<i32, Fail
     let (line, procedure) = crate::agent::claude::command_line_preview(&policy.agent, &ws);
     let used = if policy.agent.backend == "claude" {
         "backend = \"claude\""
+    } else if policy.agent.backend == "hybrid" {
+        "backend = \"hybrid\": for the structural turns, after the builtin agent settled the knobs"
     } else {
         "used with --agent claude"
     };
@@ -1034,7 +1042,10 @@ fn policy_show(cwd: &Path, file: Option<&Path>) -> std::result::Result<i32, Fail
         }
     }
     println!("{line}");
-    for w in crate::agent::claude::command::warnings(&policy.agent) {
+    for w in crate::agent::claude::command::warnings(&policy.agent)
+        .into_iter()
+        .chain(crate::policy_lint::lint(&policy.agent))
+    {
         eprintln!("warning: {}: {w}", path.display());
     }
     Ok(exit::OK)

@@ -113,7 +113,8 @@ pub struct Policy {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
 #[serde(default)]
 pub struct AgentPolicy {
-    /// `builtin` (offline, deterministic) or `claude` (Claude Code headless).
+    /// `builtin` (offline, deterministic), `claude` (Claude Code headless), or
+    /// `hybrid` (builtin for the knobs, then Claude Code for structural turns).
     pub backend: String,
     pub command: String,
     pub tools: Vec<String>,
@@ -252,11 +253,11 @@ impl Policy {
             key: key.to_string(),
             message: msg,
         };
-        if !["builtin", "claude"].contains(&self.agent.backend.as_str()) {
+        if !["builtin", "claude", "hybrid"].contains(&self.agent.backend.as_str()) {
             return Err(bad(
                 "agent.backend",
                 format!(
-                    "`{}` is not an agent; use \"builtin\" or \"claude\"",
+                    "`{}` is not an agent; use \"builtin\", \"claude\" or \"hybrid\"",
                     self.agent.backend
                 ),
             ));

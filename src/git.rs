@@ -20,6 +20,7 @@ fn git(
         args: args.iter().map(|s| s.to_string()).collect(),
         cwd: cwd.to_owned(),
         env: env.clone(),
+        env_remove: Vec::new(),
         stdin: stdin.map(|b| b.to_vec()),
         timeout: std::time::Duration::from_secs(60),
         done_marker: None,

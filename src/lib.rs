@@ -24,6 +24,7 @@ pub mod edit;
 pub mod error;
 pub mod event;
 pub mod git;
+pub mod policy_lint;
 pub mod probe;
 pub mod process;
 pub mod report;

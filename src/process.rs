@@ -22,6 +22,8 @@ pub struct Spec {
     pub args: Vec<String>,
     pub cwd: PathBuf,
     pub env: BTreeMap<String, String>,
+    /// Variables of tuneloop's own environment the child must not inherit.
+    pub env_remove: Vec<String>,
     /// Bytes for stdin; `None` gives /dev/null.
     pub stdin: Option<Vec<u8>>,
     pub timeout: Duration,
@@ -113,6 +115,9 @@ pub async fn run(
 ) -> std::io::Result<Outcome> {
     let started = Instant::now();
     let mut cmd = Command::new(&spec.program);
+    for k in &spec.env_remove {
+        cmd.env_remove(k);
+    }
     cmd.args(&spec.args)
         .current_dir(&spec.cwd)
         .envs(&spec.env)
@@ -241,7 +246,11 @@ fn kill_group(pgid: Option<i32>, sig: i32) {
 pub fn run_quick(spec: &Spec) -> std::io::Result<Outcome> {
     use std::io::Write as _;
     let started = Instant::now();
-    let mut child = std::process::Command::new(&spec.program)
+    let mut cmd = std::process::Command::new(&spec.program);
+    for k in &spec.env_remove {
+        cmd.env_remove(k);
+    }
+    let mut child = cmd
         .args(&spec.args)
         .current_dir(&spec.cwd)
         .envs(&spec.env)
@@ -282,6 +291,31 @@ mod tests {
             cwd: std::env::temp_dir(),
             timeout,
             ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn removed_variables_do_not_reach_the_child() {
+        // `env` prints the environment it got; HOME and PATH are set in the test's.
+        let spec = Spec {
+            program: "/usr/bin/env".into(),
+            cwd: std::env::temp_dir(),
+            timeout: Duration::from_secs(5),
+            env_remove: vec!["HOME".into()],
+            ..Default::default()
+        };
+        let names = |out: &str| -> Vec<String> {
+            out.lines()
+                .filter_map(|l| l.split_once('=').map(|(k, _)| k.to_string()))
+                .collect()
+        };
+        for out in [
+            run(&spec, &Interrupt::new(), |_| {}).await.unwrap().stdout,
+            run_quick(&spec).unwrap().stdout,
+        ] {
+            let got = names(&out);
+            assert!(!got.contains(&"HOME".to_string()), "{out}");
+            assert!(got.contains(&"PATH".to_string()), "{out}");
         }
     }
 

@@ -802,6 +802,7 @@ impl<'a> Session<'a> {
             project_root: &self.root,
             incumbent: &self.incumbent,
             incumbent_sps: self.incumbent_sps,
+            ceiling_sps: self.ceiling,
             history: &self.rows,
             profile_table: &self.profile_table,
             turn_dir: tdir.clone(),
@@ -850,7 +851,10 @@ impl<'a> Session<'a> {
         if rep.exhausted {
             undo(self)?;
             let _ = std::fs::remove_dir_all(&tdir);
-            return Ok(Some("candidates exhausted".into()));
+            return Ok(Some(
+                rep.stop_note
+                    .unwrap_or_else(|| "candidates exhausted".into()),
+            ));
         }
         let diff = self.diff(&self.incumbent_files, &after);
         std::fs::write(tdir.join("diff.patch"), &diff)?;

@@ -500,7 +500,21 @@ fn the_command_line_is_built_from_the_policy_exactly() {
     assert_eq!(shown[1], "-p");
     assert!(shown[2].contains("prompts/turn.en.md"), "{}", shown[2]);
     assert_eq!(shown[3..], got[3..], "policy show and the real call differ");
-    assert!(!show.stderr.contains("warning"), "{}", show.stderr);
+    // Nothing risky; but `Bash(python bench_loader.py)` is dead here (Bash is
+    // neither in `tools` nor undenied), and said so.
+    let warnings: Vec<&str> = show
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{}", show.stderr);
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w.contains("`Bash(python bench_loader.py)`") && w.contains("never applies")),
+        "{}",
+        show.stderr
+    );
 
     // The correct edit was measured and kept: train.py has the one change.
     t.assert_decision("kept", "faster");
@@ -1023,12 +1037,29 @@ fn policy_show_prints_the_command_line_and_warns_about_rules_that_give_too_much(
         .lines()
         .filter(|l| l.starts_with("warning:"))
         .collect();
-    assert_eq!(warnings.len(), 3, "{}", r.stderr);
+    assert_eq!(warnings.len(), 7, "{}", r.stderr);
     assert!(
         warnings[0].contains("`Bash`") && warnings[1].contains("`Write`"),
         "{warnings:#?}"
     );
     assert!(warnings[2].contains("bypassPermissions"), "{warnings:#?}");
+    // Then the dead rules: neither is in `tools`, and the default deny list
+    // removes both.
+    for (tool, why) in [
+        ("Bash", "is not in tools"),
+        ("Bash", "disallowed_tools has `Bash`"),
+        ("Write", "is not in tools"),
+        ("Write", "disallowed_tools has `Write`"),
+    ] {
+        assert!(
+            warnings[3..]
+                .iter()
+                .any(|w| w.contains(&format!("allowed_tools has `{tool}`, but"))
+                    && w.contains(why)
+                    && w.contains("never applies")),
+            "{tool} {why}: {warnings:#?}"
+        );
+    }
     let argv = shown_command_line(&r.stdout);
     let at = |f: &str| argv[argv.iter().position(|a| a == f).unwrap() + 1].clone();
     assert_eq!(at("--allowedTools"), "Read,Edit,Bash,Write");
@@ -1144,4 +1175,337 @@ fn a_multi_turn_run_on_the_example_with_real_pytorch() {
     assert_eq!(denials[0]["tool_name"], "Bash");
     let md = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(md.contains("claude") && md.contains("rejected"), "{md}");
+}
+
+// ------------------------------------------------------------ issue 15
+
+/// Milliseconds as the prompt writes them (a second decimal below 1 ms).
+fn ms(seconds: f64) -> String {
+    let v = seconds * 1e3;
+    if v.abs() < 1.0 {
+        format!("{v:.2} ms")
+    } else {
+        format!("{v:.1} ms")
+    }
+}
+
+/// The lines the prompt's diagnosis must hold for incumbent measurement `m`
+/// (a harness JSON object) at `sps` samples/sec, computed here from the
+/// figures themselves rather than by tuneloop's code.
+fn expected_diagnosis(m: &Value, sps: f64, ceiling: f64) -> Vec<String> {
+    let f = |k: &str| {
+        m[k].as_f64()
+            .unwrap_or_else(|| panic!("{k} missing in the measurement {m:#}"))
+    };
+    let steps = f("steps");
+    let (dw, train) = (f("data_wait_s") / steps, f("train_step_s") / steps);
+    let wall = f("wall_s");
+    let workers = m["loader"]["num_workers"].as_u64().unwrap_or(0);
+    let per_batch = if workers == 0 {
+        format!("loading one takes {} inside the training process", ms(dw))
+    } else {
+        format!(
+            "one worker takes {} to produce a batch ({workers} workers)",
+            ms(workers as f64 * (dw + train))
+        )
+    };
+    vec![
+        format!(
+            "- ceiling: {ceiling:.1} samples/sec (the training step alone, fed one batch from memory); the incumbent is at {:.1}% of it",
+            sps / ceiling * 100.0
+        ),
+        format!(
+            "- the step now: {} = data_wait {} + train_step {}",
+            ms(dw + train),
+            ms(dw),
+            ms(train)
+        ),
+        format!("- per batch: {per_batch}"),
+        format!(
+            "- CPU busy (cores, over the timed steps): loader {:.2}, training process {:.2}, whole machine {:.2} of {}",
+            f("loader_cpu_s") / wall,
+            f("main_cpu_s") / wall,
+            f("machine_busy_s") / wall,
+            m["cpu_count"].as_u64().unwrap()
+        ),
+        format!(
+            "the median step waits {}, the mean {}",
+            ms(f("data_wait_step_median_s")),
+            ms(dw)
+        ),
+    ]
+}
+
+#[test]
+fn the_prompt_carries_the_incumbents_figures_from_its_bench_json() {
+    let mut p = PolicyToml::new();
+    p.set("loop", "max_iterations", "2");
+    let ws = Ws::managed(&p);
+    let r = ws.start("edit:num_workers=2;nochange");
+    r.ok();
+    let run = r.run_dir();
+    let rep = json(&run.join("report.json"));
+    let baseline = json(&run.join("baseline/bench.json"));
+    let ceiling = baseline["runs"][0]["ceiling_sps"].as_f64().unwrap();
+    assert_eq!(rep["ceiling_sps"].as_f64(), Some(ceiling));
+    // Turn 1 tries to beat the baseline: its last run, at the baseline's median.
+    let mut incumbent = baseline["runs"].as_array().unwrap().last().unwrap().clone();
+    let mut sps = rep["baseline_sps"].as_f64().unwrap();
+    let prompt1 = std::fs::read_to_string(turn_file(&run, 1, "prompt.md")).unwrap();
+    for line in expected_diagnosis(&incumbent, sps, ceiling) {
+        assert!(prompt1.contains(&line), "{line:?} not in\n{prompt1}");
+    }
+    assert!(
+        prompt1.contains("about ") && prompt1.contains(" workers keep up"),
+        "{prompt1}"
+    );
+    // Turn 2 tries to beat turn 1's candidate if it was kept: its last run, at its median.
+    let t1 = &rep["turns"][0];
+    if t1["decision"] == "kept" {
+        let b1 = json(&turn_file(&run, 1, "bench.json"));
+        incumbent = b1["candidate"].as_array().unwrap().last().unwrap().clone();
+        sps = t1["after_sps"].as_f64().unwrap();
+        assert_eq!(incumbent["loader"]["num_workers"], 2);
+    }
+    let prompt2 = std::fs::read_to_string(turn_file(&run, 2, "prompt.md")).unwrap();
+    for line in expected_diagnosis(&incumbent, sps, ceiling) {
+        assert!(prompt2.contains(&line), "{line:?} not in\n{prompt2}");
+    }
+    // Each allowed knob gets its bound; pin_memory cannot matter without CUDA.
+    for k in ["num_workers", "prefetch_factor", "persistent_workers"] {
+        assert!(prompt2.contains(&format!("  - `{k}`: ")), "{k}: {prompt2}");
+    }
+    assert!(
+        prompt2.contains("  - `pin_memory`: nothing: no CUDA device"),
+        "{prompt2}"
+    );
+    // `tuneloop show RUN 2` shows the prompt as the agent saw it.
+    let show = ws.tuneloop(&["show", run.to_str().unwrap(), "2"], &[]);
+    show.ok();
+    assert!(show.stdout.contains(prompt2.trim_end()), "{}", show.stdout);
+    // What the fake received is that prompt, right after -p.
+    assert_eq!(strings(&ws.fake_call(2)["argv"])[2], prompt2);
+}
+
+#[test]
+fn a_hybrid_run_spends_no_claude_call_until_the_knobs_are_settled() {
+    // The bundled example is storage-bound: the builtin agent climbs
+    // num_workers; only then does Claude Code get the structural turns. No
+    // data_wait is too small to stop on, so the loop goes on to Claude.
+    let mut p = PolicyToml::new();
+    p.set("agent", "backend", "\"hybrid\"")
+        .set("loop", "max_iterations", "6")
+        .set("loop", "knobs", r#"["num_workers", "preprocessing"]"#)
+        .set("decision", "stop_when_data_wait_below", "0.0");
+    let ws = Ws::managed(&p);
+    let r = ws.tuneloop(&["start"], &[("FAKE_CLAUDE_MODES", "nochange")]);
+    r.ok();
+    let run = r.run_dir();
+    let rep = json(&run.join("report.json"));
+    assert_eq!(rep["agent"], "hybrid");
+    let turns = rep["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 6, "{rep:#}");
+    let backends: Vec<&str> = turns
+        .iter()
+        .map(|t| t["agent"]["backend"].as_str().unwrap())
+        .collect();
+    let builtin = backends.iter().take_while(|b| **b == "builtin").count();
+    assert!(builtin >= 1, "{backends:?}");
+    assert!(
+        backends[builtin..].iter().all(|b| *b == "claude") && builtin < backends.len(),
+        "builtin turns first, then Claude's: {backends:?}"
+    );
+    assert_eq!(turns[0]["change"], "num_workers (default) → 2");
+    // One Claude call per Claude turn, none before the knobs were settled.
+    assert_eq!(ws.fake_calls(), backends.len() - builtin);
+    for n in 1..=builtin as u32 {
+        let prompt = std::fs::read_to_string(turn_file(&run, n, "prompt.md")).unwrap();
+        assert!(prompt.starts_with("(builtin agent: no prompt)"), "{prompt}");
+    }
+    // The first Claude prompt: every builtin turn in its history, only the
+    // structural knob on offer, the figures of the incumbent it must beat.
+    let first = builtin as u32 + 1;
+    let prompt = std::fs::read_to_string(turn_file(&run, first, "prompt.md")).unwrap();
+    for t in &turns[..builtin] {
+        let line = format!("- turn {}: {}", t["turn"], t["change"].as_str().unwrap());
+        assert!(prompt.contains(&line), "{line} not in\n{prompt}");
+    }
+    assert!(prompt.contains("1. `preprocessing`"), "{prompt}");
+    assert!(!prompt.contains("1. `num_workers`"), "{prompt}");
+    assert!(
+        prompt.contains("- ceiling: ") && prompt.contains("per batch: "),
+        "{prompt}"
+    );
+    // The costs: each call's, summed, and per point of speed-up.
+    let costs: Vec<f64> = (first..=turns.len() as u32)
+        .map(|n| {
+            json(&turn_file(&run, n, "result.json"))["total_cost_usd"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    let total = costs.iter().sum::<f64>();
+    assert!(total > 0.0);
+    assert!(
+        (rep["total_cost_usd"].as_f64().unwrap() - total).abs() < 1e-9,
+        "{rep:#}"
+    );
+    let agents = rep["agents"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no agents in {rep:#}"));
+    assert_eq!(agents.len(), 2, "{rep:#}");
+    assert_eq!(agents[0]["backend"], "builtin");
+    assert_eq!(agents[0]["cost_usd"].as_f64(), Some(0.0));
+    assert_eq!(agents[1]["backend"], "claude");
+    assert!((agents[1]["cost_usd"].as_f64().unwrap() - total).abs() < 1e-9);
+    let claude_turns: Vec<u64> = (first as u64..=turns.len() as u64).collect();
+    assert_eq!(agents[1]["turns"], serde_json::json!(claude_turns));
+    let speedup = rep["speedup"].as_f64().unwrap();
+    match rep["cost_per_point_usd"].as_f64() {
+        Some(c) => assert!((c - total / ((speedup - 1.0) * 100.0)).abs() < 1e-9),
+        None => assert!(speedup <= 1.0, "{rep:#}"),
+    }
+    for f in ["report.md", "report.html"] {
+        let text = std::fs::read_to_string(run.join(f)).unwrap();
+        assert!(
+            text.contains(&format!("claude turns {first}–"))
+                || text.contains(&format!("claude turns {first} (")),
+            "{f}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn a_hybrid_run_without_preprocessing_never_calls_claude_and_says_why_it_stopped() {
+    // Contract mode: the figure follows num_workers, so the builtin agent
+    // climbs until its cap. Claude Code is not even installed. The policy
+    // says claude; `--agent hybrid` overrides it.
+    let mut p = PolicyToml::new();
+    p.set("agent", "command", "\"./no-such-claude\"")
+        .set("loop", "max_iterations", "8")
+        .set("loop", "knobs", r#"["num_workers"]"#);
+    let ws = Ws::contract(&p);
+    let r = ws.tuneloop(&["start", "--agent", "hybrid"], &[]);
+    r.ok();
+    let rep = json(&r.run_dir().join("report.json"));
+    assert_eq!(rep["agent"], "hybrid");
+    let turns = rep["turns"].as_array().unwrap();
+    assert!(!turns.is_empty(), "{rep:#}");
+    assert!(
+        turns.iter().all(|t| t["agent"]["backend"] == "builtin"),
+        "{rep:#}"
+    );
+    assert_eq!(ws.fake_calls(), 0);
+    assert_eq!(
+        rep["stop_reason"],
+        "candidates exhausted: the knobs are settled, and structural changes need `preprocessing` in [loop] knobs"
+    );
+}
+
+#[test]
+fn a_deny_rule_that_kills_an_allowed_rule_is_named_by_policy_show_and_start() {
+    // The issue's policy: Bash(python bench_loader.py) allowed, bare Bash
+    // denied by default — observed with the real CLI to leave no Bash tool.
+    let mut p = PolicyToml::new();
+    p.set("agent", "tools", r#"["Read", "Edit", "Bash"]"#).set(
+        "agent",
+        "allowed_tools",
+        r#"["Read", "Edit(train.py)", "Bash(python bench_loader.py)"]"#,
+    );
+    let ws = Ws::contract(&p);
+    let check = |stderr: &str| {
+        let w: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("warning:") && l.contains("never applies"))
+            .collect();
+        assert_eq!(w.len(), 1, "{stderr}");
+        for want in [
+            "policies/default.toml",
+            "`Bash(python bench_loader.py)`",
+            "disallowed_tools has `Bash`",
+            "drop `Bash` from disallowed_tools",
+        ] {
+            assert!(w[0].contains(want), "{want} not in {}", w[0]);
+        }
+    };
+    let show = ws.tuneloop(&["policy", "show"], &[]);
+    show.ok();
+    check(&show.stderr);
+    let start = ws.start("edit:num_workers=2");
+    start.ok();
+    check(&start.stderr);
+    // The other cases, each named with its fix.
+    let mut p = PolicyToml::new();
+    p.set("agent", "tools", r#"["Read", "Edit"]"#)
+        .set(
+            "agent",
+            "allowed_tools",
+            r#"["Read", "Edit(train.py)", "Bash(python bench_loader.py)", "Grpe"]"#,
+        )
+        .set("agent", "disallowed_tools", r#"["Edit(*.py)", "WebFetch"]"#);
+    ws.write("policies/default.toml", &p.render());
+    let show = ws.tuneloop(&["policy", "show"], &[]);
+    show.ok();
+    let stderr = &show.stderr;
+    for want in [
+        "`Bash(python bench_loader.py)`, but `Bash` is not in tools (Read, Edit)",
+        "add \"Bash\" to tools",
+        "`Edit(train.py)`, but disallowed_tools has `Edit(*.py)`, which covers it",
+        "narrow `Edit(*.py)`",
+        "allowed_tools has `Grpe`: Claude Code has no tool `Grpe`",
+        "did you mean `Grep`?",
+    ] {
+        assert!(stderr.contains(want), "{want} not in\n{stderr}");
+    }
+    // The default policy has nothing dead.
+    ws.write("policies/default.toml", &PolicyToml::new().render());
+    let show = ws.tuneloop(&["policy", "show"], &[]);
+    assert!(!show.stderr.contains("warning"), "{}", show.stderr);
+}
+
+#[test]
+fn tuneloop_started_inside_a_claude_code_session_still_starts_claude() {
+    let parent = [
+        ("CLAUDECODE", "1"),
+        ("CLAUDE_CODE_ENTRYPOINT", "cli"),
+        ("ANTHROPIC_API_KEY", "sk-ant-test-not-a-key"),
+        ("FAKE_CLAUDE_NESTED_GUARD", "1"),
+    ];
+    // The fake refuses a nested start, like CLI 2.1.39 and later.
+    let refused = Command::new(fake_claude())
+        .args(["-p", "hi", "--output-format", "stream-json", "--verbose"])
+        .envs(parent)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("cannot be launched inside another Claude Code session"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    // tuneloop under the same environment: the call runs and the turn is kept.
+    let ws = Ws::contract(&PolicyToml::new());
+    let mut env: Vec<(&str, &str)> = parent.to_vec();
+    env.push(("FAKE_CLAUDE_MODES", "edit:num_workers=2"));
+    let r = ws.tuneloop(&["start", "--agent", "claude"], &env);
+    r.ok();
+    let run = r.run_dir();
+    let rep = json(&run.join("report.json"));
+    assert_eq!(rep["turns"][0]["decision"], "kept", "{rep:#}");
+    let seen = strings(&ws.fake_call(1)["env_names"]);
+    assert!(
+        !seen
+            .iter()
+            .any(|k| k == "CLAUDECODE" || k == "CLAUDE_CODE_ENTRYPOINT"),
+        "{seen:?}"
+    );
+    // Authentication is the user's, and passes through.
+    assert!(seen.contains(&"ANTHROPIC_API_KEY".to_string()), "{seen:?}");
+    let call = json(&turn_file(&run, 1, "call.json"));
+    assert_eq!(
+        strings(&call["env_removed"]),
+        ["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"]
+    );
 }

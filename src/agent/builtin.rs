@@ -30,102 +30,13 @@ use crate::config::Workspace;
 use crate::edit::{self, CallSite};
 use crate::report::{AgentInfo, Decision, TurnRow};
 
+/// The loader's arithmetic lives in [`super::evidence`], shared with the Claude agent's prompt.
+pub use super::evidence::LoaderModel;
+use super::evidence::{self, WORKER_HEADROOM};
 use super::{AgentReport, TurnContext};
 
 /// Climb num_workers only while data_wait is at least this share of the step.
 const CLIMB_WHILE_DATA_WAIT_ABOVE: f64 = 0.2;
-/// Spend a turn on more workers (or on prefetching) only when the figures
-/// promise at least this speed-up: a smaller one is a close call that costs
-/// many runs to settle and is seldom kept.
-const MIN_PREDICTED_GAIN: f64 = 1.15;
-/// The step waits steadily when its median data_wait is at least this share
-/// of the mean: no few long stalls for a deeper prefetch to absorb.
-const STEADY_WAIT: f64 = 0.5;
-/// Workers asked for beyond the estimate: a worker too many costs little
-/// (it waits), one too few leaves the step waiting.
-const WORKER_HEADROOM: f64 = 1.25;
-
-/// What one measurement says about the loader, per timed step. Without
-/// workers, loading happens inside `next()` in the training process; with W
-/// workers that keep the step waiting, each takes W steps to produce a batch.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LoaderModel {
-    /// Seconds per step now: data_wait + train_step.
-    pub step_s: f64,
-    /// The training step alone: no loader setting gets below it.
-    pub train_s: f64,
-    /// With workers, the training thread's CPU inside `next()` (receiving a
-    /// batch from a worker): part of data_wait however many workers there are.
-    pub fetch_s: f64,
-    /// What the CPU allows: the CPU that loading and training use per step,
-    /// spread over the cores left free for this job.
-    pub cpu_s: f64,
-    /// Seconds one worker (or the training process, without workers) takes
-    /// to produce one batch.
-    pub batch_latency_s: f64,
-    /// Cores free for this job: its share of the machine, less what other
-    /// processes kept busy over the timed steps.
-    pub cores_free: f64,
-}
-
-impl LoaderModel {
-    /// `None` when the measurement lacks the figures (contract mode, an older harness).
-    pub fn of(m: &Measurement, workers: u64, cores: u64) -> Option<LoaderModel> {
-        let steps = f64::from(m.steps.filter(|&s| s > 0)?);
-        let (dw, train) = (m.data_wait_s? / steps, m.train_step_s? / steps);
-        let (load_cpu, main_cpu) = (m.loader_cpu_s?, m.main_cpu_s?);
-        let step = dw + train;
-        if step <= 0.0 || train <= 0.0 {
-            return None;
-        }
-        // Other processes' load, from the machine's busy time; under a
-        // launcher the other ranks are this job, so it is left out there.
-        let others = match m.world_size.unwrap_or(1) {
-            1 => m.others_cores().unwrap_or(0.0),
-            _ => 0.0,
-        };
-        let cores_free = (cores as f64 - others).max(0.5);
-        let fetch = if workers == 0 {
-            0.0
-        } else {
-            m.fetch_cpu_s.unwrap_or(0.0) / steps
-        };
-        Some(LoaderModel {
-            step_s: step,
-            train_s: train,
-            fetch_s: fetch,
-            cpu_s: (load_cpu + main_cpu) / steps / cores_free,
-            batch_latency_s: if workers == 0 {
-                dw
-            } else {
-                workers as f64 * step
-            },
-            cores_free,
-        })
-    }
-
-    /// The fastest step any loader setting could give.
-    pub fn best_step_s(&self) -> f64 {
-        (self.train_s + self.fetch_s).max(self.cpu_s)
-    }
-
-    /// How much faster the step could get with enough workers.
-    pub fn predicted_gain(&self) -> f64 {
-        self.step_s / self.best_step_s()
-    }
-
-    /// Workers that keep up with the fastest step, with some headroom.
-    pub fn workers_needed(&self) -> u64 {
-        (self.batch_latency_s / self.best_step_s() * WORKER_HEADROOM).ceil() as u64
-    }
-
-    /// Whether no loader setting can make the step much faster: what keeps
-    /// it waiting is the CPU, or the training process's own work, not the
-    /// number of workers.
-    pub fn saturated(&self) -> bool {
-        self.predicted_gain() < MIN_PREDICTED_GAIN
-    }
-}
 
 pub struct BuiltinAgent {
     /// The editable file holding the measured loader (from the entry's module).
@@ -420,23 +331,12 @@ pub fn next_proposal(
             .unwrap_or(2);
         // Nor when an epoch is so short that its batches are all requested at
         // its start already: the wait left is the epoch's first batch.
-        let short_epochs = match (incumbent.epoch_starts_timed, incumbent.steps) {
-            (Some(n), Some(steps)) if n > 0 => u64::from(steps) / u64::from(n) <= nw * cur,
-            _ => false,
-        };
+        let short_epochs =
+            evidence::short_epochs(incumbent.epoch_starts_timed, incumbent.steps, nw, cur);
         // Nor when the step waits steadily: then the workers' rate is the
         // limit, and a deeper queue does not raise it. Prefetching absorbs
         // stalls (most steps wait little, a few wait long).
-        let steady = match (
-            incumbent.data_wait_step_median_s,
-            incumbent.data_wait_s,
-            incumbent.steps,
-        ) {
-            (Some(med), Some(dw), Some(steps)) if steps > 0 => {
-                med >= STEADY_WAIT * dw / f64::from(steps)
-            }
-            _ => false,
-        };
+        let steady = evidence::WaitShape::of(incumbent).is_some_and(|w| w.steady());
         if knobs.contains(&"prefetch_factor")
             && share >= stop_when_data_wait_below
             && !saturated

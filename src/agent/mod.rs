@@ -1,10 +1,14 @@
 //! Agents: whatever proposes and applies ONE change per turn to the editable
 //! files. `builtin` is offline and deterministic; `claude` drives Claude Code in
-//! headless mode. The loop never trusts an agent's word: it verifies the files
+//! headless mode; `hybrid` lets the builtin agent settle the knobs and Claude
+//! Code take the structural turns after. `evidence` is what both read from a
+//! measurement. The loop never trusts an agent's word: it verifies the files
 //! afterwards (`verify`) and measures.
 
 pub mod builtin;
 pub mod claude;
+pub mod evidence;
+pub mod hybrid;
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +29,8 @@ pub struct TurnContext<'a> {
     pub incumbent: &'a Measurement,
     /// The incumbent's median samples/sec.
     pub incumbent_sps: f64,
+    /// The baseline's ceiling: samples/sec of the training step alone.
+    pub ceiling_sps: Option<f64>,
     pub history: &'a [TurnRow],
     /// The profiler table of the incumbent (may be empty).
     pub profile_table: &'a str,
@@ -47,17 +53,22 @@ pub struct AgentReport {
     pub interrupted: bool,
     /// Every later call would fail the same way (e.g. not logged in): stop the run.
     pub fatal: bool,
+    /// With `exhausted`: the run's stop reason, when more can be said than
+    /// "candidates exhausted".
+    pub stop_note: Option<String>,
 }
 
 pub enum Agent {
     Builtin(builtin::BuiltinAgent),
     Claude(claude::ClaudeAgent),
+    Hybrid(hybrid::HybridAgent),
 }
 
 impl Agent {
     pub fn from_policy(policy: &Policy, ws: &Workspace) -> Agent {
         match policy.agent.backend.as_str() {
             "claude" => Agent::Claude(claude::ClaudeAgent::new(policy, ws)),
+            "hybrid" => Agent::Hybrid(hybrid::HybridAgent::new(policy, ws)),
             _ => Agent::Builtin(builtin::BuiltinAgent::new(ws)),
         }
     }
@@ -66,6 +77,7 @@ impl Agent {
         match self {
             Agent::Builtin(_) => "builtin",
             Agent::Claude(_) => "claude",
+            Agent::Hybrid(_) => "hybrid",
         }
     }
 
@@ -74,6 +86,7 @@ impl Agent {
         match self {
             Agent::Builtin(_) => Ok(()),
             Agent::Claude(c) => c.preflight(),
+            Agent::Hybrid(h) => h.preflight(),
         }
     }
 
@@ -87,6 +100,7 @@ impl Agent {
         match self {
             Agent::Builtin(b) => b.propose(ctx),
             Agent::Claude(c) => c.propose(ctx, on_tool).await,
+            Agent::Hybrid(h) => h.propose(ctx, on_tool).await,
         }
     }
 }

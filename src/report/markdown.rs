@@ -88,6 +88,8 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
         ));
     }
     items.push((l.agent_cost, text::usd(r.total_cost_usd)));
+    // More than one agent (hybrid): who made which turn, and the price of a point.
+    items.extend(super::agents::headline_item(r));
     items.push((l.agent_time, text::duration_ms(r.agent_time_ms)));
     items.push((l.bench_runs, r.bench_runs.to_string()));
     items.push((l.wall_time, text::duration_s(r.wall_s)));

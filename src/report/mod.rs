@@ -3,6 +3,7 @@
 pub mod model;
 pub use model::*;
 
+pub mod agents;
 pub mod html;
 pub mod json;
 pub mod labels;

@@ -11,6 +11,30 @@
 
 use crate::config::AgentPolicy;
 
+/// Variables a Claude Code session sets for the processes it starts, by
+/// which newer CLI versions detect a nested session and refuse to start
+/// ("Claude Code cannot be launched inside another Claude Code session").
+/// tuneloop started by Claude Code (a user asked it to tune) starts its own
+/// `claude -p` without them. Everything else is inherited as it is:
+/// authentication (`ANTHROPIC_API_KEY`, `CLAUDE_CODE_OAUTH_TOKEN`), the
+/// provider (`CLAUDE_CODE_USE_BEDROCK`, `CLAUDE_CODE_USE_VERTEX`) and the
+/// user's own `CLAUDE_CODE_*` settings.
+pub const PARENT_SESSION_VARS: [&str; 4] = [
+    "CLAUDECODE",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CLAUDE_CODE_SSE_PORT",
+    "CLAUDE_CODE_SESSION_ID",
+];
+
+/// The parent-session variables set in this process's environment.
+pub fn parent_session_vars_set() -> Vec<String> {
+    PARENT_SESSION_VARS
+        .iter()
+        .filter(|k| std::env::var_os(k).is_some())
+        .map(|k| k.to_string())
+        .collect()
+}
+
 /// What changes from one call to the next; everything else is the policy.
 #[derive(Clone, Debug, Default)]
 pub struct Invocation<'a> {
@@ -105,7 +129,7 @@ pub fn split_rules(value: &str) -> Vec<String> {
 }
 
 /// `(tool, specifier)` of a rule such as `Bash(npm run *)`.
-fn parse_rule(rule: &str) -> (&str, Option<&str>) {
+pub(crate) fn parse_rule(rule: &str) -> (&str, Option<&str>) {
     match rule.find('(') {
         Some(i) if rule.ends_with(')') => {
             (rule[..i].trim(), Some(rule[i + 1..rule.len() - 1].trim()))
@@ -115,7 +139,7 @@ fn parse_rule(rule: &str) -> (&str, Option<&str>) {
 }
 
 /// A specifier that matches everything (`*`, `**`, `/**`, `:*`, …).
-fn matches_everything(spec: Option<&str>) -> bool {
+pub(crate) fn matches_everything(spec: Option<&str>) -> bool {
     match spec {
         None => true,
         Some(s) => {

@@ -135,6 +135,8 @@ impl ClaudeAgent {
             prompt::load_template(&ctx.ws.dir, &ap.prompt, &ap.language);
         let editable = &ctx.ws.file.project.editable;
         let sites = scan_call_sites(ctx.project_root, editable);
+        let evidence =
+            crate::agent::evidence::Evidence::of(ctx.incumbent, ctx.incumbent_sps, ctx.ceiling_sps);
         let facts = prompt::PromptFacts {
             language: &ap.language,
             turn: ctx.turn,
@@ -154,6 +156,7 @@ impl ClaudeAgent {
                 .collect(),
             history: ctx.history,
             table: &delivery,
+            evidence: Some(&evidence),
         };
         let text = prompt::render(&template, &facts);
         std::fs::write(dir.join("prompt.md"), &text).map_err(|e| io("prompt.md", e))?;
@@ -176,6 +179,12 @@ impl ClaudeAgent {
             args,
             cwd: ctx.project_root.to_owned(),
             env: BTreeMap::new(),
+            // Started from inside a Claude Code session, the child would see
+            // the parent's markers and refuse to start nested.
+            env_remove: command::PARENT_SESSION_VARS
+                .iter()
+                .map(|k| k.to_string())
+                .collect(),
             stdin,
             timeout: ctx.policy.agent_timeout(),
             done_marker: None,
@@ -288,6 +297,7 @@ impl ClaudeAgent {
             "program": spec.program,
             "cwd": spec.cwd,
             "shell_line": spec.shell_line(),
+            "env_removed": command::parent_session_vars_set(),
             "timeout_s": spec.timeout.as_secs(),
             "prompt_template": template_source,
             "procedure": match &procedure {

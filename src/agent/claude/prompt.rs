@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::agent::evidence::{Evidence, Outlook};
 use crate::edit::CallSite;
 use crate::report::{Decision, TurnRow};
 
@@ -82,6 +83,8 @@ pub struct PromptFacts<'a> {
     pub loader_settings: Vec<(String, String)>,
     pub history: &'a [TurnRow],
     pub table: &'a TableDelivery,
+    /// What the incumbent's measurement says (`None`: no measurement yet).
+    pub evidence: Option<&'a Evidence>,
 }
 
 /// Fills the template's `{{placeholders}}`; unknown ones are left as written.
@@ -123,6 +126,7 @@ pub fn render(template: &str, f: &PromptFacts) -> String {
         ("call_sites", call_sites(f, ja)),
         ("history", history(f.history, ja)),
         ("profile_source", profile_source(f.table, ja)),
+        ("diagnosis", diagnosis(f, ja)),
     ];
     let mut out = template.to_string();
     for (k, v) in values {
@@ -244,6 +248,245 @@ fn call_sites(f: &PromptFacts, ja: bool) -> String {
         });
     }
     lines.join("\n")
+}
+
+/// Milliseconds, with a second decimal below 1 ms.
+pub fn ms(seconds: f64) -> String {
+    let v = seconds * 1e3;
+    if v.abs() < 1.0 {
+        format!("{v:.2} ms")
+    } else {
+        format!("{v:.1} ms")
+    }
+}
+
+/// A speed-up factor: ×22.4, ×1.35.
+pub fn gain(x: f64) -> String {
+    if x >= 10.0 {
+        format!("×{x:.1}")
+    } else {
+        format!("×{x:.2}")
+    }
+}
+
+/// The incumbent's figures as the builtin agent reads them, one line each,
+/// in the prompt's language: evidence, not orders.
+fn diagnosis(f: &PromptFacts, ja: bool) -> String {
+    let Some(e) = f.evidence else {
+        return if ja {
+            "- (まだ計測がない)".into()
+        } else {
+            "- (no measurement yet)".into()
+        };
+    };
+    let mut out: Vec<String> = Vec::new();
+    match (e.ceiling_sps, e.share_of_ceiling(), e.ceiling_gain()) {
+        (Some(c), Some(share), Some(g)) => out.push(if ja {
+            format!(
+                "- 天井: {c:.1} samples/sec(メモリ上の1バッチを与えた学習ステップだけの速さ)。incumbent はその {:.1}% なので、どの DataLoader 設定でも {} を超えない",
+                share * 100.0,
+                gain(g)
+            )
+        } else {
+            format!(
+                "- ceiling: {c:.1} samples/sec (the training step alone, fed one batch from memory); the incumbent is at {:.1}% of it, so no DataLoader setting can give more than {}",
+                share * 100.0,
+                gain(g)
+            )
+        }),
+        _ => out.push(if ja {
+            "- 天井: 不明(このベンチは測らない)".into()
+        } else {
+            "- ceiling: unknown (this bench does not measure it)".into()
+        }),
+    }
+    if let Some(m) = e.model {
+        let dw = m.step_s - m.train_s;
+        out.push(if ja {
+            format!(
+                "- 現在の1ステップ: {} = data_wait {} + train_step {}",
+                ms(m.step_s),
+                ms(dw),
+                ms(m.train_s)
+            )
+        } else {
+            format!(
+                "- the step now: {} = data_wait {} + train_step {}",
+                ms(m.step_s),
+                ms(dw),
+                ms(m.train_s)
+            )
+        });
+        let per_batch = match (e.workers, ja) {
+            (0, false) => format!(
+                "- per batch: loading one takes {} inside the training process (no workers)",
+                ms(m.batch_latency_s)
+            ),
+            (0, true) => format!(
+                "- 1バッチあたり: 学習プロセスの中で読み込みに {} かかる(ワーカーなし)",
+                ms(m.batch_latency_s)
+            ),
+            (w, false) => format!(
+                "- per batch: one worker takes {} to produce a batch ({w} workers)",
+                ms(m.batch_latency_s)
+            ),
+            (w, true) => format!(
+                "- 1バッチあたり: ワーカー1つがバッチ1つを作るのに {} かかる(ワーカー {w})",
+                ms(m.batch_latency_s)
+            ),
+        };
+        out.push(per_batch);
+        out.push(if ja {
+            format!(
+                "- ステップが縮められる下限: {}(学習ステップ+バッチの受け取り {}、読み込みと学習が1ステップに使う CPU を空きコア {:.2} で割ると {} の大きい方)。今より最大 {}。それに追いつくワーカー数はおよそ {}",
+                ms(m.best_step_s()),
+                ms(m.train_s + m.fetch_s),
+                m.cores_free,
+                ms(m.cpu_s),
+                gain(m.predicted_gain()),
+                m.workers_needed()
+            )
+        } else {
+            format!(
+                "- the step could take {} at best (the larger of train_step plus receiving a batch, {}, and the CPU that loading and training need per step over {:.2} free cores, {}): up to {} faster; about {} workers keep up with that step",
+                ms(m.best_step_s()),
+                ms(m.train_s + m.fetch_s),
+                m.cores_free,
+                ms(m.cpu_s),
+                gain(m.predicted_gain()),
+                m.workers_needed()
+            )
+        });
+    }
+    if let Some(c) = e.cpu {
+        let machine = match (c.machine, c.cores, ja) {
+            (Some(b), Some(n), false) => format!(", whole machine {b:.2} of {n}"),
+            (Some(b), Some(n), true) => format!("、マシン全体 {b:.2} / {n}"),
+            _ => String::new(),
+        };
+        let others = match (c.others, ja) {
+            (Some(o), false) => format!(" (other processes {o:.2})"),
+            (Some(o), true) => format!("(他のプロセス {o:.2})"),
+            _ => String::new(),
+        };
+        out.push(if ja {
+            format!(
+                "- CPU 使用(計測ステップ中の平均コア数): ローダー {:.2}、学習プロセス {:.2}{machine}{others}",
+                c.loader, c.training
+            )
+        } else {
+            format!(
+                "- CPU busy (cores, over the timed steps): loader {:.2}, training process {:.2}{machine}{others}",
+                c.loader, c.training
+            )
+        });
+    }
+    if let Some(w) = e.wait {
+        out.push(match (w.steady(), ja) {
+            (true, false) => format!(
+                "- the wait comes steadily: the median step waits {}, the mean {} (the workers' rate is the limit; a deeper prefetch does not raise it)",
+                ms(w.median_s),
+                ms(w.mean_s)
+            ),
+            (true, true) => format!(
+                "- 待ちは一様: ステップの待ちの中央値 {}、平均 {}(ワーカーの速さが上限で、先読みを深くしても上がらない)",
+                ms(w.median_s),
+                ms(w.mean_s)
+            ),
+            (false, false) => format!(
+                "- the wait comes as stalls: the median step waits {}, the mean {} (most steps wait little, a few long: a deeper prefetch absorbs them)",
+                ms(w.median_s),
+                ms(w.mean_s)
+            ),
+            (false, true) => format!(
+                "- 待ちは時々の停滞: ステップの待ちの中央値 {}、平均 {}(ほとんど待たず、まれに長く待つ。深い先読みで吸収できる)",
+                ms(w.median_s),
+                ms(w.mean_s)
+            ),
+        });
+    }
+    if let Some(n) = e.epoch_starts {
+        out.push(if ja {
+            format!("- 計測ステップ中に始まったエポック: {n}(そのたびに persistent でないワーカーが起動し直す)")
+        } else {
+            format!("- epochs begun during the timed steps: {n} (each starts non-persistent workers again)")
+        });
+    }
+    if e.model.is_none() && e.cpu.is_none() {
+        out.push(if ja {
+            "- (このベンチはローダーの内訳を報告しない: samples/sec と上記だけ)".into()
+        } else {
+            "- (this bench reports no loader figures: only samples/sec and the above)".into()
+        });
+    }
+    out.push(if ja {
+        "- 許されたノブごとに、これらの数字から見込める上限:".into()
+    } else {
+        "- what each allowed knob could give at most, by these figures:".into()
+    });
+    let allowed: Vec<&str> = ARTICLE_ORDER
+        .iter()
+        .copied()
+        .filter(|k| f.knobs.iter().any(|a| a == k))
+        .collect();
+    for k in &allowed {
+        let o = e.outlook(k);
+        out.push(format!(
+            "  - `{k}`: {}",
+            outlook_text(&o.outlook, o.workers_needed, k, ja)
+        ));
+    }
+    if allowed.is_empty() {
+        out.push(if ja {
+            "  - (なし)".into()
+        } else {
+            "  - (none)".into()
+        });
+    }
+    out.join("\n")
+}
+
+fn outlook_text(o: &Outlook, needed: Option<u64>, knob: &str, ja: bool) -> String {
+    match (o, ja) {
+        (Outlook::AtMost(g), false) => {
+            let tail = match (knob, needed) {
+                ("num_workers", Some(n)) => format!(" (about {n} workers keep up)"),
+                ("preprocessing", _) => " (if loading cost nothing: the wait gone, the ceiling the limit)".into(),
+                _ => String::new(),
+            };
+            format!("up to {}{tail}", gain(*g))
+        }
+        (Outlook::AtMost(g), true) => {
+            let tail = match (knob, needed) {
+                ("num_workers", Some(n)) => format!("(ワーカーおよそ {n} で追いつく)"),
+                ("preprocessing", _) => "(読み込みが無料になり待ちが消えた場合。上限は天井)".into(),
+                _ => String::new(),
+            };
+            format!("最大 {}{tail}", gain(*g))
+        }
+        (Outlook::Saturated(g), false) => format!(
+            "little, at most {}: the CPU or the training process is the limit, not the loader's setting",
+            gain(*g)
+        ),
+        (Outlook::Saturated(g), true) => format!(
+            "ほとんどない(最大 {}): 上限は CPU か学習プロセスで、ローダーの設定ではない",
+            gain(*g)
+        ),
+        (Outlook::NoCuda, false) => "nothing: no CUDA device, batches never cross to a device".into(),
+        (Outlook::NoCuda, true) => "効果なし: CUDA デバイスがなく、バッチはデバイスへ送られない".into(),
+        (Outlook::NeedsWorkers, false) => "nothing yet: it acts on workers, and there are none".into(),
+        (Outlook::NeedsWorkers, true) => "まだ効果なし: ワーカーに作用するが、ワーカーがない".into(),
+        (Outlook::NoEpochSeen, false) => "cannot show: no epoch began during the measurement".into(),
+        (Outlook::NoEpochSeen, true) => "計測では差が出ない: 計測中にエポックが始まっていない".into(),
+        (Outlook::SteadyWait, false) => "little: every step waits alike, so a deeper queue does not raise the workers' rate".into(),
+        (Outlook::SteadyWait, true) => "ほとんどない: どのステップも同じだけ待つので、深い先読みでもワーカーの速さは上がらない".into(),
+        (Outlook::ShortEpochs, false) => "little: epochs are so short that every batch is requested at their start already".into(),
+        (Outlook::ShortEpochs, true) => "ほとんどない: エポックが短く、全バッチがエポックの始めに要求済み".into(),
+        (Outlook::AlreadySet, false) => "already set".into(),
+        (Outlook::AlreadySet, true) => "設定済み".into(),
+        (Outlook::Unknown, false) => "unknown: the figures are missing".into(),
+        (Outlook::Unknown, true) => "不明: 数字がない".into(),
+    }
 }
 
 fn decision_word(d: Decision, ja: bool) -> &'static str {
@@ -371,6 +614,7 @@ mod tests {
             ],
             history: hist,
             table,
+            evidence: None,
         }
     }
 
@@ -446,17 +690,93 @@ mod tests {
         }
     }
 
+    /// The incumbent's figures: 2 workers, per step 30 ms of data_wait and
+    /// 5 ms of training over 100 steps, 2 ms of loading CPU and 5.5 of
+    /// training CPU, on 2 cores, a few stalls, 3 epochs begun.
+    fn evidence() -> Evidence {
+        let mut m = crate::bench::Measurement {
+            samples_per_sec: 900.0,
+            data_wait_share: Some(30.0 / 35.0),
+            cpu_count: Some(2),
+            device: Some("cpu".into()),
+            steps: Some(100),
+            wall_s: Some(3.5),
+            data_wait_s: Some(3.0),
+            train_step_s: Some(0.5),
+            loader_cpu_s: Some(0.2),
+            main_cpu_s: Some(0.55),
+            machine_busy_s: Some(1.45),
+            data_wait_step_median_s: Some(0.004),
+            epoch_starts_timed: Some(3),
+            ..Default::default()
+        };
+        m.loader.insert("num_workers".into(), 2.into());
+        Evidence::of(&m, 812.345, Some(3600.0))
+    }
+
     #[test]
     fn rendered_prompts_snapshot() {
         let (sites, hist, knobs) = setup();
         let editable = vec!["train.py".to_string()];
         let file = TableDelivery::File(PathBuf::from("/runs/r1/turns/03/profile.txt"));
+        let e = evidence();
         let mut en = facts("en", &sites, &hist, &knobs, &TableDelivery::Stdin);
         en.editable = &editable;
+        en.evidence = Some(&e);
         insta::assert_snapshot!("prompt_en", render(crate::cli::PROMPT_EN, &en));
         let mut ja = facts("ja", &sites, &hist[..1], &knobs, &file);
         ja.editable = &editable;
+        ja.evidence = Some(&e);
         insta::assert_snapshot!("prompt_ja", render(crate::cli::PROMPT_JA, &ja));
+    }
+
+    #[test]
+    fn the_diagnosis_carries_the_ceiling_the_per_batch_figures_and_each_knobs_bound() {
+        let (sites, hist, _) = setup();
+        let knobs: Vec<String> = ARTICLE_ORDER.iter().map(|k| k.to_string()).collect();
+        let e = evidence();
+        for (lang, tpl) in [("en", crate::cli::PROMPT_EN), ("ja", crate::cli::PROMPT_JA)] {
+            let mut f = facts(lang, &sites, &hist, &knobs, &TableDelivery::Stdin);
+            f.evidence = Some(&e);
+            let out = render(tpl, &f);
+            // Ceiling 3600, incumbent 812.3: 22.6% of it, at most ×4.43.
+            for want in [
+                "3600.0 samples/sec",
+                "22.6%",
+                "×4.43",
+                // A worker takes 2 × 35 ms per batch; the step could take 5 ms.
+                "70.0 ms",
+                "5.0 ms",
+                // CPU busy: 0.2 / 3.5 s, 0.55 / 3.5 s, 1.45 / 3.5 s of 2 cores.
+                "0.06",
+                "0.16",
+                "0.41",
+                // The median step waits 4 ms, the mean 30 ms.
+                "4.0 ms",
+                "30.0 ms",
+            ] {
+                assert!(out.contains(want), "{lang}: {want} missing in\n{out}");
+            }
+            for k in ARTICLE_ORDER {
+                assert!(
+                    out.matches(&format!("`{k}`")).count() >= 2,
+                    "{lang}: no bound for {k}\n{out}"
+                );
+            }
+        }
+        // English words for what cannot help, and for the stall shape.
+        let mut f = facts("en", &sites, &hist, &knobs, &TableDelivery::Stdin);
+        f.evidence = Some(&e);
+        let out = render(crate::cli::PROMPT_EN, &f);
+        assert!(
+            out.contains("`pin_memory`: nothing: no CUDA device"),
+            "{out}"
+        );
+        assert!(out.contains("the wait comes as stalls"), "{out}");
+        assert!(out.contains("about 18 workers keep up"), "{out}");
+        // Without a measurement the section says so rather than inventing figures.
+        f.evidence = None;
+        assert!(render("{{diagnosis}}", &f).contains("no measurement yet"));
     }
 
     #[test]

@@ -40,8 +40,12 @@
 //!   ignore_max_turns  edit, then keep calling tools past --max-turns, forever
 //!
 //! Environment: `FAKE_CLAUDE_LOG`, a folder that receives `call-N.json` (argv,
-//! cwd, stdin of call N), `hang-child.pid` and `hang-ready`;
-//! `FAKE_CLAUDE_FILE`, the file to edit (default `train.py`).
+//! cwd, stdin of call N, and the names of the `CLAUDE*`/`ANTHROPIC*`
+//! variables it was started with), `hang-child.pid` and `hang-ready`;
+//! `FAKE_CLAUDE_FILE`, the file to edit (default `train.py`);
+//! `FAKE_CLAUDE_NESTED_GUARD=1`, refuse to start, as CLI 2.1.39 and later do,
+//! when a parent session's `CLAUDECODE` or `CLAUDE_CODE_ENTRYPOINT` is set
+//! (exit 1, the real message on stderr, nothing on stdout, no call logged).
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -615,13 +619,19 @@ fn log_call(dir: &Path, argv: &[String], cwd: &Path, stdin: &str, mode: &str) ->
     } else {
         stdin.chars().take(1000).collect()
     };
+    let mut env_names: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| k.starts_with("CLAUDE") || k.starts_with("ANTHROPIC"))
+        .collect();
+    env_names.sort();
     let json = format!(
-        "{{\"argv\":{},\"cwd\":{},\"stdin_bytes\":{},\"stdin\":{},\"mode\":{}}}\n",
+        "{{\"argv\":{},\"cwd\":{},\"stdin_bytes\":{},\"stdin\":{},\"mode\":{},\"env_names\":{}}}\n",
         q_list(argv),
         q(&cwd.display().to_string()),
         stdin.len(),
         q(&shown),
-        q(mode)
+        q(mode),
+        q_list(&env_names)
     );
     let _ = std::fs::write(dir.join(format!("call-{n}.json")), json);
     n
@@ -637,7 +647,23 @@ fn calls_so_far(dir: Option<&Path>) -> u32 {
     .unwrap_or(0)
 }
 
+/// Newer CLIs refuse to start inside another Claude Code session, which they
+/// detect from the variables the parent sets.
+fn nested_guard() {
+    if std::env::var("FAKE_CLAUDE_NESTED_GUARD").as_deref() != Ok("1") {
+        return;
+    }
+    let set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
+    if set("CLAUDECODE") || set("CLAUDE_CODE_ENTRYPOINT") {
+        eprintln!("Error: Claude Code cannot be launched inside another Claude Code session.");
+        eprintln!("Nested sessions share runtime resources and will crash all active sessions.");
+        eprintln!("To bypass this check, unset the CLAUDECODE environment variable.");
+        exit(1)
+    }
+}
+
 fn main() {
+    nested_guard();
     let argv: Vec<String> = std::env::args().collect();
     let cli = parse(&argv[1..]);
     if !cli.print {
