@@ -139,6 +139,7 @@ pub fn spec(b: &Bencher, words: &[String], mode: Mode, mut env: BTreeMap<String,
         stdin: None,
         timeout: b.timeout,
         done_marker: None,
+        env_remove: Vec::new(),
     }
 }
 

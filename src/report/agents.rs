@@ -224,6 +224,7 @@ mod tests {
             turns,
             kept_diff: String::new(),
             data_path: None,
+            measured_loader: None,
         }
     }
 
