@@ -157,6 +157,7 @@ fn report(ws: &Path) -> RunReport {
             &train_with("        num_workers=4,\n"),
         ),
         data_path: None,
+        measured_loader: None,
     }
 }
 
