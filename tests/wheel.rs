@@ -136,7 +136,8 @@ fn the_wheel_installs_with_pip_and_runs_doctor_init_and_bench_with_no_interprete
     for want in [
         format!("tuneloop-{v}.data/scripts/tuneloop"),
         format!("tuneloop-{v}.dist-info/licenses/LICENSE"),
-        "License-Expression: MIT".to_string(),
+        "License: MIT".to_string(),
+        "License-File: LICENSE".to_string(),
         format!("Version: {v}"),
         "Summary: Makes PyTorch training faster on its own".to_string(),
         "pip install tuneloop".to_string(),
