@@ -46,6 +46,19 @@ pub struct Report {
     pub checks: Vec<Check>,
     pub interpreter: Interpreter,
     pub torch: TorchInfo,
+    pub machine: Machine,
+}
+
+/// The figures behind the `cores`, `memory`, `git` and `claude` lines.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    pub cores_usable: usize,
+    pub cores_online: usize,
+    pub mem_total_bytes: Option<u64>,
+    pub mem_available_bytes: Option<u64>,
+    pub git_version: Option<String>,
+    pub claude_path: Option<PathBuf>,
+    pub claude_version: Option<String>,
 }
 
 /// The workspace as `doctor` found it.
@@ -626,6 +639,15 @@ pub fn assess(f: &Facts) -> Report {
         checks: v,
         interpreter: f.interpreter.clone(),
         torch: f.torch.clone(),
+        machine: Machine {
+            cores_usable: f.cores_usable,
+            cores_online: f.cores_online,
+            mem_total_bytes: f.mem_total,
+            mem_available_bytes: f.mem_available,
+            git_version: f.git.as_ref().ok().cloned(),
+            claude_path: f.claude.program.as_ref().ok().cloned(),
+            claude_version: f.claude.version.as_ref().ok().cloned(),
+        },
     }
 }
 

@@ -112,6 +112,33 @@ fn conda_prefix_is_used_when_no_virtualenv_is_active() {
         venv.join("bin/python").display().to_string()
     );
     assert_eq!(d["ready"], true, "{d:#}");
+    // The figures behind the lines, for scripts.
+    assert!(d["machine"]["cores_usable"].as_u64().unwrap() >= 1, "{d:#}");
+    assert!(
+        d["machine"]["mem_total_bytes"].as_u64().unwrap() > 0,
+        "{d:#}"
+    );
+    assert!(d["torch"]["torch_version"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("2.")));
+    let names: Vec<&str> = d["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for want in [
+        "workspace",
+        "policy",
+        "python",
+        "torch",
+        "cores",
+        "memory",
+        "git",
+        "claude",
+    ] {
+        assert!(names.contains(&want), "no {want} check in {names:?}");
+    }
 }
 
 #[test]
@@ -161,7 +188,7 @@ fn doctor_fails_on_an_interpreter_without_torch_and_says_how_to_fix_it() {
 }
 
 #[test]
-fn doctor_reports_a_launcher_that_is_not_there() {
+fn doctor_checks_the_launcher_program_where_the_bench_finds_it() {
     let ws = Ws::managed(
         IO_BOUND_TRAIN,
         "launcher = \"no-such-launcher-xyz --n {nproc}\"\nnproc = 2\n",
@@ -171,6 +198,23 @@ fn doctor_reports_a_launcher_that_is_not_there() {
     assert_eq!(code, 2, "{out}");
     assert!(
         out.contains("FAIL  launcher") && out.contains("no-such-launcher-xyz"),
+        "{out}"
+    );
+    // torchrun is found where the bench finds it: beside the interpreter.
+    let ws = Ws::managed(
+        IO_BOUND_TRAIN,
+        "launcher = \"torchrun --standalone --nproc_per_node {nproc}\"\nnproc = 2\n",
+        FAST_POLICY,
+    );
+    let (code, out, _) = tuneloop(
+        ws.path(),
+        &["doctor"],
+        &[("TUNELOOP_PYTHON", &python()), ("PATH", "/usr/bin:/bin")],
+    );
+    assert_eq!(code, 0, "{out}");
+    let torchrun = cached_venv().join("bin/torchrun");
+    assert!(
+        out.contains(&format!("ok    launcher     {}", torchrun.display())),
         "{out}"
     );
 }
