@@ -3,19 +3,35 @@
 VENV ?= $(HOME)/.cache/tuneloop/venv
 export TUNELOOP_PYTHON := $(VENV)/bin/python
 CARGO ?= cargo
+# The wheel's build tools (maturin, zig), pinned in scripts/setup-wheel-tools.sh.
+BUILD_VENV ?= $(HOME)/.cache/tuneloop/build-venv
+export TUNELOOP_BUILD_VENV := $(BUILD_VENV)
 
-.PHONY: setup setup-venv build demo test clean-runs bench-decision bench-report bench-tuner
+.PHONY: setup setup-venv setup-wheel-tools build wheel demo test clean-runs bench-decision bench-report bench-tuner
 
 # The tests need the venv and headless Chromium (for the HTML report); the
 # demo needs only the venv.
-setup: setup-venv
+setup: setup-venv setup-wheel-tools
 	./scripts/setup-chromium.sh
 
 setup-venv:
 	TUNELOOP_VENV=$(VENV) ./scripts/setup-venv.sh
 
+setup-wheel-tools:
+	./scripts/setup-wheel-tools.sh
+
 build:
 	$(CARGO) build --release
+
+# `pip install tuneloop`: the release binary as a Python wheel in target/wheels/
+# (version, description and licence from Cargo.toml; README and LICENSE inside).
+# Linked through zig against glibc 2.17, so it is tagged manylinux_2_17 whatever
+# this machine's glibc; the optional `libtorch` feature stays out. Elsewhere than
+# Linux x86_64: `make wheel WHEEL_ARGS=` builds a wheel for this machine only.
+WHEEL_ARGS ?= --zig --compatibility manylinux_2_17 --target x86_64-unknown-linux-gnu
+wheel: setup-wheel-tools
+	PATH="$(BUILD_VENV)/bin:$$PATH" maturin build --release $(WHEEL_ARGS) --out target/wheels
+	@ls -1 target/wheels/*.whl
 
 # The demo tunes examples/slow_loader, then puts its train.py back as it was
 # (the tuned file stays in runs/<id>/incumbent/) so the demo can run again.

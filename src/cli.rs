@@ -89,6 +89,11 @@ pub enum Command {
         #[command(subcommand)]
         action: PolicyAction,
     },
+    /// Check what a run needs (Python, torch, cores, memory, git, workspace, policy, Claude Code) and say how to fix each miss. Exit 0 when a run can start.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
     /// Native measurement of the machine's data-path limits (needs the `libtorch` feature).
     Probe {
         #[arg(long)]
@@ -233,6 +238,7 @@ pub fn run(cli: Cli, interrupt: Interrupt) -> std::result::Result<i32, Failure> 
         Command::Policy {
             action: PolicyAction::Show { file },
         } => policy_show(&cwd, file.as_deref()),
+        Command::Doctor { json } => Ok(rt.block_on(crate::doctor::command(&cwd, json, &interrupt))),
         Command::Probe {
             json,
             bytes_per_sample,
@@ -409,9 +415,9 @@ fn init(dir: &Path, a: InitArgs) -> Result<i32> {
                 a.run.iter().map(|w| toml_str(w)).collect::<Vec<_>>().join(", ")
             ),
         };
+        let python = init_python_line(a.python.as_deref());
         let text = format!(
-            "# tuneloop workspace. `tuneloop start` tunes the project below.\n\n[project]\n# The training code's folder, relative to this file.\nroot = \".\"\n# Python with torch installed (TUNELOOP_PYTHON overrides it).\npython = {}\n# The only files an agent may change.\neditable = [{}]\n\n[bench]\n{bench}\n# Measured steps per run, after warmup_steps that are not timed.\nsteps = 40\nwarmup_steps = 5\n# Wall-clock limit of one bench process, seconds.\ntimeout_s = 300\n\n[run]\npolicy = \"policies/default.toml\"\n",
-            toml_str(a.python.as_deref().unwrap_or("python3")),
+            "# tuneloop workspace. `tuneloop start` tunes the project below.\n\n[project]\n# The training code's folder, relative to this file.\nroot = \".\"\n{python}# The only files an agent may change.\neditable = [{}]\n\n[bench]\n{bench}\n# Measured steps per run, after warmup_steps that are not timed.\nsteps = 40\nwarmup_steps = 5\n# Wall-clock limit of one bench process, seconds.\ntimeout_s = 300\n\n[run]\npolicy = \"policies/default.toml\"\n",
             editable.iter().map(|e| toml_str(e)).collect::<Vec<_>>().join(", "),
         );
         std::fs::write(&ws_file, text)?;
@@ -445,6 +451,19 @@ fn init(dir: &Path, a: InitArgs) -> Result<i32> {
     }
     println!("next: `tuneloop bench` to measure, `tuneloop start` to tune");
     Ok(exit::OK)
+}
+
+/// `[project] python` only when asked for: unset, the interpreter is
+/// discovered each time (the active venv first), which is what a user inside
+/// a venv wants.
+fn init_python_line(python: Option<&str>) -> String {
+    match python {
+        Some(p) => format!(
+            "# Python with torch installed (TUNELOOP_PYTHON overrides it).\npython = {}\n",
+            toml_str(p)
+        ),
+        None => "# Python with torch: unset, so tuneloop uses TUNELOOP_PYTHON, else the active\n# virtualenv or conda environment, else the one tuneloop is installed in, else\n# python3 on PATH (`tuneloop doctor` says which). Set it to pin one:\n# python = \"~/venvs/train/bin/python\"\n".into(),
+    }
 }
 
 fn toml_str(s: &str) -> String {
@@ -569,6 +588,7 @@ async fn bench(
 ) -> std::result::Result<i32, Failure> {
     let ws = load_workspace(cwd)?;
     let (_, policy) = load_policy(&ws, a.policy.as_deref())?;
+    crate::interpreter::announce_workspace(&ws, interrupt).await;
     let tmp = std::env::temp_dir().join(format!("tuneloop-bench-{}", std::process::id()));
     let bencher = Bencher::new(&ws, &tmp).map_err(config_err)?;
     let out = bench_inner(&ws, &bencher, &policy, &a, interrupt).await;
@@ -784,6 +804,7 @@ async fn start(
 ) -> std::result::Result<i32, Failure> {
     let ws = load_workspace(cwd)?;
     let (policy_path, mut policy) = load_policy(&ws, a.policy.as_deref())?;
+    crate::interpreter::announce_workspace(&ws, interrupt).await;
     if let Some(agent) = a.agent {
         policy.agent.backend = match agent {
             AgentChoice::Claude => "claude",

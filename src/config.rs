@@ -30,7 +30,10 @@ pub struct ProjectSection {
     /// The training code's folder, relative to the workspace.
     pub root: String,
     /// The Python interpreter; `~` is expanded; `TUNELOOP_PYTHON` overrides it.
-    pub python: String,
+    /// Unset: discovered (active venv or conda env, the binary's own env,
+    /// `python3` on PATH; see `interpreter`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
     /// The only files an agent may change, relative to `root`.
     pub editable: Vec<String>,
 }
@@ -39,7 +42,7 @@ impl Default for ProjectSection {
     fn default() -> Self {
         ProjectSection {
             root: ".".into(),
-            python: "python3".into(),
+            python: None,
             editable: vec![],
         }
     }
@@ -469,14 +472,18 @@ impl Workspace {
         Ok(())
     }
 
-    /// The interpreter: `TUNELOOP_PYTHON`, else `[project] python` with `~` expanded.
+    /// The interpreter to run: see [`crate::interpreter`] for the order.
     pub fn python(&self) -> String {
-        if let Ok(p) = std::env::var("TUNELOOP_PYTHON") {
-            if !p.is_empty() {
-                return p;
-            }
-        }
-        expand_home(&self.file.project.python)
+        self.interpreter().program
+    }
+
+    /// The interpreter and the rule that chose it, from this process's environment.
+    pub fn interpreter(&self) -> crate::interpreter::Interpreter {
+        crate::interpreter::discover(
+            self.file.project.python.as_deref(),
+            &crate::interpreter::DiscoveryEnv::from_process(),
+            &Path::is_file,
+        )
     }
 
     pub fn policy_path(&self, override_: Option<&Path>) -> PathBuf {
