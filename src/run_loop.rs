@@ -213,6 +213,9 @@ pub struct Session<'a> {
     incumbent: Measurement,
     incumbent_sps: f64,
     profile_table: String,
+    /// Command mode: what the user's command itself writes while measured
+    /// (logs, checkpoints, `lightning_logs/`), never an agent's change.
+    command_outputs: Vec<PathBuf>,
     rows: Vec<TurnRow>,
     bench_runs: u32,
     cost: f64,
@@ -303,6 +306,7 @@ pub fn prepare<'a>(
         incumbent: Measurement::default(),
         incumbent_sps: 0.0,
         profile_table: String::new(),
+        command_outputs: Vec::new(),
         rows: vec![],
         bench_runs: 0,
         cost: 0.0,
@@ -342,6 +346,7 @@ pub fn resume<'a>(
         .map_err(|e| LoopError::Config(format!("run.json policy: {e}")))?;
     let editable: Vec<String> = serde_json::from_value(run["editable"].clone()).unwrap_or_default();
     let root = PathBuf::from(run["project_root"].as_str().unwrap_or("."));
+    let outputs = verify::load_command_outputs(run_dir, &root);
     let agent = Agent::from_policy(&policy, ws);
     agent.preflight().map_err(LoopError::Agent)?;
     let rec = Recovered::read(run_dir, &editable)?;
@@ -378,6 +383,7 @@ pub fn resume<'a>(
         incumbent: rec.incumbent,
         incumbent_sps: rec.incumbent_sps,
         profile_table: rec.profile_table,
+        command_outputs: outputs,
         bench_runs: rec.bench_runs,
         cost: rec.rows.iter().filter_map(|r| r.agent.cost_usd).sum(),
         agent_ms: rec.rows.iter().map(|r| r.agent.duration_ms).sum(),
@@ -522,6 +528,7 @@ impl<'a> Session<'a> {
     fn snapshot_skip(&self) -> Vec<PathBuf> {
         std::fs::canonicalize(self.ws.runs_dir())
             .into_iter()
+            .chain(self.command_outputs.iter().cloned())
             .collect()
     }
 
@@ -721,6 +728,10 @@ impl<'a> Session<'a> {
 
     async fn baseline(&mut self) -> Result<(), LoopError> {
         let bdir = self.store.dir.join("baseline");
+        let before = match self.bencher.run {
+            Some(_) => Some(ProjectSnapshot::capture(&self.root, &self.snapshot_skip())?),
+            None => None,
+        };
         self.phase("baseline", None, "profiled run");
         let prof = match self.bencher.profile(&self.interrupt).await {
             Ok(p) => p,
@@ -751,6 +762,12 @@ impl<'a> Session<'a> {
             &bdir.join("bench.json"),
             &json!({ "profiled": prof.measurement, "runs": ms }),
         )?;
+        if let Some(before) = before {
+            let after = ProjectSnapshot::capture(&self.root, &self.snapshot_skip())?;
+            let outputs = verify::command_outputs(&before, &after, &self.editable);
+            verify::save_command_outputs(&self.store.dir, &outputs)?;
+            self.command_outputs = outputs.iter().map(|o| self.root.join(o)).collect();
+        }
         self.baseline_samples = sps(&ms);
         self.incumbent_sps = stats::median(&self.baseline_samples);
         self.baseline_share = median_share(&ms);

@@ -58,7 +58,11 @@ impl ProjectSnapshot {
                     }
                     continue;
                 }
-                if !ft.is_file() || name.starts_with(".tuneloop") || name.ends_with(".pyc") {
+                if !ft.is_file()
+                    || name.starts_with(".tuneloop")
+                    || name.ends_with(".pyc")
+                    || skip.contains(&path)
+                {
                     continue;
                 }
                 let md = e.metadata()?;
@@ -188,6 +192,47 @@ impl ProjectSnapshot {
         }
         lost
     }
+}
+
+/// What a command wrote while it was measured (command mode), as paths
+/// relative to the project root to leave out of every later snapshot: a
+/// folder it wrote into (`lightning_logs`, `checkpoints`) as a whole, unless
+/// an editable file lies in it, else the file itself. Editable files are
+/// never left out.
+pub fn command_outputs(
+    before: &ProjectSnapshot,
+    after: &ProjectSnapshot,
+    editable: &[String],
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for rel in before.changes(after, editable) {
+        let top = rel.split('/').next().unwrap_or(&rel).to_string();
+        let folder_is_safe =
+            top != rel && !editable.iter().any(|e| e.starts_with(&format!("{top}/")));
+        let path = if folder_is_safe { top } else { rel };
+        if !out.contains(&path) {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+const COMMAND_OUTPUTS_FILE: &str = "baseline/command_outputs.json";
+
+pub fn save_command_outputs(run_dir: &Path, outputs: &[String]) -> std::io::Result<()> {
+    crate::store::write_json(&run_dir.join(COMMAND_OUTPUTS_FILE), &outputs)
+}
+
+/// The command's outputs recorded by a run's baseline, as absolute paths.
+pub fn load_command_outputs(run_dir: &Path, root: &Path) -> Vec<PathBuf> {
+    std::fs::read_to_string(run_dir.join(COMMAND_OUTPUTS_FILE))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Vec<String>>(&t).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| root.join(r))
+        .collect()
 }
 
 /// What a turn's edit amounts to.
@@ -393,6 +438,45 @@ mod tests {
     }
 
     const BASE: &str = "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32)\nsteps = 10\n";
+
+    #[test]
+    fn what_a_command_writes_is_left_out_of_later_snapshots() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        let w = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        w("train.py", "x = 1\n");
+        w("conf/data.yaml", "num_workers: 0\n");
+        w("logs/old.txt", "old\n");
+        let editable = vec!["train.py".to_string(), "conf/data.yaml".to_string()];
+        let before = ProjectSnapshot::capture(root, &[]).unwrap();
+        // The command: a log folder, a checkpoint at the top, a file beside an editable one.
+        w("logs/run.txt", "epoch 0\n");
+        w("lightning_logs/version_0/hparams.yaml", "{}\n");
+        w("last.pt", "weights");
+        w("conf/cache.json", "{}");
+        let after = ProjectSnapshot::capture(root, &[]).unwrap();
+        let out = command_outputs(&before, &after, &editable);
+        assert_eq!(
+            out,
+            ["conf/cache.json", "last.pt", "lightning_logs", "logs"]
+        );
+        // Skipped from then on: the next run of the command is no change at all...
+        let skip: Vec<PathBuf> = out.iter().map(|o| root.join(o)).collect();
+        let s1 = ProjectSnapshot::capture(root, &skip).unwrap();
+        w("logs/run.txt", "epoch 0\nepoch 1\n");
+        w("lightning_logs/version_1/hparams.yaml", "{}\n");
+        w("last.pt", "new weights");
+        let s2 = ProjectSnapshot::capture(root, &skip).unwrap();
+        assert!(s1.changes(&s2, &editable).is_empty());
+        // ...while any other file still counts.
+        w("conf/other.yaml", "a: 1\n");
+        let s3 = ProjectSnapshot::capture(root, &skip).unwrap();
+        assert_eq!(s1.changes(&s3, &editable), ["conf/other.yaml"]);
+    }
 
     #[test]
     fn one_argument_is_one_change() {
