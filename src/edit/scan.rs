@@ -39,6 +39,14 @@ use tree_sitter::{Node, Parser, Tree};
 const DATALOADER_PATHS: &[&str] = &[
     "torch.utils.data.DataLoader",
     "torch.utils.data.dataloader.DataLoader",
+    // PyTorch Geometric's loaders derive from torch's and pass num_workers,
+    // pin_memory, prefetch_factor and persistent_workers through to it.
+    "torch_geometric.loader.DataLoader",
+    "torch_geometric.data.DataLoader",
+    "torch_geometric.loader.dataloader.DataLoader",
+    "torch_geometric.loader.NeighborLoader",
+    "torch_geometric.loader.LinkNeighborLoader",
+    "torch_geometric.loader.DenseDataLoader",
 ];
 
 /// One DataLoader call expression found in a file.
@@ -292,7 +300,7 @@ pub(crate) fn call_node<'t>(tree: &'t Tree, range: &Range<usize>) -> Option<Node
     }
 }
 
-fn call_site(file_label: &str, src: &str, call: Node<'_>) -> CallSite {
+pub(crate) fn call_site(file_label: &str, src: &str, call: Node<'_>) -> CallSite {
     let callee = call
         .child_by_field_name("function")
         .map(|f| text(f, src).to_string())
@@ -449,7 +457,17 @@ impl<'s, 't> Walk<'s, 't> {
                 }
                 "class_definition" => {
                     if let Some(name) = node.child_by_field_name("name") {
-                        self.bind(scope, text(name, self.src), Binding::Other);
+                        // `class FastLoader(DataLoader)`: calls of the subclass
+                        // take the same keywords, so they are call sites too.
+                        let binding = match loader_base(node, self.src) {
+                            Some(base) => {
+                                self.pending.push((scope, base));
+                                self.pending_state.push(PendingState::Unknown);
+                                Binding::Pending(self.pending.len() - 1)
+                            }
+                            None => Binding::Other,
+                        };
+                        self.bind(scope, text(name, self.src), binding);
                     }
                     let inner = self.new_scope(scope, true);
                     let body = node.child_by_field_name("body").map(|b| b.id());
@@ -552,10 +570,9 @@ impl<'s, 't> Walk<'s, 't> {
                 "dotted_name" => {
                     let path = dotted(name, self.src);
                     let first = path.split('.').next().unwrap_or("").to_string();
-                    let binding = if first == "torch" {
-                        Binding::Torch(Meaning::Module("torch".into()))
-                    } else {
-                        Binding::Other
+                    let binding = match torch_meaning(&first) {
+                        Some(m) => Binding::Torch(m),
+                        None => Binding::Other,
                     };
                     self.bind(scope, &first, binding);
                 }
@@ -691,11 +708,26 @@ impl<'s, 't> Walk<'s, 't> {
     }
 }
 
-/// The meaning of a fully qualified path, if it is under `torch`.
+/// The base class of a class definition that may be a DataLoader: the first
+/// positional base whose name ends in `Loader` (mixins come first or last).
+fn loader_base<'t>(class: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let bases = class.child_by_field_name("superclasses")?;
+    argument_nodes(bases)
+        .into_iter()
+        .filter(|b| matches!(b.kind(), "identifier" | "attribute"))
+        .find(|b| text(*b, src).ends_with("Loader"))
+}
+
+/// The meaning of a fully qualified path, if it is under `torch` (or
+/// `torch_geometric`, whose loaders are DataLoaders).
 fn torch_meaning(path: &str) -> Option<Meaning> {
     if DATALOADER_PATHS.contains(&path) {
         Some(Meaning::DataLoader)
-    } else if path == "torch" || path.starts_with("torch.") {
+    } else if path == "torch"
+        || path.starts_with("torch.")
+        || path == "torch_geometric"
+        || path.starts_with("torch_geometric.")
+    {
         Some(Meaning::Module(path.to_string()))
     } else {
         None

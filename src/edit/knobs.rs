@@ -1,0 +1,960 @@
+//! Where each DataLoader knob's value is defined, changing it there, and
+//! checking that a turn changed exactly one knob at its source.
+//!
+//! Real training scripts seldom write `num_workers=4` in the call. This
+//! module follows a knob's value from the call that takes it to the place a
+//! reviewer would edit:
+//!
+//! * a literal keyword of the call (or none: the library default), edited in
+//!   the call;
+//! * `num_workers=args.workers`, where `args` holds `parser.parse_args()`: the
+//!   `add_argument("--workers", default=N)` of the same file, edited at its
+//!   `default=`;
+//! * `cfg.data.num_workers` / `cfg["data"]["num_workers"]`, where the script
+//!   names a config file (YAML, JSON, TOML) of the project: the value at that
+//!   key path, edited in place ([`super::config_file`]);
+//! * Hugging Face `TrainingArguments(...)` / `Seq2SeqTrainingArguments(...)`,
+//!   whose `dataloader_*` keywords are the knobs of the loader transformers
+//!   builds; a keyword there may itself come from a flag or a config file.
+//!
+//! Anything else (a computed expression, a local variable) stays "not
+//! editable", with the reason. Call sites themselves come from
+//! [`super::scan`], which also counts DataLoader subclasses and PyTorch
+//! Geometric's loaders.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::Serialize;
+use tree_sitter::{Node, Tree};
+
+use super::config_file::{self, ConfigKind};
+use super::rewrite::{set_call_kwarg, set_kwarg};
+use super::scan::{
+    argument_nodes, call_node, call_site, line_col, named_children, parse_python, scan_tree, text,
+    CallSite, ScanError,
+};
+use crate::verify::DATA_PRESERVING;
+
+/// Reads a project file by its path relative to the project root.
+pub type ReadFile<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The kind of call that takes the knobs.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SiteKind {
+    /// A DataLoader (or subclass, or PyG loader) call: keywords `num_workers`, ….
+    DataLoader,
+    /// `TrainingArguments(...)`: keywords `dataloader_num_workers`, ….
+    TrainingArguments,
+}
+
+/// Where a knob's value is defined.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    /// The call's own keyword: a literal, or absent (the library default).
+    Keyword,
+    /// The `default=` of an argparse flag of the same file.
+    Flag {
+        file: String,
+        line: usize,
+        /// The option as written: `--workers`.
+        flag: String,
+        /// The attribute it sets on the parsed arguments: `workers`.
+        dest: String,
+        /// The `default=` text, if the flag has one.
+        default: Option<String>,
+        #[serde(skip)]
+        call_start: usize,
+    },
+    /// A value in a config file the script loads.
+    Config {
+        file: String,
+        line: usize,
+        /// Dotted key path: `data.num_workers`.
+        key: String,
+        /// The value as written in the file.
+        value: String,
+    },
+    /// Not editable: the value is computed.
+    Unresolved { reason: String },
+}
+
+/// One knob of one call site and where its value comes from.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct KnobOrigin {
+    /// `num_workers`, `pin_memory`, `prefetch_factor`, `persistent_workers`.
+    pub knob: String,
+    /// The keyword that carries it at the call (`dataloader_num_workers` for
+    /// TrainingArguments).
+    pub keyword: String,
+    /// The keyword's value as written at the call; `None` when absent.
+    pub expr: Option<String>,
+    pub source: Source,
+}
+
+impl KnobOrigin {
+    /// The value now, as Python source (`None`: not set, or not known).
+    pub fn current(&self) -> Option<String> {
+        match &self.source {
+            Source::Keyword => self.expr.clone(),
+            Source::Flag { default, .. } => default.clone(),
+            Source::Config { value, .. } => Some(config_file::python_value(value)),
+            Source::Unresolved { .. } => None,
+        }
+    }
+
+    /// Whether tuneloop can change the value where it is defined.
+    pub fn editable(&self) -> bool {
+        !matches!(self.source, Source::Unresolved { .. })
+    }
+
+    /// One line: `num_workers = args.workers → --workers default=0 (train.py:12)`.
+    /// `at` is the call's `file:line`.
+    pub fn describe(&self, at: &str) -> String {
+        let lhs = match &self.expr {
+            Some(e) if self.keyword == self.knob => format!("{} = {e}", self.knob),
+            Some(e) => format!("{} = {}={e}", self.knob, self.keyword),
+            None => format!("{} not set", self.knob),
+        };
+        match &self.source {
+            Source::Keyword if self.expr.is_some() => format!("{lhs} ({at})"),
+            Source::Keyword => format!("{lhs}: the default; set {}= at {at}", self.keyword),
+            Source::Flag {
+                file,
+                line,
+                flag,
+                default,
+                ..
+            } => format!(
+                "{lhs} → {flag} default={} ({file}:{line})",
+                default.as_deref().unwrap_or("(none)")
+            ),
+            Source::Config {
+                file,
+                line,
+                key,
+                value,
+            } => format!("{lhs} → {key}: {value} ({file}:{line})"),
+            Source::Unresolved { reason } => format!("{lhs}: not editable ({reason})"),
+        }
+    }
+}
+
+/// A call that takes DataLoader knobs, with each knob's origin.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct KnobSite {
+    pub file: String,
+    /// 1-based first and last line of the call.
+    pub line: usize,
+    pub end_line: usize,
+    pub callee: String,
+    pub kind: SiteKind,
+    /// The function the call is in (`train_dataloader` for Lightning).
+    pub function: Option<String>,
+    pub knobs: Vec<KnobOrigin>,
+    /// The scanned DataLoader call (not for TrainingArguments).
+    #[serde(skip)]
+    pub call: Option<CallSite>,
+    #[serde(skip)]
+    pub call_start: usize,
+}
+
+impl KnobSite {
+    pub fn origin(&self, knob: &str) -> Option<&KnobOrigin> {
+        self.knobs.iter().find(|o| o.knob == knob)
+    }
+
+    /// `file:line` of the call.
+    pub fn at(&self) -> String {
+        format!("{}:{}", self.file, self.line)
+    }
+
+    /// Whether `file:line` (as the instrumentation reports it) is this call.
+    pub fn matches(&self, file: &str, line: usize) -> bool {
+        let same_file = self.file == file
+            || Path::new(file).ends_with(&self.file)
+            || Path::new(&self.file).ends_with(file);
+        same_file && (self.line..=self.end_line).contains(&line)
+    }
+
+    /// The lines `scan`, the prompt and the agent show about where values
+    /// come from: one per knob.
+    pub fn describe_knobs(&self) -> Vec<String> {
+        let at = self.at();
+        self.knobs.iter().map(|o| o.describe(&at)).collect()
+    }
+
+    /// A [`CallSite`] whose keywords hold the knobs' present values (as
+    /// Python source), for code that reasons about values, not text.
+    pub fn effective_call(&self) -> CallSite {
+        let mut kwargs = serde_json::Map::new();
+        for o in &self.knobs {
+            if let Some(v) = o.current() {
+                kwargs.insert(o.knob.clone(), serde_json::Value::String(v));
+            }
+        }
+        CallSite {
+            file: self.file.clone(),
+            line: self.line,
+            column: 1,
+            callee: self.callee.clone(),
+            positional: 0,
+            kwargs,
+            has_spread: false,
+            call_range: 0..0,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Facts about one file
+// ---------------------------------------------------------------------------
+
+/// One `add_argument(...)` call.
+#[derive(Clone, Debug)]
+struct Flag {
+    option: String,
+    dest: String,
+    default: Option<String>,
+    line: usize,
+    call_start: usize,
+}
+
+struct FileFacts {
+    flags: Vec<Flag>,
+    /// Names that hold parsed arguments (and parameters, which may).
+    args_names: BTreeSet<String>,
+    params: BTreeSet<String>,
+    /// Config files the file names that exist in the project.
+    configs: Vec<String>,
+}
+
+/// Every `call` node, in source order.
+fn all_calls(tree: &Tree) -> Vec<Node<'_>> {
+    let mut out = Vec::new();
+    let mut stack = vec![tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "call" {
+            out.push(n);
+        }
+        let mut kids = named_children(n);
+        kids.reverse();
+        stack.extend(kids);
+    }
+    out.sort_by_key(|n| n.start_byte());
+    out
+}
+
+/// The last name of a callee: `add_argument` of `parser.add_argument`.
+fn callee_name<'s>(call: Node<'_>, src: &'s str) -> &'s str {
+    let Some(f) = call.child_by_field_name("function") else {
+        return "";
+    };
+    match f.kind() {
+        "attribute" => f
+            .child_by_field_name("attribute")
+            .map(|a| text(a, src))
+            .unwrap_or(""),
+        _ => text(f, src),
+    }
+}
+
+fn is_training_arguments(call: Node<'_>, src: &str) -> bool {
+    matches!(
+        callee_name(call, src),
+        "TrainingArguments" | "Seq2SeqTrainingArguments"
+    )
+}
+
+fn is_add_argument(call: Node<'_>, src: &str) -> bool {
+    callee_name(call, src) == "add_argument"
+}
+
+/// The content of a plain string literal (no f-string interpolation).
+fn string_value(node: Node<'_>, src: &str) -> Option<String> {
+    if node.kind() != "string" || named_children(node).iter().any(|c| c.kind() == "interpolation")
+    {
+        return None;
+    }
+    let t = text(node, src);
+    let t = t.trim_start_matches(|c: char| "rRbBuU".contains(c));
+    for q in ["\"\"\"", "'''", "\"", "'"] {
+        if t.len() >= 2 * q.len() && t.starts_with(q) && t.ends_with(q) {
+            return Some(t[q.len()..t.len() - q.len()].to_string());
+        }
+    }
+    None
+}
+
+/// The keyword argument `name` of a call, as a node.
+fn keyword<'t>(call: Node<'t>, src: &str, name: &str) -> Option<Node<'t>> {
+    let args = call.child_by_field_name("arguments")?;
+    argument_nodes(args).into_iter().find(|a| {
+        a.kind() == "keyword_argument"
+            && a.child_by_field_name("name").map(|n| text(n, src)) == Some(name)
+    })
+}
+
+fn keyword_value<'t>(call: Node<'t>, src: &str, name: &str) -> Option<Node<'t>> {
+    keyword(call, src, name).and_then(|k| k.child_by_field_name("value"))
+}
+
+fn flag_of(call: Node<'_>, src: &str) -> Option<Flag> {
+    let args = call.child_by_field_name("arguments")?;
+    let options: Vec<String> = argument_nodes(args)
+        .into_iter()
+        .filter(|a| a.kind() == "string")
+        .filter_map(|a| string_value(a, src))
+        .collect();
+    let first = options.first()?.clone();
+    let long = options.iter().find(|o| o.starts_with("--"));
+    let dest = match keyword_value(call, src, "dest").and_then(|d| string_value(d, src)) {
+        Some(d) => d,
+        None => match long {
+            Some(l) => l.trim_start_matches('-').replace('-', "_"),
+            None => first.trim_start_matches('-').replace('-', "_"),
+        },
+    };
+    Some(Flag {
+        option: long.cloned().unwrap_or(first),
+        dest,
+        default: keyword_value(call, src, "default").map(|d| text(d, src).to_string()),
+        line: line_col(src, call.start_byte()).0,
+        call_start: call.start_byte(),
+    })
+}
+
+/// Normalise `a/./b/../c` to `a/c` (relative, `/`-separated).
+fn normalise(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in path.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    parts.join("/")
+}
+
+fn file_facts(file: &str, src: &str, tree: &Tree, read: ReadFile<'_>) -> FileFacts {
+    let calls = all_calls(tree);
+    let flags: Vec<Flag> = calls
+        .iter()
+        .filter(|c| is_add_argument(**c, src))
+        .filter_map(|c| flag_of(*c, src))
+        .collect();
+    // Functions that return parsed arguments: `args = get_args()`.
+    let mut parsers: BTreeSet<String> = BTreeSet::new();
+    let mut args_names = BTreeSet::new();
+    let mut params = BTreeSet::new();
+    let mut configs = Vec::new();
+    let dir = Path::new(file)
+        .parent()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut stack = vec![tree.root_node()];
+    let mut assignments = Vec::new();
+    while let Some(n) = stack.pop() {
+        match n.kind() {
+            "function_definition" => {
+                let body = text(n, src);
+                if body.contains("parse_args(") || body.contains("parse_known_args(") {
+                    if let Some(name) = n.child_by_field_name("name") {
+                        parsers.insert(text(name, src).to_string());
+                    }
+                }
+                if let Some(ps) = n.child_by_field_name("parameters") {
+                    for p in named_children(ps) {
+                        let id = match p.kind() {
+                            "identifier" => Some(p),
+                            _ => p
+                                .child_by_field_name("name")
+                                .or_else(|| named_children(p).into_iter().next()),
+                        };
+                        if let Some(id) = id.filter(|i| i.kind() == "identifier") {
+                            params.insert(text(id, src).to_string());
+                        }
+                    }
+                }
+            }
+            "assignment" => assignments.push(n),
+            "string" => {
+                if let Some(s) = string_value(n, src) {
+                    if ConfigKind::of(&s).is_some() && !s.contains('\n') {
+                        let mut candidates = vec![normalise(&s)];
+                        if !dir.is_empty() {
+                            candidates.push(normalise(&format!("{dir}/{s}")));
+                        }
+                        if let Some(c) = candidates.into_iter().find(|c| read(c).is_some()) {
+                            if !configs.contains(&c) {
+                                configs.push(c);
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        stack.extend(named_children(n));
+    }
+    for a in assignments {
+        let (Some(left), Some(right)) = (
+            a.child_by_field_name("left"),
+            a.child_by_field_name("right"),
+        ) else {
+            continue;
+        };
+        if right.kind() != "call" {
+            continue;
+        }
+        let name = callee_name(right, src);
+        let parsed = matches!(
+            name,
+            "parse_args" | "parse_known_args" | "parse_intermixed_args"
+        ) || parsers.contains(name);
+        if !parsed {
+            continue;
+        }
+        let target = match left.kind() {
+            "identifier" => Some(left),
+            // `args, rest = parser.parse_known_args()`
+            _ => named_children(left).into_iter().next(),
+        };
+        if let Some(t) = target.filter(|t| t.kind() == "identifier") {
+            args_names.insert(text(t, src).to_string());
+        }
+    }
+    FileFacts {
+        flags,
+        args_names,
+        params,
+        configs,
+    }
+}
+
+/// `a.b["c"].d` → `["a", "b", "c", "d"]`; `None` for anything else.
+fn chain(node: Node<'_>, src: &str) -> Option<Vec<String>> {
+    match node.kind() {
+        "identifier" => Some(vec![text(node, src).to_string()]),
+        "attribute" => {
+            let mut c = chain(node.child_by_field_name("object")?, src)?;
+            c.push(text(node.child_by_field_name("attribute")?, src).to_string());
+            Some(c)
+        }
+        "subscript" => {
+            let mut c = chain(node.child_by_field_name("value")?, src)?;
+            let key = node.child_by_field_name("subscript")?;
+            c.push(string_value(key, src)?);
+            Some(c)
+        }
+        "parenthesized_expression" => chain(argument_nodes(node).into_iter().next()?, src),
+        _ => None,
+    }
+}
+
+fn is_literal(node: Node<'_>, src: &str) -> bool {
+    match node.kind() {
+        "integer" | "float" | "true" | "false" | "none" => true,
+        "string" => string_value(node, src).is_some(),
+        "unary_operator" => node
+            .child_by_field_name("argument")
+            .is_some_and(|a| matches!(a.kind(), "integer" | "float")),
+        _ => false,
+    }
+}
+
+fn resolve(value: Node<'_>, src: &str, file: &str, facts: &FileFacts, read: ReadFile<'_>) -> Source {
+    if is_literal(value, src) {
+        return Source::Keyword;
+    }
+    let written = text(value, src);
+    let Some(parts) = chain(value, src) else {
+        return Source::Unresolved {
+            reason: format!("`{written}` is computed; change it where it is computed"),
+        };
+    };
+    if parts.len() == 2
+        && (facts.args_names.contains(&parts[0]) || facts.params.contains(&parts[0]))
+    {
+        if let Some(f) = facts.flags.iter().find(|f| f.dest == parts[1]) {
+            return Source::Flag {
+                file: file.to_string(),
+                line: f.line,
+                flag: f.option.clone(),
+                dest: f.dest.clone(),
+                default: f.default.clone(),
+                call_start: f.call_start,
+            };
+        }
+    }
+    for start in 1..parts.len() {
+        let path = &parts[start..];
+        for cfg in &facts.configs {
+            let (Some(kind), Some(text)) = (ConfigKind::of(cfg), read(cfg)) else {
+                continue;
+            };
+            if let Some(v) = config_file::lookup(kind, &text, path) {
+                return Source::Config {
+                    file: cfg.clone(),
+                    line: v.line,
+                    key: path.join("."),
+                    value: v.text,
+                };
+            }
+        }
+    }
+    let reason = if facts.args_names.contains(&parts[0]) {
+        format!("no add_argument in {file} sets `{}`", parts[1..].join("."))
+    } else if facts.configs.is_empty() {
+        format!("`{written}` is not a literal, a flag default or a value of a config file the script names")
+    } else {
+        format!(
+            "`{written}` is not a literal, a flag default, nor a key of {}",
+            facts.configs.join(", ")
+        )
+    };
+    Source::Unresolved { reason }
+}
+
+fn enclosing_function(node: Node<'_>, src: &str) -> Option<String> {
+    let mut n = node.parent();
+    while let Some(p) = n {
+        if p.kind() == "function_definition" {
+            return p.child_by_field_name("name").map(|x| text(x, src).to_string());
+        }
+        n = p.parent();
+    }
+    None
+}
+
+fn site_of(
+    file: &str,
+    src: &str,
+    call: Node<'_>,
+    kind: SiteKind,
+    scanned: Option<CallSite>,
+    facts: &FileFacts,
+    read: ReadFile<'_>,
+) -> KnobSite {
+    let knobs = DATA_PRESERVING
+        .iter()
+        .map(|knob| {
+            let kw = match kind {
+                SiteKind::DataLoader => knob.to_string(),
+                SiteKind::TrainingArguments => format!("dataloader_{knob}"),
+            };
+            let value = keyword_value(call, src, &kw);
+            KnobOrigin {
+                knob: knob.to_string(),
+                keyword: kw,
+                expr: value.map(|v| text(v, src).to_string()),
+                source: match value {
+                    None => Source::Keyword,
+                    Some(v) => resolve(v, src, file, facts, read),
+                },
+            }
+        })
+        .collect();
+    let callee = call
+        .child_by_field_name("function")
+        .map(|f| text(f, src).to_string())
+        .unwrap_or_default();
+    KnobSite {
+        file: file.to_string(),
+        line: line_col(src, call.start_byte()).0,
+        end_line: line_col(src, call.end_byte()).0,
+        callee,
+        kind,
+        function: enclosing_function(call, src),
+        knobs,
+        call: scanned,
+        call_start: call.start_byte(),
+    }
+}
+
+/// Every call of `src` that takes DataLoader knobs (DataLoader calls and
+/// TrainingArguments calls, in source order), each knob with its origin.
+/// `read` reads project files (for config files the script names).
+pub fn knob_sites(file: &str, src: &str, read: ReadFile<'_>) -> Result<Vec<KnobSite>, ScanError> {
+    let tree = parse_python(src, file)?;
+    let facts = file_facts(file, src, &tree, read);
+    let mut sites = Vec::new();
+    for s in scan_tree(file, src, &tree) {
+        if let Some(call) = call_node(&tree, &s.call_range) {
+            sites.push(site_of(
+                file,
+                src,
+                call,
+                SiteKind::DataLoader,
+                Some(s.clone()),
+                &facts,
+                read,
+            ));
+        }
+    }
+    for call in all_calls(&tree) {
+        if is_training_arguments(call, src) {
+            sites.push(site_of(
+                file,
+                src,
+                call,
+                SiteKind::TrainingArguments,
+                None,
+                &facts,
+                read,
+            ));
+        }
+    }
+    sites.sort_by_key(|s| s.call_start);
+    Ok(sites)
+}
+
+/// A reader of files under `root`, for [`knob_sites`].
+pub fn read_under(root: &Path) -> impl Fn(&str) -> Option<String> + '_ {
+    move |rel: &str| std::fs::read_to_string(root.join(rel)).ok()
+}
+
+/// The config files a script's knob values come from (paths relative to
+/// the project root), for `[project] editable`.
+pub fn knob_files(project_root: &Path, script_rel: &str) -> Vec<String> {
+    let read = read_under(project_root);
+    let Some(src) = read(script_rel) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = Vec::new();
+    for site in knob_sites(script_rel, &src, &read).unwrap_or_default() {
+        for o in site.knobs {
+            if let Source::Config { file, .. } = o.source {
+                if !out.contains(&file) {
+                    out.push(file);
+                }
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Editing at the source
+// ---------------------------------------------------------------------------
+
+/// Set `knob` of `site` to `value` (Python source) where it is defined.
+/// Returns the file to write and its new text.
+pub fn set_knob(
+    site: &KnobSite,
+    knob: &str,
+    value: &str,
+    read: ReadFile<'_>,
+) -> Result<(String, String), String> {
+    let origin = site
+        .origin(knob)
+        .ok_or_else(|| format!("`{knob}` is not a DataLoader knob"))?;
+    let read_file = |f: &str| read(f).ok_or_else(|| format!("cannot read {f}"));
+    match &origin.source {
+        Source::Keyword => {
+            let src = read_file(&site.file)?;
+            let out = match (&site.call, site.kind) {
+                (Some(call), SiteKind::DataLoader) => set_kwarg(&src, call, knob, Some(value)),
+                _ => set_call_kwarg(&src, site.call_start, &origin.keyword, Some(value)),
+            }
+            .map_err(|e| format!("cannot edit {}: {e}", site.at()))?;
+            Ok((site.file.clone(), out))
+        }
+        Source::Flag {
+            file, call_start, ..
+        } => {
+            let src = read_file(file)?;
+            let out = set_call_kwarg(&src, *call_start, "default", Some(value))
+                .map_err(|e| format!("cannot edit the flag's default in {file}: {e}"))?;
+            Ok((file.clone(), out))
+        }
+        Source::Config { file, key, .. } => {
+            let src = read_file(file)?;
+            let kind = ConfigKind::of(file).ok_or_else(|| format!("{file} is not a config file"))?;
+            let path: Vec<String> = key.split('.').map(str::to_string).collect();
+            let out = config_file::set_value(kind, &src, &path, value)
+                .map_err(|e| format!("cannot edit {file}: {e}"))?;
+            Ok((file.clone(), out))
+        }
+        Source::Unresolved { reason } => Err(format!(
+            "{knob} at {} is not editable: {reason}; write the value as a literal, a flag default or a config value",
+            site.at()
+        )),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Verifying a turn's edit
+// ---------------------------------------------------------------------------
+
+/// One knob change found in a turn's edit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceChange {
+    pub file: String,
+    /// The knob, or the keyword name when it is none (`batch_size`).
+    pub knob: String,
+    /// `num_workers 0 → 4 (--workers default, train.py:12)`.
+    pub change: String,
+    pub line: usize,
+}
+
+/// What a Python file's edit amounts to, seen through the knob sources.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PythonEdit {
+    /// It touches no flag default or TrainingArguments keyword (or changes
+    /// code outside calls): the DataLoader-only check decides.
+    NotAtSource,
+    /// Only keywords of knob-taking calls and flag defaults changed.
+    Changes(Vec<SourceChange>),
+    /// It touched a flag or TrainingArguments in a way that is no knob change.
+    Rejected(String),
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum CallRole {
+    DataLoader,
+    Flag,
+    TrainingArguments,
+}
+
+fn role_calls<'t>(tree: &'t Tree, src: &str, label: &str) -> Vec<(Node<'t>, CallRole)> {
+    let loaders: Vec<usize> = scan_tree(label, src, tree)
+        .iter()
+        .map(|s| s.call_range.start)
+        .collect();
+    all_calls(tree)
+        .into_iter()
+        .filter_map(|c| {
+            let role = if loaders.contains(&c.start_byte()) {
+                CallRole::DataLoader
+            } else if is_add_argument(c, src) {
+                CallRole::Flag
+            } else if is_training_arguments(c, src) {
+                CallRole::TrainingArguments
+            } else {
+                return None;
+            };
+            Some((c, role))
+        })
+        .collect()
+}
+
+/// The text outside the given (possibly nested) byte ranges.
+fn outside<'s>(src: &'s str, ranges: &[std::ops::Range<usize>]) -> Vec<&'s str> {
+    let mut sorted = ranges.to_vec();
+    sorted.sort_by_key(|r| r.start);
+    let mut pieces = Vec::new();
+    let mut pos = 0;
+    for r in sorted {
+        if r.start < pos {
+            continue;
+        }
+        pieces.push(&src[pos..r.start]);
+        pos = r.end;
+    }
+    pieces.push(&src[pos..]);
+    pieces
+}
+
+/// Positional and `**` argument texts of a call.
+fn other_args(call: Node<'_>, src: &str) -> Vec<String> {
+    call.child_by_field_name("arguments")
+        .map(|a| {
+            argument_nodes(a)
+                .into_iter()
+                .filter(|n| n.kind() != "keyword_argument")
+                .map(|n| text(n, src).to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Classify the edit of Python file `file` from `old` to `new`: which knob
+/// changes it makes at their sources (flag defaults, TrainingArguments
+/// keywords, DataLoader keywords).
+pub fn python_edit(file: &str, old: &str, new: &str) -> PythonEdit {
+    let (Ok(old_tree), Ok(new_tree)) = (parse_python(old, file), parse_python(new, file)) else {
+        return PythonEdit::NotAtSource;
+    };
+    let before = role_calls(&old_tree, old, file);
+    let after = role_calls(&new_tree, new, file);
+    if before.len() != after.len() || before.iter().zip(&after).any(|(b, a)| b.1 != a.1) {
+        return PythonEdit::NotAtSource;
+    }
+    let ranges = |calls: &[(Node<'_>, CallRole)]| -> Vec<std::ops::Range<usize>> {
+        calls.iter().map(|(c, _)| c.byte_range()).collect()
+    };
+    if outside(old, &ranges(&before)) != outside(new, &ranges(&after)) {
+        return PythonEdit::NotAtSource;
+    }
+    // Which knobs each flag feeds, from the file before the edit.
+    let no_files = |_: &str| None;
+    let sites = knob_sites(file, old, &no_files).unwrap_or_default();
+    let feeds = |dest: &str| -> Vec<String> {
+        let mut k: Vec<String> = Vec::new();
+        for s in &sites {
+            for o in &s.knobs {
+                if matches!(&o.source, Source::Flag { dest: d, .. } if d == dest)
+                    && !k.contains(&o.knob)
+                {
+                    k.push(o.knob.clone());
+                }
+            }
+        }
+        k
+    };
+    let mut changes = Vec::new();
+    let mut at_source = false;
+    for ((b, role), (a, _)) in before.iter().zip(&after) {
+        let old_site = call_site(file, old, *b);
+        let new_site = call_site(file, new, *a);
+        let delta = super::compare::site_delta(0, &old_site, &new_site);
+        if delta.changes.is_empty()
+            && old_site.callee == new_site.callee
+            && other_args(*b, old) == other_args(*a, new)
+        {
+            continue;
+        }
+        let line = line_col(new, a.start_byte()).0;
+        if old_site.callee != new_site.callee || other_args(*b, old) != other_args(*a, new) {
+            if *role == CallRole::DataLoader {
+                // The DataLoader-only check reports this as it always has.
+                return PythonEdit::NotAtSource;
+            }
+            return PythonEdit::Rejected(format!(
+                "{file}:{line}: `{}` changed beyond one keyword",
+                old_site.callee
+            ));
+        }
+        for c in delta.changes {
+            let (from, to) = match &c {
+                super::KwargChange::Added { value, .. } => ("(default)".to_string(), value.clone()),
+                super::KwargChange::Changed { from, to, .. } => (from.clone(), to.clone()),
+                super::KwargChange::Removed { from, .. } => (from.clone(), "(default)".to_string()),
+            };
+            match role {
+                CallRole::DataLoader => changes.push(SourceChange {
+                    file: file.to_string(),
+                    knob: c.name().to_string(),
+                    change: c.describe(),
+                    line,
+                }),
+                CallRole::Flag => {
+                    at_source = true;
+                    let flag = flag_of(*b, old);
+                    let option = flag.as_ref().map(|f| f.option.clone()).unwrap_or_default();
+                    if c.name() != "default" {
+                        return PythonEdit::Rejected(format!(
+                            "{file}:{line}: `{}=` of the {option} flag changed; only a flag's default= that feeds a DataLoader knob may change",
+                            c.name()
+                        ));
+                    }
+                    let knobs = flag.map(|f| feeds(&f.dest)).unwrap_or_default();
+                    if knobs.len() != 1 {
+                        return PythonEdit::Rejected(if knobs.is_empty() {
+                            format!("{file}:{line}: the default of {option} changed, but {option} feeds no DataLoader knob")
+                        } else {
+                            format!("{file}:{line}: {option} feeds several knobs ({})", knobs.join(", "))
+                        });
+                    }
+                    changes.push(SourceChange {
+                        file: file.to_string(),
+                        knob: knobs[0].clone(),
+                        change: format!("{} {from} → {to} ({option} default, {file}:{line})", knobs[0]),
+                        line,
+                    });
+                }
+                CallRole::TrainingArguments => {
+                    at_source = true;
+                    let knob = c.name().strip_prefix("dataloader_").unwrap_or("");
+                    if !DATA_PRESERVING.contains(&knob) {
+                        return PythonEdit::Rejected(format!(
+                            "{file}:{line}: `{}` of {} is not a DataLoader knob (only dataloader_num_workers, dataloader_pin_memory, dataloader_prefetch_factor, dataloader_persistent_workers)",
+                            c.name(),
+                            old_site.callee
+                        ));
+                    }
+                    changes.push(SourceChange {
+                        file: file.to_string(),
+                        knob: knob.to_string(),
+                        change: format!(
+                            "{knob} {from} → {to} ({} {}, {file}:{line})",
+                            old_site.callee,
+                            c.name()
+                        ),
+                        line,
+                    });
+                }
+            }
+        }
+    }
+    if at_source {
+        PythonEdit::Changes(changes)
+    } else {
+        PythonEdit::NotAtSource
+    }
+}
+
+/// The knob changes an edit of config file `file` makes, given the knob
+/// sites of the project's scripts (before the edit). Any other difference
+/// is an error with the reason.
+pub fn config_edit(
+    file: &str,
+    old: &str,
+    new: &str,
+    sites: &[KnobSite],
+) -> Result<Vec<SourceChange>, String> {
+    let kind = ConfigKind::of(file).ok_or_else(|| format!("{file} is not a config file"))?;
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for s in sites {
+        for o in &s.knobs {
+            if let Source::Config { file: f, key, .. } = &o.source {
+                if f == file && !keys.iter().any(|(k, _)| k == key) {
+                    keys.push((key.clone(), o.knob.clone()));
+                }
+            }
+        }
+    }
+    if keys.is_empty() {
+        return Err(format!(
+            "{file} changed, but no DataLoader knob reads its value from it"
+        ));
+    }
+    let mut changes = Vec::new();
+    let mut rebuilt = old.to_string();
+    for (key, knob) in &keys {
+        let path: Vec<String> = key.split('.').map(str::to_string).collect();
+        let (Some(b), Some(a)) = (
+            config_file::lookup(kind, old, &path),
+            config_file::lookup(kind, new, &path),
+        ) else {
+            return Err(format!("{file}: the key `{key}` that feeds {knob} is gone"));
+        };
+        if a.text == b.text {
+            continue;
+        }
+        rebuilt = match config_file::lookup(kind, &rebuilt, &path) {
+            Some(r) => format!("{}{}{}", &rebuilt[..r.range.start], a.text, &rebuilt[r.range.end..]),
+            None => return Err(format!("{file}: `{key}` cannot be located")),
+        };
+        changes.push(SourceChange {
+            file: file.to_string(),
+            knob: knob.clone(),
+            change: format!("{knob} {} → {} ({key}, {file}:{})", b.text, a.text, a.line),
+            line: a.line,
+        });
+    }
+    if rebuilt != new {
+        return Err(if changes.is_empty() {
+            format!("{file} changed, but no value that feeds a DataLoader knob did")
+        } else {
+            format!("{file} changed beyond the values that feed DataLoader knobs")
+        });
+    }
+    Ok(changes)
+}
