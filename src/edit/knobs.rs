@@ -958,3 +958,369 @@ pub fn config_edit(
     }
     Ok(changes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// A project held in memory: path → text.
+    fn project(files: &[(&str, &str)]) -> HashMap<String, String> {
+        files
+            .iter()
+            .map(|(p, t)| (p.to_string(), t.to_string()))
+            .collect()
+    }
+
+    fn sites_in(files: &HashMap<String, String>, file: &str) -> Vec<KnobSite> {
+        let read = |p: &str| files.get(p).cloned();
+        knob_sites(file, &files[file], &read).unwrap()
+    }
+
+    fn set(files: &HashMap<String, String>, site: &KnobSite, knob: &str, v: &str) -> (String, String) {
+        let read = |p: &str| files.get(p).cloned();
+        set_knob(site, knob, v, &read).unwrap()
+    }
+
+    /// Lines that differ between two texts of equal line count.
+    fn changed_lines(a: &str, b: &str) -> Vec<(String, String)> {
+        assert_eq!(a.lines().count(), b.lines().count(), "{b}");
+        a.lines()
+            .zip(b.lines())
+            .filter(|(x, y)| x != y)
+            .map(|(x, y)| (x.to_string(), y.to_string()))
+            .collect()
+    }
+
+    const ARGPARSE: &str = r#"import argparse
+
+import torch
+from torch.utils.data import DataLoader
+
+
+def get_args():
+    parser = argparse.ArgumentParser(description="train a classifier")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("-j", "--workers", type=int, default=0, help="data loading workers")
+    parser.add_argument("--pin", dest="pin_memory", action="store_true")
+    return parser.parse_args()
+
+
+def main():
+    args = get_args()
+    train_loader = DataLoader(
+        train_ds,
+        batch_size=args.batch_size,
+        shuffle=True,
+        num_workers=args.workers,
+        pin_memory=args.pin_memory,
+    )
+    val_loader = DataLoader(val_ds, batch_size=64, num_workers=2)
+    for epoch in range(args.epochs):
+        train_one_epoch(train_loader)
+        evaluate(val_loader)
+
+
+if __name__ == "__main__":
+    main()
+"#;
+
+    #[test]
+    fn argparse_flags_feed_the_training_loader() {
+        let p = project(&[("train.py", ARGPARSE)]);
+        let sites = sites_in(&p, "train.py");
+        assert_eq!(sites.len(), 2);
+        let train = &sites[0];
+        assert_eq!((train.line, train.end_line), (18, 24));
+        assert!(train.matches("train.py", 22) && !train.matches("train.py", 25));
+        assert_eq!(train.function.as_deref(), Some("main"));
+        let nw = train.origin("num_workers").unwrap();
+        assert_eq!(
+            nw.source,
+            Source::Flag {
+                file: "train.py".into(),
+                line: 11,
+                flag: "--workers".into(),
+                dest: "workers".into(),
+                default: Some("0".into()),
+                call_start: ARGPARSE.find("parser.add_argument(\"-j\"").unwrap(),
+            }
+        );
+        assert_eq!(nw.current().as_deref(), Some("0"));
+        assert_eq!(
+            nw.describe(&train.at()),
+            "num_workers = args.workers → --workers default=0 (train.py:11)"
+        );
+        let pin = train.origin("pin_memory").unwrap();
+        assert!(matches!(&pin.source, Source::Flag { flag, default: None, .. } if flag == "--pin"));
+        let pf = train.origin("prefetch_factor").unwrap();
+        assert_eq!((pf.source.clone(), pf.expr.clone()), (Source::Keyword, None));
+        assert!(pf.describe("train.py:18").contains("the default; set prefetch_factor= at train.py:18"));
+        // The validation loader keeps its literal.
+        let val = sites[1].origin("num_workers").unwrap();
+        assert_eq!((val.source.clone(), val.current()), (Source::Keyword, Some("2".into())));
+        assert_eq!(sites[0].effective_call().kwarg("num_workers"), Some("0"));
+    }
+
+    #[test]
+    fn argparse_edit_is_the_default_and_is_one_change() {
+        let p = project(&[("train.py", ARGPARSE)]);
+        let sites = sites_in(&p, "train.py");
+        let (file, out) = set(&p, &sites[0], "num_workers", "4");
+        assert_eq!(file, "train.py");
+        assert_eq!(
+            changed_lines(ARGPARSE, &out),
+            vec![(
+                r#"    parser.add_argument("-j", "--workers", type=int, default=0, help="data loading workers")"#.to_string(),
+                r#"    parser.add_argument("-j", "--workers", type=int, default=4, help="data loading workers")"#.to_string()
+            )]
+        );
+        assert_eq!(
+            python_edit("train.py", ARGPARSE, &out),
+            PythonEdit::Changes(vec![SourceChange {
+                file: "train.py".into(),
+                knob: "num_workers".into(),
+                change: "num_workers 0 → 4 (--workers default, train.py:11)".into(),
+                line: 11,
+            }])
+        );
+        // A flag without default= gets one.
+        let (_, out) = set(&p, &sites[0], "pin_memory", "True");
+        assert!(out.contains(r#"add_argument("--pin", dest="pin_memory", action="store_true", default=True)"#), "{out}");
+        match python_edit("train.py", ARGPARSE, &out) {
+            PythonEdit::Changes(c) => {
+                assert_eq!(c.len(), 1);
+                assert_eq!(c[0].change, "pin_memory (default) → True (--pin default, train.py:12)");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn argparse_edits_that_are_not_one_knob_are_told_apart() {
+        // The default of a flag that feeds no knob.
+        let epochs = ARGPARSE.replace("type=int, default=3", "type=int, default=1");
+        match python_edit("train.py", ARGPARSE, &epochs) {
+            PythonEdit::Rejected(r) => assert!(r.contains("--epochs feeds no DataLoader knob"), "{r}"),
+            other => panic!("{other:?}"),
+        }
+        // Another keyword of a knob's flag.
+        let help = ARGPARSE.replace("help=\"data loading workers\"", "help=\"workers\"");
+        assert!(matches!(python_edit("train.py", ARGPARSE, &help), PythonEdit::Rejected(r) if r.contains("`help=`")));
+        // The flag default and the validation loader: two changes.
+        let two = ARGPARSE
+            .replace("default=0, help", "default=4, help")
+            .replace("batch_size=64, num_workers=2", "batch_size=64, num_workers=4");
+        match python_edit("train.py", ARGPARSE, &two) {
+            PythonEdit::Changes(c) => assert_eq!(c.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        // A code edit next to the default is not a source edit at all.
+        let code = ARGPARSE
+            .replace("default=0, help", "default=4, help")
+            .replace("evaluate(val_loader)", "pass");
+        assert_eq!(python_edit("train.py", ARGPARSE, &code), PythonEdit::NotAtSource);
+        // Only a DataLoader keyword: left to the DataLoader-only check.
+        let kw = ARGPARSE.replace("batch_size=64, num_workers=2", "batch_size=64, num_workers=4");
+        assert_eq!(python_edit("train.py", ARGPARSE, &kw), PythonEdit::NotAtSource);
+    }
+
+    #[test]
+    fn parse_known_args_and_main_parameters_count_as_parsed_arguments() {
+        let src = "import argparse\nfrom torch.utils.data import DataLoader\np = argparse.ArgumentParser()\np.add_argument('--num-workers', type=int, default=1)\n\ndef run(opt):\n    return DataLoader(ds, num_workers=opt.num_workers)\n\nif __name__ == '__main__':\n    opt, _ = p.parse_known_args()\n    run(opt)\n";
+        let p = project(&[("t.py", src)]);
+        let s = &sites_in(&p, "t.py")[0];
+        assert!(matches!(&s.origin("num_workers").unwrap().source,
+            Source::Flag { flag, default: Some(d), line: 4, .. } if flag == "--num-workers" && d == "1"));
+    }
+
+    #[test]
+    fn computed_values_are_not_editable_and_say_why() {
+        let src = "import os\nfrom torch.utils.data import DataLoader\nn = 4\nDataLoader(ds, num_workers=os.cpu_count() // 2, pin_memory=n > 2, prefetch_factor=n)\n";
+        let p = project(&[("t.py", src)]);
+        let s = &sites_in(&p, "t.py")[0];
+        let nw = s.origin("num_workers").unwrap();
+        assert!(!nw.editable());
+        assert!(nw.describe("t.py:4").contains("not editable (`os.cpu_count() // 2` is computed"), "{}", nw.describe("t.py:4"));
+        assert!(!s.origin("prefetch_factor").unwrap().editable());
+        let read = |f: &str| p.get(f).cloned();
+        let err = set_knob(s, "num_workers", "4", &read).unwrap_err();
+        assert!(err.contains("not editable") && err.contains("write the value as a literal"), "{err}");
+    }
+
+    const YAML_SCRIPT: &str = r#"import yaml
+from torch.utils.data import DataLoader
+
+with open("configs/train.yaml") as f:
+    cfg = yaml.safe_load(f)
+
+loader = DataLoader(
+    dataset,
+    batch_size=cfg["data"]["batch_size"],
+    num_workers=cfg["data"]["num_workers"],
+    pin_memory=cfg["data"]["pin_memory"],
+)
+"#;
+    const YAML: &str = "# experiment 12\ndata:\n  root: /data/items\n  batch_size: 64\n  num_workers: 0   # bump on the cluster\n  pin_memory: false\ntrain:\n  epochs: 2\n";
+
+    #[test]
+    fn yaml_config_values_feed_the_knobs() {
+        let p = project(&[("train.py", YAML_SCRIPT), ("configs/train.yaml", YAML)]);
+        let s = &sites_in(&p, "train.py")[0];
+        let nw = s.origin("num_workers").unwrap();
+        assert_eq!(
+            nw.source,
+            Source::Config {
+                file: "configs/train.yaml".into(),
+                line: 5,
+                key: "data.num_workers".into(),
+                value: "0".into()
+            }
+        );
+        assert_eq!(
+            nw.describe(&s.at()),
+            r#"num_workers = cfg["data"]["num_workers"] → data.num_workers: 0 (configs/train.yaml:5)"#
+        );
+        assert_eq!(s.origin("pin_memory").unwrap().current().as_deref(), Some("False"));
+        let (file, out) = set(&p, s, "num_workers", "8");
+        assert_eq!(file, "configs/train.yaml");
+        assert_eq!(out, YAML.replace("num_workers: 0   #", "num_workers: 8   #"));
+        let sites = sites_in(&p, "train.py");
+        let c = config_edit("configs/train.yaml", YAML, &out, &sites).unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].change, "num_workers 0 → 8 (data.num_workers, configs/train.yaml:5)");
+        let (_, pinned) = set(&p, s, "pin_memory", "True");
+        assert!(pinned.contains("  pin_memory: true\n"));
+        assert_eq!(
+            knob_files_in(&p, "train.py"),
+            vec!["configs/train.yaml".to_string()]
+        );
+    }
+
+    fn knob_files_in(p: &HashMap<String, String>, script: &str) -> Vec<String> {
+        let d = tempfile::tempdir().unwrap();
+        for (path, text) in p {
+            let f = d.path().join(path);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, text).unwrap();
+        }
+        knob_files(d.path(), script)
+    }
+
+    #[test]
+    fn yaml_edits_other_than_one_knob_value_are_rejected() {
+        let p = project(&[("train.py", YAML_SCRIPT), ("configs/train.yaml", YAML)]);
+        let sites = sites_in(&p, "train.py");
+        let check = |new: &str| config_edit("configs/train.yaml", YAML, new, &sites);
+        // batch_size is read by the loader but is no knob; epochs by nothing.
+        assert!(check(&YAML.replace("batch_size: 64", "batch_size: 32")).unwrap_err().contains("no value that feeds"));
+        assert!(check(&YAML.replace("epochs: 2", "epochs: 1")).is_err());
+        assert!(check(&YAML.replace("# bump", "# raise")).is_err());
+        let both = YAML.replace("num_workers: 0", "num_workers: 4").replace("epochs: 2", "epochs: 1");
+        assert!(check(&both).unwrap_err().contains("beyond"));
+        let two = YAML.replace("num_workers: 0", "num_workers: 4").replace("pin_memory: false", "pin_memory: true");
+        assert_eq!(check(&two).unwrap().len(), 2);
+        // A config no knob reads.
+        assert!(config_edit("other.yaml", "a: 1\n", "a: 2\n", &sites).unwrap_err().contains("no DataLoader knob"));
+    }
+
+    #[test]
+    fn attribute_style_config_and_json_next_to_the_script() {
+        let script = "from omegaconf import OmegaConf\nfrom torch.utils.data import DataLoader\ncfg = OmegaConf.load('loader.json')\ndl = DataLoader(ds, num_workers=cfg.loader.workers, persistent_workers=cfg.loader.keep)\n";
+        let json = "{\n  \"loader\": {\"workers\": 2, \"keep\": false}\n}\n";
+        let p = project(&[("src/train.py", script), ("src/loader.json", json)]);
+        let s = &sites_in(&p, "src/train.py")[0];
+        assert!(matches!(&s.origin("num_workers").unwrap().source,
+            Source::Config { file, key, value, .. } if file == "src/loader.json" && key == "loader.workers" && value == "2"));
+        let (_, out) = set(&p, s, "persistent_workers", "True");
+        assert_eq!(out, json.replace("\"keep\": false", "\"keep\": true"));
+    }
+
+    const HF: &str = r#"from transformers import AutoConfig, AutoModelForSequenceClassification, Trainer, TrainingArguments
+
+model = AutoModelForSequenceClassification.from_config(AutoConfig.for_model("bert", num_hidden_layers=1))
+training_args = TrainingArguments(
+    output_dir="out",
+    per_device_train_batch_size=16,
+    num_train_epochs=1,
+    report_to=[],
+)
+trainer = Trainer(model=model, args=training_args, train_dataset=train_ds)
+trainer.train()
+"#;
+
+    #[test]
+    fn training_arguments_keywords_are_the_knobs() {
+        let p = project(&[("train.py", HF)]);
+        let sites = sites_in(&p, "train.py");
+        assert_eq!(sites.len(), 1);
+        let s = &sites[0];
+        assert_eq!((s.kind, s.line, s.callee.as_str()), (SiteKind::TrainingArguments, 4, "TrainingArguments"));
+        let nw = s.origin("num_workers").unwrap();
+        assert_eq!((nw.keyword.as_str(), nw.expr.clone()), ("dataloader_num_workers", None));
+        assert_eq!(
+            nw.describe(&s.at()),
+            "num_workers not set: the default; set dataloader_num_workers= at train.py:4"
+        );
+        let (_, out) = set(&p, s, "num_workers", "4");
+        assert_eq!(out, HF.replace("    report_to=[],\n", "    report_to=[],\n    dataloader_num_workers=4,\n"));
+        assert_eq!(
+            python_edit("train.py", HF, &out),
+            PythonEdit::Changes(vec![SourceChange {
+                file: "train.py".into(),
+                knob: "num_workers".into(),
+                change: "num_workers (default) → 4 (TrainingArguments dataloader_num_workers, train.py:4)".into(),
+                line: 4,
+            }])
+        );
+        // Changing it again: the keyword's value.
+        let p2 = project(&[("train.py", &out)]);
+        let s2 = &sites_in(&p2, "train.py")[0];
+        assert_eq!(s2.origin("num_workers").unwrap().current().as_deref(), Some("4"));
+        let (_, again) = set(&p2, s2, "num_workers", "8");
+        assert!(again.contains("dataloader_num_workers=8,"));
+        // Other TrainingArguments keywords are not knobs.
+        let lr = HF.replace("num_train_epochs=1,", "num_train_epochs=1,\n    learning_rate=1e-3,");
+        assert!(matches!(python_edit("train.py", HF, &lr), PythonEdit::Rejected(r) if r.contains("`learning_rate`")));
+        let bs = HF.replace("per_device_train_batch_size=16", "per_device_train_batch_size=32");
+        assert!(matches!(python_edit("train.py", HF, &bs), PythonEdit::Rejected(_)));
+    }
+
+    #[test]
+    fn training_arguments_keyword_from_a_flag_and_seq2seq() {
+        let src = "import argparse\nfrom transformers import Seq2SeqTrainingArguments\nparser = argparse.ArgumentParser()\nparser.add_argument('--workers', type=int, default=0)\nargs = parser.parse_args()\nta = Seq2SeqTrainingArguments('out', dataloader_num_workers=args.workers, dataloader_pin_memory=False)\n";
+        let p = project(&[("t.py", src)]);
+        let s = &sites_in(&p, "t.py")[0];
+        assert_eq!(s.kind, SiteKind::TrainingArguments);
+        assert!(matches!(&s.origin("num_workers").unwrap().source, Source::Flag { flag, .. } if flag == "--workers"));
+        assert_eq!(s.origin("pin_memory").unwrap().current().as_deref(), Some("False"));
+        let (_, out) = set(&p, s, "num_workers", "2");
+        assert!(out.contains("default=2)"));
+        assert!(matches!(python_edit("t.py", src, &out), PythonEdit::Changes(c) if c.len() == 1 && c[0].knob == "num_workers"));
+    }
+
+    #[test]
+    fn subclass_pyg_and_lightning_loaders_are_knob_sites() {
+        let sub = "from torch.utils.data import DataLoader\n\nclass FastLoader(DataLoader):\n    def __init__(self, ds, **kw):\n        super().__init__(ds, **kw)\n\nloader = FastLoader(ds, batch_size=8, num_workers=0)\n";
+        let p = project(&[("t.py", sub)]);
+        let s = sites_in(&p, "t.py");
+        assert_eq!(s.len(), 1);
+        assert_eq!((s[0].callee.as_str(), s[0].line), ("FastLoader", 7));
+        let (_, out) = set(&p, &s[0], "num_workers", "4");
+        assert!(out.contains("FastLoader(ds, batch_size=8, num_workers=4)"));
+
+        let pyg = "from torch_geometric.loader import DataLoader\nimport torch_geometric\nfrom torch_geometric.loader import NeighborLoader\na = DataLoader(dataset, batch_size=32, shuffle=True)\nb = torch_geometric.loader.DataLoader(dataset)\nc = NeighborLoader(data, num_neighbors=[10], num_workers=2)\n";
+        let p = project(&[("gnn.py", pyg)]);
+        let s = sites_in(&p, "gnn.py");
+        assert_eq!(s.iter().map(|x| x.line).collect::<Vec<_>>(), vec![4, 5, 6]);
+        assert_eq!(s[2].origin("num_workers").unwrap().current().as_deref(), Some("2"));
+
+        let lit = "import lightning as L\nfrom torch.utils.data import DataLoader\n\nclass Data(L.LightningDataModule):\n    def __init__(self, num_workers=0):\n        super().__init__()\n        self.save_hyperparameters()\n\n    def train_dataloader(self):\n        return DataLoader(self.train_ds, batch_size=32, num_workers=4)\n\n    def val_dataloader(self):\n        return DataLoader(self.val_ds, batch_size=32, num_workers=self.hparams.num_workers)\n";
+        let p = project(&[("lit.py", lit)]);
+        let s = sites_in(&p, "lit.py");
+        assert_eq!(s[0].function.as_deref(), Some("train_dataloader"));
+        assert_eq!(s[0].origin("num_workers").unwrap().source, Source::Keyword);
+        assert!(!s[1].origin("num_workers").unwrap().editable());
+    }
+}
