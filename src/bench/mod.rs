@@ -55,6 +55,10 @@ pub struct Measurement {
     /// The DataLoader's settings as the harness saw them.
     #[serde(default)]
     pub loader: BTreeMap<String, serde_json::Value>,
+    /// The call site ("train.py:42") the instrumentation saw build the
+    /// training loader, when it could tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_site: Option<String>,
     #[serde(default)]
     pub world_size: Option<u32>,
     /// Under a launcher: each rank's figures (rank, samples_per_sec, data_wait_share, …).
