@@ -115,7 +115,7 @@ impl KnobOrigin {
     pub fn describe(&self, at: &str) -> String {
         let lhs = match &self.expr {
             Some(e) if self.keyword == self.knob => format!("{} = {e}", self.knob),
-            Some(e) => format!("{} = {}={e}", self.knob, self.keyword),
+            Some(e) => format!("{}: {}={e}", self.knob, self.keyword),
             None => format!("{} not set", self.knob),
         };
         match &self.source {

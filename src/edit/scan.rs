@@ -966,6 +966,63 @@ class Module:
     }
 
     #[test]
+    fn dataloader_subclasses_are_call_sites() {
+        let src = r#"
+import torch.utils.data as tud
+from torch.utils.data import DataLoader
+
+class FastLoader(DataLoader):
+    pass
+
+class CachedLoader(FastLoader):
+    pass
+
+class QualifiedLoader(tud.DataLoader):
+    pass
+
+class NotALoader(Base):
+    pass
+
+class OtherLoader(mylib.Loader):
+    pass
+
+a = FastLoader(ds, num_workers=2)
+b = CachedLoader(ds)
+c = QualifiedLoader(ds)
+d = NotALoader(ds, num_workers=2)
+e = OtherLoader(ds, num_workers=2)
+"#;
+        assert_eq!(
+            callees(src),
+            vec!["FastLoader", "CachedLoader", "QualifiedLoader"]
+        );
+    }
+
+    #[test]
+    fn torch_geometric_loaders_are_call_sites() {
+        let src = r#"
+import torch_geometric.loader as gl
+from torch_geometric.data import DataLoader as OldLoader
+from torch_geometric.loader import NeighborLoader
+import torch_geometric
+a = gl.DataLoader(ds, batch_size=32)
+b = OldLoader(ds)
+c = NeighborLoader(data, num_neighbors=[5])
+d = torch_geometric.loader.DataLoader(ds)
+e = gl.ClusterData(data)
+"#;
+        assert_eq!(
+            callees(src),
+            vec![
+                "gl.DataLoader",
+                "OldLoader",
+                "NeighborLoader",
+                "torch_geometric.loader.DataLoader"
+            ]
+        );
+    }
+
+    #[test]
     fn loop_and_with_targets_bind() {
         let src = "for DataLoader in xs:\n    DataLoader(1)\n";
         assert!(callees(src).is_empty());
