@@ -448,7 +448,10 @@ fn find_loader_files(dir: &Path) -> Vec<String> {
 fn scan(files: &[PathBuf], json_out: bool) -> Result<i32> {
     let scanned = scan_view::scan_files(files)?;
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&scan_view::to_json(&scanned))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&scan_view::to_json(&scanned))?
+        );
     } else {
         print!("{}", scan_view::to_text(&scanned, hints));
     }

@@ -243,7 +243,12 @@ pub fn check_turn(
     // Knob sites of the editable scripts before the turn: which config
     // values feed a knob.
     let knob_sites = || -> Vec<edit::KnobSite> {
-        let read = |f: &str| before.0.get(f).map(|b| String::from_utf8_lossy(b).into_owned());
+        let read = |f: &str| {
+            before
+                .0
+                .get(f)
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+        };
         before
             .0
             .keys()
@@ -257,7 +262,11 @@ pub fn check_turn(
         if edit::config_file::ConfigKind::of(file).is_some() {
             match edit::knobs::config_edit(file, &old, &new, &knob_sites()) {
                 Ok(changes) => {
-                    found.extend(changes.into_iter().map(|c| (c.file, c.knob, c.change, c.line)));
+                    found.extend(
+                        changes
+                            .into_iter()
+                            .map(|c| (c.file, c.knob, c.change, c.line)),
+                    );
                     continue;
                 }
                 Err(reason) => {
@@ -283,7 +292,11 @@ pub fn check_turn(
         // A flag default or TrainingArguments keyword: the knob at its source.
         match edit::knobs::python_edit(file, &old, &new) {
             edit::knobs::PythonEdit::Changes(changes) => {
-                found.extend(changes.into_iter().map(|c| (c.file, c.knob, c.change, c.line)));
+                found.extend(
+                    changes
+                        .into_iter()
+                        .map(|c| (c.file, c.knob, c.change, c.line)),
+                );
                 continue;
             }
             edit::knobs::PythonEdit::Rejected(reason) => {
@@ -545,24 +558,42 @@ mod tests {
     fn a_flag_default_that_feeds_a_knob_is_the_one_change() {
         let after = FLAGS.replace("type=int, default=0", "type=int, default=4");
         match check_turn(&fs(FLAGS), &fs(&after), &[], &knobs()) {
-            Verdict::OneChange { knob, change, line, file } => {
-                assert_eq!((knob.as_str(), line, file.as_str()), ("num_workers", 5, "train.py"));
+            Verdict::OneChange {
+                knob,
+                change,
+                line,
+                file,
+            } => {
+                assert_eq!(
+                    (knob.as_str(), line, file.as_str()),
+                    ("num_workers", 5, "train.py")
+                );
                 assert_eq!(change, "num_workers 0 → 4 (--workers default, train.py:5)");
             }
             v => panic!("{v:?}"),
         }
         let epochs = FLAGS.replace("default=3", "default=1");
-        assert!(matches!(check_turn(&fs(FLAGS), &fs(&epochs), &[], &knobs()),
-            Verdict::Rejected { ref reason, .. } if reason.contains("--epochs feeds no DataLoader knob")));
-        let two = after.replace("val = DataLoader(vs, batch_size=32)", "val = DataLoader(vs, batch_size=32, num_workers=2)");
+        assert!(
+            matches!(check_turn(&fs(FLAGS), &fs(&epochs), &[], &knobs()),
+            Verdict::Rejected { ref reason, .. } if reason.contains("--epochs feeds no DataLoader knob"))
+        );
+        let two = after.replace(
+            "val = DataLoader(vs, batch_size=32)",
+            "val = DataLoader(vs, batch_size=32, num_workers=2)",
+        );
         assert!(matches!(check_turn(&fs(FLAGS), &fs(&two), &[], &knobs()),
             Verdict::Rejected { ref reason, .. } if reason.contains("one change per turn")));
         let code = after.replace("args = parser.parse_args()", "args = parser.parse_args([])");
-        assert!(matches!(check_turn(&fs(FLAGS), &fs(&code), &[], &knobs()), Verdict::Rejected { .. }));
+        assert!(matches!(
+            check_turn(&fs(FLAGS), &fs(&code), &[], &knobs()),
+            Verdict::Rejected { .. }
+        ));
         // Not a knob the policy allows.
         let only_pin = vec!["pin_memory".to_string()];
-        assert!(matches!(check_turn(&fs(FLAGS), &fs(&after), &[], &only_pin),
-            Verdict::Rejected { ref reason, .. } if reason.contains("not a knob the policy allows")));
+        assert!(
+            matches!(check_turn(&fs(FLAGS), &fs(&after), &[], &only_pin),
+            Verdict::Rejected { ref reason, .. } if reason.contains("not a knob the policy allows"))
+        );
     }
 
     #[test]
@@ -570,22 +601,56 @@ mod tests {
         let script = "import yaml\nfrom torch.utils.data import DataLoader\ncfg = yaml.safe_load(open('config.yaml'))\nloader = DataLoader(ds, batch_size=cfg['batch_size'], num_workers=cfg['loader']['workers'])\n";
         let yaml = "batch_size: 32\nloader:\n  workers: 0  # per GPU\n";
         let before = files(&[("train.py", script), ("config.yaml", yaml)]);
-        let after = files(&[("train.py", script), ("config.yaml", &yaml.replace("workers: 0", "workers: 6"))]);
+        let after = files(&[
+            ("train.py", script),
+            ("config.yaml", &yaml.replace("workers: 0", "workers: 6")),
+        ]);
         match check_turn(&before, &after, &[], &knobs()) {
-            Verdict::OneChange { knob, change, file, line } => {
-                assert_eq!((knob.as_str(), file.as_str(), line), ("num_workers", "config.yaml", 3));
+            Verdict::OneChange {
+                knob,
+                change,
+                file,
+                line,
+            } => {
+                assert_eq!(
+                    (knob.as_str(), file.as_str(), line),
+                    ("num_workers", "config.yaml", 3)
+                );
                 assert_eq!(change, "num_workers 0 → 6 (loader.workers, config.yaml:3)");
             }
             v => panic!("{v:?}"),
         }
-        let bs = files(&[("train.py", script), ("config.yaml", &yaml.replace("batch_size: 32", "batch_size: 8"))]);
-        assert!(matches!(check_turn(&before, &bs, &[], &knobs()), Verdict::Rejected { .. }));
-        let comment = files(&[("train.py", script), ("config.yaml", &yaml.replace("workers: 0  # per GPU", "workers: 6"))]);
+        let bs = files(&[
+            ("train.py", script),
+            (
+                "config.yaml",
+                &yaml.replace("batch_size: 32", "batch_size: 8"),
+            ),
+        ]);
+        assert!(matches!(
+            check_turn(&before, &bs, &[], &knobs()),
+            Verdict::Rejected { .. }
+        ));
+        let comment = files(&[
+            ("train.py", script),
+            (
+                "config.yaml",
+                &yaml.replace("workers: 0  # per GPU", "workers: 6"),
+            ),
+        ]);
         assert!(matches!(check_turn(&before, &comment, &[], &knobs()),
             Verdict::Rejected { ref reason, .. } if reason.contains("beyond")));
         // A non-Python file no knob reads is still rejected.
-        let other = files(&[("train.py", script), ("config.yaml", yaml), ("notes.txt", "a")]);
-        let other_after = files(&[("train.py", script), ("config.yaml", yaml), ("notes.txt", "b")]);
+        let other = files(&[
+            ("train.py", script),
+            ("config.yaml", yaml),
+            ("notes.txt", "a"),
+        ]);
+        let other_after = files(&[
+            ("train.py", script),
+            ("config.yaml", yaml),
+            ("notes.txt", "b"),
+        ]);
         assert!(matches!(check_turn(&other, &other_after, &[], &knobs()),
             Verdict::Rejected { ref reason, .. } if reason.contains("not Python")));
     }
@@ -593,7 +658,10 @@ mod tests {
     #[test]
     fn a_training_arguments_keyword_is_the_one_change() {
         let src = "from transformers import TrainingArguments\nargs = TrainingArguments(\n    output_dir='out',\n    num_train_epochs=1,\n)\n";
-        let after = src.replace("num_train_epochs=1,\n", "num_train_epochs=1,\n    dataloader_num_workers=4,\n");
+        let after = src.replace(
+            "num_train_epochs=1,\n",
+            "num_train_epochs=1,\n    dataloader_num_workers=4,\n",
+        );
         match check_turn(&fs(src), &fs(&after), &[], &knobs()) {
             Verdict::OneChange { knob, change, .. } => {
                 assert_eq!(knob, "num_workers");

@@ -627,7 +627,11 @@ fn a_change_at_the_flag_default_is_kept_and_is_that_one_line() {
     let diff = std::fs::read_to_string(r.run_dir().join("turns/01/diff.patch")).unwrap();
     let changed: Vec<&str> = diff
         .lines()
-        .filter(|l| (l.starts_with('+') || l.starts_with('-')) && !l.starts_with("+++") && !l.starts_with("---"))
+        .filter(|l| {
+            (l.starts_with('+') || l.starts_with('-'))
+                && !l.starts_with("+++")
+                && !l.starts_with("---")
+        })
         .collect();
     assert_eq!(
         changed,

@@ -898,9 +898,15 @@ mod tests {
             "num_workers 0 → 4 (--workers default, train.py:12)",
             Decision::Kept,
         )]);
-        assert_eq!((t[0].knob.as_str(), t[0].from.as_str(), t[0].to.as_str()), ("num_workers", "0", "4"));
+        assert_eq!(
+            (t[0].knob.as_str(), t[0].from.as_str(), t[0].to.as_str()),
+            ("num_workers", "0", "4")
+        );
         let t = tried(&[row(1, "pin_memory (default) → True", Decision::Reverted)]);
-        assert_eq!((t[0].from.as_str(), t[0].to.as_str()), ("(default)", "True"));
+        assert_eq!(
+            (t[0].from.as_str(), t[0].to.as_str()),
+            ("(default)", "True")
+        );
     }
 
     #[test]
@@ -910,7 +916,9 @@ mod tests {
         std::fs::write(d.path().join("train.py"), train).unwrap();
         let hf = "from transformers import TrainingArguments\nta = TrainingArguments('out', dataloader_num_workers=1)\n";
         std::fs::write(d.path().join("hf.py"), hf).unwrap();
-        let agent = BuiltinAgent { preferred_file: None };
+        let agent = BuiltinAgent {
+            preferred_file: None,
+        };
         let editable = vec!["train.py".to_string(), "hf.py".to_string()];
         let pick = |cs: Option<&str>| agent.find_site(d.path(), &editable, cs).unwrap();
         // Without a call site: the first DataLoader call.
@@ -924,9 +932,13 @@ mod tests {
         // Its knob values as the proposal reads them: the flag's default.
         assert_eq!(s.effective_call().kwarg("num_workers"), Some("0"));
         // Built inside transformers: the TrainingArguments call.
-        let s = pick(Some("/venv/lib/python3.12/site-packages/transformers/trainer.py:1042"));
-        assert_eq!((s.file.as_str(), s.kind), ("hf.py", SiteKind::TrainingArguments));
+        let s = pick(Some(
+            "/venv/lib/python3.12/site-packages/transformers/trainer.py:1042",
+        ));
+        assert_eq!(
+            (s.file.as_str(), s.kind),
+            ("hf.py", SiteKind::TrainingArguments)
+        );
         assert_eq!(s.effective_call().kwarg("num_workers"), Some("1"));
     }
-
 }

@@ -133,7 +133,7 @@ mod tests {
             "import argparse\nfrom torch.utils.data import DataLoader\nfrom transformers import TrainingArguments\np = argparse.ArgumentParser()\np.add_argument('--workers', type=int, default=0)\nargs = p.parse_args()\nloader = DataLoader(ds, num_workers=args.workers)\nta = TrainingArguments('out', dataloader_pin_memory=False)\n",
         )
         .unwrap();
-        let scanned = scan_files(&[f.clone()]).unwrap();
+        let scanned = scan_files(std::slice::from_ref(&f)).unwrap();
         let label = f.display().to_string();
         let text = to_text(&scanned, |s| {
             vec![format!("num_workers seen as {:?}", s.kwarg("num_workers"))]
@@ -145,11 +145,22 @@ mod tests {
             "{text}"
         );
         // Hints see the flag's default, not the expression.
-        assert!(text.contains("hint: num_workers seen as Some(\"0\")"), "{text}");
-        assert!(text.contains(&format!("{label}:8  TrainingArguments(…): the DataLoader is built inside transformers")), "{text}");
-        assert!(text.contains(&format!(
-            "    knob: pin_memory: dataloader_pin_memory=False ({label}:8)"
-        )), "{text}");
+        assert!(
+            text.contains("hint: num_workers seen as Some(\"0\")"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "{label}:8  TrainingArguments(…): the DataLoader is built inside transformers"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "    knob: pin_memory: dataloader_pin_memory=False ({label}:8)"
+            )),
+            "{text}"
+        );
         let json = to_json(&scanned);
         let a = json.as_array().unwrap();
         assert_eq!(a.len(), 2);

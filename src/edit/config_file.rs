@@ -198,9 +198,7 @@ fn yaml_key_colon(content: &str) -> Option<usize> {
             Some(q) if b == q => quote = None,
             Some(_) => {}
             None if b == b'"' || b == b'\'' => quote = Some(b),
-            None if b == b':' && (i + 1 == bytes.len() || bytes[i + 1] == b' ') => {
-                return Some(i)
-            }
+            None if b == b':' && (i + 1 == bytes.len() || bytes[i + 1] == b' ') => return Some(i),
             None if b == b'#' => return None,
             None => {}
         }
@@ -340,7 +338,8 @@ impl JsonScan<'_> {
             }
             _ => {
                 let start = self.i;
-                while self.i < self.b.len() && !matches!(self.b[self.i], b',' | b'}' | b']')
+                while self.i < self.b.len()
+                    && !matches!(self.b[self.i], b',' | b'}' | b']')
                     && !self.b[self.i].is_ascii_whitespace()
                 {
                     self.i += 1;
@@ -366,20 +365,22 @@ mod tests {
         let v = lookup(ConfigKind::Yaml, YAML, &p("data.num_workers")).unwrap();
         assert_eq!((v.line, v.text.as_str()), (8, "0"));
         assert_eq!(
-            lookup(ConfigKind::Yaml, YAML, &p("model.num_workers")).unwrap().text,
+            lookup(ConfigKind::Yaml, YAML, &p("model.num_workers"))
+                .unwrap()
+                .text,
             "9"
         );
-        assert_eq!(lookup(ConfigKind::Yaml, YAML, &p("epochs")).unwrap().text, "3");
+        assert_eq!(
+            lookup(ConfigKind::Yaml, YAML, &p("epochs")).unwrap().text,
+            "3"
+        );
         assert!(lookup(ConfigKind::Yaml, YAML, &p("data")).is_none());
         assert!(lookup(ConfigKind::Yaml, YAML, &p("data.width")).is_none());
         assert!(lookup(ConfigKind::Yaml, YAML, &p("num_workers")).is_none());
         let out = set_value(ConfigKind::Yaml, YAML, &p("data.num_workers"), "4").unwrap();
         assert_eq!(
             out,
-            YAML.replace(
-                "num_workers: 0  # raise",
-                "num_workers: 4  # raise"
-            )
+            YAML.replace("num_workers: 0  # raise", "num_workers: 4  # raise")
         );
         let out = set_value(ConfigKind::Yaml, YAML, &p("data.pin_memory"), "True").unwrap();
         assert!(out.contains("  pin_memory: true\n"));
@@ -392,14 +393,24 @@ mod tests {
         let v = lookup(ConfigKind::Toml, src, &p("data.num_workers")).unwrap();
         assert_eq!((v.line, v.text.as_str()), (5, "2"));
         assert_eq!(
-            lookup(ConfigKind::Toml, src, &p("train.loader.pin_memory")).unwrap().text,
+            lookup(ConfigKind::Toml, src, &p("train.loader.pin_memory"))
+                .unwrap()
+                .text,
             "false"
         );
         let out = set_value(ConfigKind::Toml, src, &p("data.num_workers"), "8").unwrap();
-        assert_eq!(out, src.replace("num_workers = 2 # cores", "num_workers = 8 # cores"));
+        assert_eq!(
+            out,
+            src.replace("num_workers = 2 # cores", "num_workers = 8 # cores")
+        );
         assert!(set_value(ConfigKind::Toml, src, &p("data.num_workers"), "None").is_err());
         let dotted = "data.num_workers = 1\n";
-        assert_eq!(lookup(ConfigKind::Toml, dotted, &p("data.num_workers")).unwrap().text, "1");
+        assert_eq!(
+            lookup(ConfigKind::Toml, dotted, &p("data.num_workers"))
+                .unwrap()
+                .text,
+            "1"
+        );
     }
 
     #[test]
@@ -407,10 +418,18 @@ mod tests {
         let src = "{\n  \"name\": \"a,b}\",\n  \"model\": {\"num_workers\": 7},\n  \"data\": {\n    \"list\": [1, {\"x\": 2}],\n    \"num_workers\": 0,\n    \"pin_memory\": false\n  }\n}\n";
         let v = lookup(ConfigKind::Json, src, &p("data.num_workers")).unwrap();
         assert_eq!((v.line, v.text.as_str()), (6, "0"));
-        assert_eq!(lookup(ConfigKind::Json, src, &p("model.num_workers")).unwrap().text, "7");
+        assert_eq!(
+            lookup(ConfigKind::Json, src, &p("model.num_workers"))
+                .unwrap()
+                .text,
+            "7"
+        );
         assert!(lookup(ConfigKind::Json, src, &p("data.list")).is_none());
         let out = set_value(ConfigKind::Json, src, &p("data.pin_memory"), "True").unwrap();
-        assert_eq!(out, src.replace("\"pin_memory\": false", "\"pin_memory\": true"));
+        assert_eq!(
+            out,
+            src.replace("\"pin_memory\": false", "\"pin_memory\": true")
+        );
     }
 
     #[test]

@@ -274,7 +274,10 @@ fn is_add_argument(call: Node<'_>, src: &str) -> bool {
 
 /// The content of a plain string literal (no f-string interpolation).
 fn string_value(node: Node<'_>, src: &str) -> Option<String> {
-    if node.kind() != "string" || named_children(node).iter().any(|c| c.kind() == "interpolation")
+    if node.kind() != "string"
+        || named_children(node)
+            .iter()
+            .any(|c| c.kind() == "interpolation")
     {
         return None;
     }
@@ -468,7 +471,13 @@ fn is_literal(node: Node<'_>, src: &str) -> bool {
     }
 }
 
-fn resolve(value: Node<'_>, src: &str, file: &str, facts: &FileFacts, read: ReadFile<'_>) -> Source {
+fn resolve(
+    value: Node<'_>,
+    src: &str,
+    file: &str,
+    facts: &FileFacts,
+    read: ReadFile<'_>,
+) -> Source {
     if is_literal(value, src) {
         return Source::Keyword;
     }
@@ -525,7 +534,9 @@ fn enclosing_function(node: Node<'_>, src: &str) -> Option<String> {
     let mut n = node.parent();
     while let Some(p) = n {
         if p.kind() == "function_definition" {
-            return p.child_by_field_name("name").map(|x| text(x, src).to_string());
+            return p
+                .child_by_field_name("name")
+                .map(|x| text(x, src).to_string());
         }
         n = p.parent();
     }
@@ -859,13 +870,19 @@ pub fn python_edit(file: &str, old: &str, new: &str) -> PythonEdit {
                         return PythonEdit::Rejected(if knobs.is_empty() {
                             format!("{file}:{line}: the default of {option} changed, but {option} feeds no DataLoader knob")
                         } else {
-                            format!("{file}:{line}: {option} feeds several knobs ({})", knobs.join(", "))
+                            format!(
+                                "{file}:{line}: {option} feeds several knobs ({})",
+                                knobs.join(", ")
+                            )
                         });
                     }
                     changes.push(SourceChange {
                         file: file.to_string(),
                         knob: knobs[0].clone(),
-                        change: format!("{} {from} → {to} ({option} default, {file}:{line})", knobs[0]),
+                        change: format!(
+                            "{} {from} → {to} ({option} default, {file}:{line})",
+                            knobs[0]
+                        ),
                         line,
                     });
                 }
@@ -939,7 +956,12 @@ pub fn config_edit(
             continue;
         }
         rebuilt = match config_file::lookup(kind, &rebuilt, &path) {
-            Some(r) => format!("{}{}{}", &rebuilt[..r.range.start], a.text, &rebuilt[r.range.end..]),
+            Some(r) => format!(
+                "{}{}{}",
+                &rebuilt[..r.range.start],
+                a.text,
+                &rebuilt[r.range.end..]
+            ),
             None => return Err(format!("{file}: `{key}` cannot be located")),
         };
         changes.push(SourceChange {
@@ -977,7 +999,12 @@ mod tests {
         knob_sites(file, &files[file], &read).unwrap()
     }
 
-    fn set(files: &HashMap<String, String>, site: &KnobSite, knob: &str, v: &str) -> (String, String) {
+    fn set(
+        files: &HashMap<String, String>,
+        site: &KnobSite,
+        knob: &str,
+        v: &str,
+    ) -> (String, String) {
         let read = |p: &str| files.get(p).cloned();
         set_knob(site, knob, v, &read).unwrap()
     }
@@ -1055,11 +1082,19 @@ if __name__ == "__main__":
         let pin = train.origin("pin_memory").unwrap();
         assert!(matches!(&pin.source, Source::Flag { flag, default: None, .. } if flag == "--pin"));
         let pf = train.origin("prefetch_factor").unwrap();
-        assert_eq!((pf.source.clone(), pf.expr.clone()), (Source::Keyword, None));
-        assert!(pf.describe("train.py:18").contains("the default; set prefetch_factor= at train.py:18"));
+        assert_eq!(
+            (pf.source.clone(), pf.expr.clone()),
+            (Source::Keyword, None)
+        );
+        assert!(pf
+            .describe("train.py:18")
+            .contains("the default; set prefetch_factor= at train.py:18"));
         // The validation loader keeps its literal.
         let val = sites[1].origin("num_workers").unwrap();
-        assert_eq!((val.source.clone(), val.current()), (Source::Keyword, Some("2".into())));
+        assert_eq!(
+            (val.source.clone(), val.current()),
+            (Source::Keyword, Some("2".into()))
+        );
         assert_eq!(sites[0].effective_call().kwarg("num_workers"), Some("0"));
     }
 
@@ -1087,11 +1122,19 @@ if __name__ == "__main__":
         );
         // A flag without default= gets one.
         let (_, out) = set(&p, &sites[0], "pin_memory", "True");
-        assert!(out.contains(r#"add_argument("--pin", dest="pin_memory", action="store_true", default=True)"#), "{out}");
+        assert!(
+            out.contains(
+                r#"add_argument("--pin", dest="pin_memory", action="store_true", default=True)"#
+            ),
+            "{out}"
+        );
         match python_edit("train.py", ARGPARSE, &out) {
             PythonEdit::Changes(c) => {
                 assert_eq!(c.len(), 1);
-                assert_eq!(c[0].change, "pin_memory (default) → True (--pin default, train.py:12)");
+                assert_eq!(
+                    c[0].change,
+                    "pin_memory (default) → True (--pin default, train.py:12)"
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -1102,16 +1145,23 @@ if __name__ == "__main__":
         // The default of a flag that feeds no knob.
         let epochs = ARGPARSE.replace("type=int, default=3", "type=int, default=1");
         match python_edit("train.py", ARGPARSE, &epochs) {
-            PythonEdit::Rejected(r) => assert!(r.contains("--epochs feeds no DataLoader knob"), "{r}"),
+            PythonEdit::Rejected(r) => {
+                assert!(r.contains("--epochs feeds no DataLoader knob"), "{r}")
+            }
             other => panic!("{other:?}"),
         }
         // Another keyword of a knob's flag.
         let help = ARGPARSE.replace("help=\"data loading workers\"", "help=\"workers\"");
-        assert!(matches!(python_edit("train.py", ARGPARSE, &help), PythonEdit::Rejected(r) if r.contains("`help=`")));
+        assert!(
+            matches!(python_edit("train.py", ARGPARSE, &help), PythonEdit::Rejected(r) if r.contains("`help=`"))
+        );
         // The flag default and the validation loader: two changes.
         let two = ARGPARSE
             .replace("default=0, help", "default=4, help")
-            .replace("batch_size=64, num_workers=2", "batch_size=64, num_workers=4");
+            .replace(
+                "batch_size=64, num_workers=2",
+                "batch_size=64, num_workers=4",
+            );
         match python_edit("train.py", ARGPARSE, &two) {
             PythonEdit::Changes(c) => assert_eq!(c.len(), 2),
             other => panic!("{other:?}"),
@@ -1120,10 +1170,19 @@ if __name__ == "__main__":
         let code = ARGPARSE
             .replace("default=0, help", "default=4, help")
             .replace("evaluate(val_loader)", "pass");
-        assert_eq!(python_edit("train.py", ARGPARSE, &code), PythonEdit::NotAtSource);
+        assert_eq!(
+            python_edit("train.py", ARGPARSE, &code),
+            PythonEdit::NotAtSource
+        );
         // Only a DataLoader keyword: left to the DataLoader-only check.
-        let kw = ARGPARSE.replace("batch_size=64, num_workers=2", "batch_size=64, num_workers=4");
-        assert_eq!(python_edit("train.py", ARGPARSE, &kw), PythonEdit::NotAtSource);
+        let kw = ARGPARSE.replace(
+            "batch_size=64, num_workers=2",
+            "batch_size=64, num_workers=4",
+        );
+        assert_eq!(
+            python_edit("train.py", ARGPARSE, &kw),
+            PythonEdit::NotAtSource
+        );
     }
 
     #[test]
@@ -1142,11 +1201,19 @@ if __name__ == "__main__":
         let s = &sites_in(&p, "t.py")[0];
         let nw = s.origin("num_workers").unwrap();
         assert!(!nw.editable());
-        assert!(nw.describe("t.py:4").contains("not editable (`os.cpu_count() // 2` is computed"), "{}", nw.describe("t.py:4"));
+        assert!(
+            nw.describe("t.py:4")
+                .contains("not editable (`os.cpu_count() // 2` is computed"),
+            "{}",
+            nw.describe("t.py:4")
+        );
         assert!(!s.origin("prefetch_factor").unwrap().editable());
         let read = |f: &str| p.get(f).cloned();
         let err = set_knob(s, "num_workers", "4", &read).unwrap_err();
-        assert!(err.contains("not editable") && err.contains("write the value as a literal"), "{err}");
+        assert!(
+            err.contains("not editable") && err.contains("write the value as a literal"),
+            "{err}"
+        );
     }
 
     const YAML_SCRIPT: &str = r#"import yaml
@@ -1182,14 +1249,23 @@ loader = DataLoader(
             nw.describe(&s.at()),
             r#"num_workers = cfg["data"]["num_workers"] → data.num_workers: 0 (configs/train.yaml:5)"#
         );
-        assert_eq!(s.origin("pin_memory").unwrap().current().as_deref(), Some("False"));
+        assert_eq!(
+            s.origin("pin_memory").unwrap().current().as_deref(),
+            Some("False")
+        );
         let (file, out) = set(&p, s, "num_workers", "8");
         assert_eq!(file, "configs/train.yaml");
-        assert_eq!(out, YAML.replace("num_workers: 0   #", "num_workers: 8   #"));
+        assert_eq!(
+            out,
+            YAML.replace("num_workers: 0   #", "num_workers: 8   #")
+        );
         let sites = sites_in(&p, "train.py");
         let c = config_edit("configs/train.yaml", YAML, &out, &sites).unwrap();
         assert_eq!(c.len(), 1);
-        assert_eq!(c[0].change, "num_workers 0 → 8 (data.num_workers, configs/train.yaml:5)");
+        assert_eq!(
+            c[0].change,
+            "num_workers 0 → 8 (data.num_workers, configs/train.yaml:5)"
+        );
         let (_, pinned) = set(&p, s, "pin_memory", "True");
         assert!(pinned.contains("  pin_memory: true\n"));
         assert_eq!(
@@ -1214,15 +1290,23 @@ loader = DataLoader(
         let sites = sites_in(&p, "train.py");
         let check = |new: &str| config_edit("configs/train.yaml", YAML, new, &sites);
         // batch_size is read by the loader but is no knob; epochs by nothing.
-        assert!(check(&YAML.replace("batch_size: 64", "batch_size: 32")).unwrap_err().contains("no value that feeds"));
+        assert!(check(&YAML.replace("batch_size: 64", "batch_size: 32"))
+            .unwrap_err()
+            .contains("no value that feeds"));
         assert!(check(&YAML.replace("epochs: 2", "epochs: 1")).is_err());
         assert!(check(&YAML.replace("# bump", "# raise")).is_err());
-        let both = YAML.replace("num_workers: 0", "num_workers: 4").replace("epochs: 2", "epochs: 1");
+        let both = YAML
+            .replace("num_workers: 0", "num_workers: 4")
+            .replace("epochs: 2", "epochs: 1");
         assert!(check(&both).unwrap_err().contains("beyond"));
-        let two = YAML.replace("num_workers: 0", "num_workers: 4").replace("pin_memory: false", "pin_memory: true");
+        let two = YAML
+            .replace("num_workers: 0", "num_workers: 4")
+            .replace("pin_memory: false", "pin_memory: true");
         assert_eq!(check(&two).unwrap().len(), 2);
         // A config no knob reads.
-        assert!(config_edit("other.yaml", "a: 1\n", "a: 2\n", &sites).unwrap_err().contains("no DataLoader knob"));
+        assert!(config_edit("other.yaml", "a: 1\n", "a: 2\n", &sites)
+            .unwrap_err()
+            .contains("no DataLoader knob"));
     }
 
     #[test]
@@ -1256,15 +1340,27 @@ trainer.train()
         let sites = sites_in(&p, "train.py");
         assert_eq!(sites.len(), 1);
         let s = &sites[0];
-        assert_eq!((s.kind, s.line, s.callee.as_str()), (SiteKind::TrainingArguments, 4, "TrainingArguments"));
+        assert_eq!(
+            (s.kind, s.line, s.callee.as_str()),
+            (SiteKind::TrainingArguments, 4, "TrainingArguments")
+        );
         let nw = s.origin("num_workers").unwrap();
-        assert_eq!((nw.keyword.as_str(), nw.expr.clone()), ("dataloader_num_workers", None));
+        assert_eq!(
+            (nw.keyword.as_str(), nw.expr.clone()),
+            ("dataloader_num_workers", None)
+        );
         assert_eq!(
             nw.describe(&s.at()),
             "num_workers not set: the default; set dataloader_num_workers= at train.py:4"
         );
         let (_, out) = set(&p, s, "num_workers", "4");
-        assert_eq!(out, HF.replace("    report_to=[],\n", "    report_to=[],\n    dataloader_num_workers=4,\n"));
+        assert_eq!(
+            out,
+            HF.replace(
+                "    report_to=[],\n",
+                "    report_to=[],\n    dataloader_num_workers=4,\n"
+            )
+        );
         assert_eq!(
             python_edit("train.py", HF, &out),
             PythonEdit::Changes(vec![SourceChange {
@@ -1277,14 +1373,28 @@ trainer.train()
         // Changing it again: the keyword's value.
         let p2 = project(&[("train.py", &out)]);
         let s2 = &sites_in(&p2, "train.py")[0];
-        assert_eq!(s2.origin("num_workers").unwrap().current().as_deref(), Some("4"));
+        assert_eq!(
+            s2.origin("num_workers").unwrap().current().as_deref(),
+            Some("4")
+        );
         let (_, again) = set(&p2, s2, "num_workers", "8");
         assert!(again.contains("dataloader_num_workers=8,"));
         // Other TrainingArguments keywords are not knobs.
-        let lr = HF.replace("num_train_epochs=1,", "num_train_epochs=1,\n    learning_rate=1e-3,");
-        assert!(matches!(python_edit("train.py", HF, &lr), PythonEdit::Rejected(r) if r.contains("`learning_rate`")));
-        let bs = HF.replace("per_device_train_batch_size=16", "per_device_train_batch_size=32");
-        assert!(matches!(python_edit("train.py", HF, &bs), PythonEdit::Rejected(_)));
+        let lr = HF.replace(
+            "num_train_epochs=1,",
+            "num_train_epochs=1,\n    learning_rate=1e-3,",
+        );
+        assert!(
+            matches!(python_edit("train.py", HF, &lr), PythonEdit::Rejected(r) if r.contains("`learning_rate`"))
+        );
+        let bs = HF.replace(
+            "per_device_train_batch_size=16",
+            "per_device_train_batch_size=32",
+        );
+        assert!(matches!(
+            python_edit("train.py", HF, &bs),
+            PythonEdit::Rejected(_)
+        ));
     }
 
     #[test]
@@ -1293,11 +1403,18 @@ trainer.train()
         let p = project(&[("t.py", src)]);
         let s = &sites_in(&p, "t.py")[0];
         assert_eq!(s.kind, SiteKind::TrainingArguments);
-        assert!(matches!(&s.origin("num_workers").unwrap().source, Source::Flag { flag, .. } if flag == "--workers"));
-        assert_eq!(s.origin("pin_memory").unwrap().current().as_deref(), Some("False"));
+        assert!(
+            matches!(&s.origin("num_workers").unwrap().source, Source::Flag { flag, .. } if flag == "--workers")
+        );
+        assert_eq!(
+            s.origin("pin_memory").unwrap().current().as_deref(),
+            Some("False")
+        );
         let (_, out) = set(&p, s, "num_workers", "2");
         assert!(out.contains("default=2)"));
-        assert!(matches!(python_edit("t.py", src, &out), PythonEdit::Changes(c) if c.len() == 1 && c[0].knob == "num_workers"));
+        assert!(
+            matches!(python_edit("t.py", src, &out), PythonEdit::Changes(c) if c.len() == 1 && c[0].knob == "num_workers")
+        );
     }
 
     #[test]
@@ -1314,7 +1431,10 @@ trainer.train()
         let p = project(&[("gnn.py", pyg)]);
         let s = sites_in(&p, "gnn.py");
         assert_eq!(s.iter().map(|x| x.line).collect::<Vec<_>>(), vec![4, 5, 6]);
-        assert_eq!(s[2].origin("num_workers").unwrap().current().as_deref(), Some("2"));
+        assert_eq!(
+            s[2].origin("num_workers").unwrap().current().as_deref(),
+            Some("2")
+        );
 
         let lit = "import lightning as L\nfrom torch.utils.data import DataLoader\n\nclass Data(L.LightningDataModule):\n    def __init__(self, num_workers=0):\n        super().__init__()\n        self.save_hyperparameters()\n\n    def train_dataloader(self):\n        return DataLoader(self.train_ds, batch_size=32, num_workers=4)\n\n    def val_dataloader(self):\n        return DataLoader(self.val_ds, batch_size=32, num_workers=self.hparams.num_workers)\n";
         let p = project(&[("lit.py", lit)]);

@@ -517,7 +517,9 @@ pub(crate) fn set_call_kwarg(
     while !(node.kind() == "call" && node.start_byte() == call_start) {
         node = node.parent().ok_or_else(not_found)?;
     }
-    let args = node.child_by_field_name("arguments").ok_or_else(not_found)?;
+    let args = node
+        .child_by_field_name("arguments")
+        .ok_or_else(not_found)?;
     if args.kind() != "argument_list" {
         return Err(RewriteError::GeneratorArgument { line });
     }

@@ -227,7 +227,10 @@ fn call_sites(f: &PromptFacts, ja: bool) -> String {
             for o in ks.iter().flat_map(|k| &k.knobs) {
                 // Keywords written in the call are in the line above.
                 if !matches!(o.source, crate::edit::Source::Keyword) {
-                    line.push_str(&format!("\n      {}", o.describe(&format!("{}:{}", s.file, s.line))));
+                    line.push_str(&format!(
+                        "\n      {}",
+                        o.describe(&format!("{}:{}", s.file, s.line))
+                    ));
                 }
             }
             line
@@ -555,7 +558,11 @@ mod tests {
         // A literal in the call is not repeated.
         assert!(!text.contains("pin_memory = True"), "{text}");
         assert!(text.contains("  - train.py line 8: TrainingArguments(…) — the DataLoader is built inside transformers"), "{text}");
-        assert!(text.contains("      num_workers not set: the default; set dataloader_num_workers= at train.py:8"), "{text}");
+        assert!(
+            text.contains(
+                "      num_workers not set: the default; set dataloader_num_workers= at train.py:8"
+            ),
+            "{text}"
+        );
     }
-
 }
