@@ -323,7 +323,16 @@ fn flag_of(call: Node<'_>, src: &str) -> Option<Flag> {
     Some(Flag {
         option: long.cloned().unwrap_or(first),
         dest,
-        default: keyword_value(call, src, "default").map(|d| text(d, src).to_string()),
+        default: keyword_value(call, src, "default")
+            .map(|d| text(d, src).to_string())
+            .or_else(|| {
+                // argparse's own default of a switch.
+                match keyword_value(call, src, "action").and_then(|a| string_value(a, src)) {
+                    Some(a) if a == "store_true" => Some("False".into()),
+                    Some(a) if a == "store_false" => Some("True".into()),
+                    _ => None,
+                }
+            }),
         line: line_col(src, call.start_byte()).0,
         call_start: call.start_byte(),
     })
@@ -1080,7 +1089,10 @@ if __name__ == "__main__":
             "num_workers = args.workers → --workers default=0 (train.py:11)"
         );
         let pin = train.origin("pin_memory").unwrap();
-        assert!(matches!(&pin.source, Source::Flag { flag, default: None, .. } if flag == "--pin"));
+        // A store_true switch defaults to False.
+        assert!(
+            matches!(&pin.source, Source::Flag { flag, default: Some(d), .. } if flag == "--pin" && d == "False")
+        );
         let pf = train.origin("prefetch_factor").unwrap();
         assert_eq!(
             (pf.source.clone(), pf.expr.clone()),
