@@ -290,7 +290,13 @@ pub fn check_turn(
             };
         }
         // A flag default or TrainingArguments keyword: the knob at its source.
-        match edit::knobs::python_edit(file, &old, &new) {
+        let read = |f: &str| {
+            before
+                .0
+                .get(f)
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+        };
+        match edit::knobs::python_edit(file, &old, &new, &read) {
             edit::knobs::PythonEdit::Changes(changes) => {
                 found.extend(
                     changes
@@ -653,6 +659,32 @@ mod tests {
         ]);
         assert!(matches!(check_turn(&other, &other_after, &[], &knobs()),
             Verdict::Rejected { ref reason, .. } if reason.contains("not Python")));
+    }
+
+    #[test]
+    fn a_keyword_of_an_imported_dataloader_subclass_is_the_one_change() {
+        let loaders =
+            "from torch.utils.data import DataLoader\n\nclass FastLoader(DataLoader):\n    pass\n";
+        let script = "from loaders import FastLoader\nloader = FastLoader(ds, batch_size=8)\n";
+        let after = script.replace("batch_size=8)", "batch_size=8, num_workers=2)");
+        let before = files(&[("train.py", script), ("loaders.py", loaders)]);
+        let edited = files(&[("train.py", &after), ("loaders.py", loaders)]);
+        match check_turn(&before, &edited, &[], &knobs()) {
+            Verdict::OneChange {
+                knob, change, line, ..
+            } => {
+                assert_eq!(
+                    (knob.as_str(), change.as_str(), line),
+                    ("num_workers", "num_workers (default) → 2", 2)
+                );
+            }
+            v => panic!("{v:?}"),
+        }
+        // Without the module among the editable files the call is unknown.
+        assert!(matches!(
+            check_turn(&fs(script), &fs(&after), &[], &knobs()),
+            Verdict::Rejected { .. }
+        ));
     }
 
     #[test]

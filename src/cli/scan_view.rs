@@ -10,7 +10,6 @@ use crate::edit::{self, KnobSite, SiteKind};
 
 /// What `scan` found in one file.
 pub struct Scanned {
-    pub sites: Vec<edit::CallSite>,
     pub knob_sites: Vec<KnobSite>,
 }
 
@@ -21,39 +20,31 @@ pub fn scan_files(files: &[PathBuf]) -> Result<Vec<Scanned>> {
     let mut out = Vec::new();
     for f in files {
         let label = f.display().to_string();
-        let sites = edit::scan_file(f, &label).with_context(|| format!("cannot scan {label}"))?;
         let src = std::fs::read_to_string(f).with_context(|| format!("cannot read {label}"))?;
         let knob_sites = edit::knob_sites(&label, &src, &read)
             .with_context(|| format!("cannot scan {label}"))?;
-        out.push(Scanned { sites, knob_sites });
+        out.push(Scanned { knob_sites });
     }
     Ok(out)
 }
 
-/// JSON: every DataLoader call site as before, with `kind` and `knobs` (each
-/// knob's origin) added, then the `TrainingArguments` calls.
+/// JSON: every DataLoader call site as before, with `kind`, `function` and
+/// `knobs` (each knob's origin) added, and the `TrainingArguments` calls, in
+/// source order.
 pub fn to_json(scanned: &[Scanned]) -> serde_json::Value {
     let mut all = Vec::new();
-    for s in scanned {
-        for site in &s.sites {
-            let mut v = serde_json::to_value(site).unwrap_or_default();
-            let ks = s
-                .knob_sites
-                .iter()
-                .find(|k| k.kind == SiteKind::DataLoader && k.call_start == site.call_range.start);
-            if let (Some(obj), Some(ks)) = (v.as_object_mut(), ks) {
-                obj.insert("kind".into(), "dataloader".into());
-                obj.insert("function".into(), serde_json::json!(ks.function));
-                obj.insert("knobs".into(), serde_json::json!(ks.knobs));
+    for ks in scanned.iter().flat_map(|s| &s.knob_sites) {
+        match (&ks.call, ks.kind) {
+            (Some(site), SiteKind::DataLoader) => {
+                let mut v = serde_json::to_value(site).unwrap_or_default();
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert("kind".into(), "dataloader".into());
+                    obj.insert("function".into(), serde_json::json!(ks.function));
+                    obj.insert("knobs".into(), serde_json::json!(ks.knobs));
+                }
+                all.push(v);
             }
-            all.push(v);
-        }
-        for ks in s
-            .knob_sites
-            .iter()
-            .filter(|k| k.kind == SiteKind::TrainingArguments)
-        {
-            all.push(serde_json::to_value(ks).unwrap_or_default());
+            _ => all.push(serde_json::to_value(ks).unwrap_or_default()),
         }
     }
     serde_json::Value::Array(all)

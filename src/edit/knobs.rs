@@ -29,10 +29,10 @@ use serde::Serialize;
 use tree_sitter::{Node, Tree};
 
 use super::config_file::{self, ConfigKind};
-use super::rewrite::{set_call_kwarg, set_kwarg};
+use super::rewrite::{set_call_kwarg, set_kwarg, RewriteError};
 use super::scan::{
-    argument_nodes, call_node, call_site, line_col, named_children, parse_python, scan_tree, text,
-    CallSite, ScanError,
+    argument_nodes, call_node, call_site, line_col, named_children, parse_python, scan_tree,
+    scan_tree_with, text, CallSite, ScanError,
 };
 use crate::verify::DATA_PRESERVING;
 
@@ -449,6 +449,85 @@ fn file_facts(file: &str, src: &str, tree: &Tree, read: ReadFile<'_>) -> FileFac
     }
 }
 
+/// DataLoader classes the file imports from other project files:
+/// (`module.Class` as written in the import, for [`scan_tree_with`]; the
+/// file that defines it).
+fn project_loaders(
+    file: &str,
+    src: &str,
+    tree: &Tree,
+    read: ReadFile<'_>,
+) -> Vec<(String, String)> {
+    let dir = Path::new(file)
+        .parent()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    let mut stack = vec![tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if n.kind() != "import_from_statement" {
+            stack.extend(named_children(n));
+            continue;
+        }
+        let Some(module) = n.child_by_field_name("module_name") else {
+            continue;
+        };
+        let written: String = text(module, src).split_whitespace().collect();
+        if written.starts_with("torch") || written == "transformers" {
+            continue;
+        }
+        // `.a.b` → `<dir>/a/b`, `..a` → the parent of `<dir>`; `a.b` → `a/b`
+        // from the project root or from the script's folder.
+        let dots = written.len() - written.trim_start_matches('.').len();
+        let rest = written.trim_start_matches('.').replace('.', "/");
+        let bases: Vec<String> = if dots > 0 {
+            let mut base = dir.clone();
+            for _ in 1..dots {
+                base = format!("{base}/..");
+            }
+            vec![base]
+        } else {
+            vec![String::new(), dir.clone()]
+        };
+        let mut defined: Option<(String, Vec<String>)> = None;
+        for base in bases {
+            for candidate in [
+                format!("{base}/{rest}.py"),
+                format!("{base}/{rest}/__init__.py"),
+            ] {
+                let candidate = normalise(&candidate);
+                if candidate == normalise(file) {
+                    continue;
+                }
+                if let Some(text) = read(&candidate) {
+                    defined = Some((candidate, super::scan::loader_classes(&text)));
+                    break;
+                }
+            }
+            if defined.is_some() {
+                break;
+            }
+        }
+        let Some((module_file, classes)) = defined else {
+            continue;
+        };
+        let mut cursor = n.walk();
+        for name in n.children_by_field_name("name", &mut cursor) {
+            let imported = match name.kind() {
+                "aliased_import" => name.child_by_field_name("name"),
+                _ => Some(name),
+            };
+            if let Some(imported) = imported {
+                let class = text(imported, src).to_string();
+                if classes.contains(&class) {
+                    out.push((format!("{written}.{class}"), module_file.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// `a.b["c"].d` → `["a", "b", "c", "d"]`; `None` for anything else.
 fn chain(node: Node<'_>, src: &str) -> Option<Vec<String>> {
     match node.kind() {
@@ -603,8 +682,12 @@ fn site_of(
 pub fn knob_sites(file: &str, src: &str, read: ReadFile<'_>) -> Result<Vec<KnobSite>, ScanError> {
     let tree = parse_python(src, file)?;
     let facts = file_facts(file, src, &tree, read);
+    let loaders: Vec<String> = project_loaders(file, src, &tree, read)
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
     let mut sites = Vec::new();
-    for s in scan_tree(file, src, &tree) {
+    for s in scan_tree_with(file, src, &tree, &loaders) {
         if let Some(call) = call_node(&tree, &s.call_range) {
             sites.push(site_of(
                 file,
@@ -639,14 +722,25 @@ pub fn read_under(root: &Path) -> impl Fn(&str) -> Option<String> + '_ {
     move |rel: &str| std::fs::read_to_string(root.join(rel)).ok()
 }
 
-/// The config files a script's knob values come from (paths relative to
-/// the project root), for `[project] editable`.
+/// The files a script's knob values come from, besides the script: the
+/// config files it reads them from, and the project files that define the
+/// DataLoader subclasses it imports (paths relative to the project root),
+/// for `[project] editable`, so that verification can read them.
 pub fn knob_files(project_root: &Path, script_rel: &str) -> Vec<String> {
     let read = read_under(project_root);
     let Some(src) = read(script_rel) else {
         return Vec::new();
     };
     let mut out: Vec<String> = Vec::new();
+    // The file that defines an imported DataLoader subclass: verification
+    // reads it to know the class's calls are DataLoader calls.
+    if let Ok(tree) = parse_python(&src, script_rel) {
+        for (_, module_file) in project_loaders(script_rel, &src, &tree, &read) {
+            if !out.contains(&module_file) {
+                out.push(module_file);
+            }
+        }
+    }
     for site in knob_sites(script_rel, &src, &read).unwrap_or_default() {
         for o in site.knobs {
             if let Source::Config { file, .. } = o.source {
@@ -679,7 +773,16 @@ pub fn set_knob(
         Source::Keyword => {
             let src = read_file(&site.file)?;
             let out = match (&site.call, site.kind) {
-                (Some(call), SiteKind::DataLoader) => set_kwarg(&src, call, knob, Some(value)),
+                (Some(call), SiteKind::DataLoader) => {
+                    match set_kwarg(&src, call, knob, Some(value)) {
+                        // A subclass imported from another file: only this
+                        // file's scan with its imports knows the call.
+                        Err(RewriteError::SiteNotFound { .. }) => {
+                            set_call_kwarg(&src, site.call_start, knob, Some(value))
+                        }
+                        other => other,
+                    }
+                }
                 _ => set_call_kwarg(&src, site.call_start, &origin.keyword, Some(value)),
             }
             .map_err(|e| format!("cannot edit {}: {e}", site.at()))?;
@@ -742,8 +845,13 @@ enum CallRole {
     TrainingArguments,
 }
 
-fn role_calls<'t>(tree: &'t Tree, src: &str, label: &str) -> Vec<(Node<'t>, CallRole)> {
-    let loaders: Vec<usize> = scan_tree(label, src, tree)
+fn role_calls<'t>(
+    tree: &'t Tree,
+    src: &str,
+    label: &str,
+    project_loaders: &[String],
+) -> Vec<(Node<'t>, CallRole)> {
+    let loaders: Vec<usize> = scan_tree_with(label, src, tree, project_loaders)
         .iter()
         .map(|s| s.call_range.start)
         .collect();
@@ -796,13 +904,25 @@ fn other_args(call: Node<'_>, src: &str) -> Vec<String> {
 
 /// Classify the edit of Python file `file` from `old` to `new`: which knob
 /// changes it makes at their sources (flag defaults, TrainingArguments
-/// keywords, DataLoader keywords).
-pub fn python_edit(file: &str, old: &str, new: &str) -> PythonEdit {
+/// keywords, DataLoader keywords). `read` reads other project files (as
+/// they were before the edit), for DataLoader subclasses defined there.
+pub fn python_edit(file: &str, old: &str, new: &str, read: ReadFile<'_>) -> PythonEdit {
     let (Ok(old_tree), Ok(new_tree)) = (parse_python(old, file), parse_python(new, file)) else {
         return PythonEdit::NotAtSource;
     };
-    let before = role_calls(&old_tree, old, file);
-    let after = role_calls(&new_tree, new, file);
+    let loaders: Vec<String> = project_loaders(file, old, &old_tree, read)
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
+    let before = role_calls(&old_tree, old, file, &loaders);
+    let after = role_calls(&new_tree, new, file, &loaders);
+    // Calls of an imported subclass are DataLoader calls only here: the
+    // DataLoader-only check would count their keywords as code.
+    let imported_loader_calls = before
+        .iter()
+        .filter(|(_, r)| *r == CallRole::DataLoader)
+        .count()
+        > scan_tree(file, old, &old_tree).len();
     if before.len() != after.len() || before.iter().zip(&after).any(|(b, a)| b.1 != a.1) {
         return PythonEdit::NotAtSource;
     }
@@ -829,7 +949,7 @@ pub fn python_edit(file: &str, old: &str, new: &str) -> PythonEdit {
         k
     };
     let mut changes = Vec::new();
-    let mut at_source = false;
+    let mut at_source = imported_loader_calls;
     for ((b, role), (a, _)) in before.iter().zip(&after) {
         let old_site = call_site(file, old, *b);
         let new_site = call_site(file, new, *a);
@@ -1124,7 +1244,7 @@ if __name__ == "__main__":
             )]
         );
         assert_eq!(
-            python_edit("train.py", ARGPARSE, &out),
+            python_edit("train.py", ARGPARSE, &out, &|_: &str| None),
             PythonEdit::Changes(vec![SourceChange {
                 file: "train.py".into(),
                 knob: "num_workers".into(),
@@ -1140,7 +1260,7 @@ if __name__ == "__main__":
             ),
             "{out}"
         );
-        match python_edit("train.py", ARGPARSE, &out) {
+        match python_edit("train.py", ARGPARSE, &out, &|_: &str| None) {
             PythonEdit::Changes(c) => {
                 assert_eq!(c.len(), 1);
                 assert_eq!(
@@ -1156,7 +1276,7 @@ if __name__ == "__main__":
     fn argparse_edits_that_are_not_one_knob_are_told_apart() {
         // The default of a flag that feeds no knob.
         let epochs = ARGPARSE.replace("type=int, default=3", "type=int, default=1");
-        match python_edit("train.py", ARGPARSE, &epochs) {
+        match python_edit("train.py", ARGPARSE, &epochs, &|_: &str| None) {
             PythonEdit::Rejected(r) => {
                 assert!(r.contains("--epochs feeds no DataLoader knob"), "{r}")
             }
@@ -1165,7 +1285,7 @@ if __name__ == "__main__":
         // Another keyword of a knob's flag.
         let help = ARGPARSE.replace("help=\"data loading workers\"", "help=\"workers\"");
         assert!(
-            matches!(python_edit("train.py", ARGPARSE, &help), PythonEdit::Rejected(r) if r.contains("`help=`"))
+            matches!(python_edit("train.py", ARGPARSE, &help, &|_: &str| None), PythonEdit::Rejected(r) if r.contains("`help=`"))
         );
         // The flag default and the validation loader: two changes.
         let two = ARGPARSE
@@ -1174,7 +1294,7 @@ if __name__ == "__main__":
                 "batch_size=64, num_workers=2",
                 "batch_size=64, num_workers=4",
             );
-        match python_edit("train.py", ARGPARSE, &two) {
+        match python_edit("train.py", ARGPARSE, &two, &|_: &str| None) {
             PythonEdit::Changes(c) => assert_eq!(c.len(), 2),
             other => panic!("{other:?}"),
         }
@@ -1183,7 +1303,7 @@ if __name__ == "__main__":
             .replace("default=0, help", "default=4, help")
             .replace("evaluate(val_loader)", "pass");
         assert_eq!(
-            python_edit("train.py", ARGPARSE, &code),
+            python_edit("train.py", ARGPARSE, &code, &|_: &str| None),
             PythonEdit::NotAtSource
         );
         // Only a DataLoader keyword: left to the DataLoader-only check.
@@ -1192,7 +1312,7 @@ if __name__ == "__main__":
             "batch_size=64, num_workers=4",
         );
         assert_eq!(
-            python_edit("train.py", ARGPARSE, &kw),
+            python_edit("train.py", ARGPARSE, &kw, &|_: &str| None),
             PythonEdit::NotAtSource
         );
     }
@@ -1374,7 +1494,7 @@ trainer.train()
             )
         );
         assert_eq!(
-            python_edit("train.py", HF, &out),
+            python_edit("train.py", HF, &out, &|_: &str| None),
             PythonEdit::Changes(vec![SourceChange {
                 file: "train.py".into(),
                 knob: "num_workers".into(),
@@ -1397,14 +1517,14 @@ trainer.train()
             "num_train_epochs=1,\n    learning_rate=1e-3,",
         );
         assert!(
-            matches!(python_edit("train.py", HF, &lr), PythonEdit::Rejected(r) if r.contains("`learning_rate`"))
+            matches!(python_edit("train.py", HF, &lr, &|_: &str| None), PythonEdit::Rejected(r) if r.contains("`learning_rate`"))
         );
         let bs = HF.replace(
             "per_device_train_batch_size=16",
             "per_device_train_batch_size=32",
         );
         assert!(matches!(
-            python_edit("train.py", HF, &bs),
+            python_edit("train.py", HF, &bs, &|_: &str| None),
             PythonEdit::Rejected(_)
         ));
     }
@@ -1425,7 +1545,7 @@ trainer.train()
         let (_, out) = set(&p, s, "num_workers", "2");
         assert!(out.contains("default=2)"));
         assert!(
-            matches!(python_edit("t.py", src, &out), PythonEdit::Changes(c) if c.len() == 1 && c[0].knob == "num_workers")
+            matches!(python_edit("t.py", src, &out, &|_: &str| None), PythonEdit::Changes(c) if c.len() == 1 && c[0].knob == "num_workers")
         );
     }
 
@@ -1454,5 +1574,53 @@ trainer.train()
         assert_eq!(s[0].function.as_deref(), Some("train_dataloader"));
         assert_eq!(s[0].origin("num_workers").unwrap().source, Source::Keyword);
         assert!(!s[1].origin("num_workers").unwrap().editable());
+    }
+
+    const LOADERS: &str = "from torch.utils.data import DataLoader\n\n\nclass FastLoader(DataLoader):\n    \"\"\"Pins and shuffles by default.\"\"\"\n\n\nclass Helper:\n    pass\n";
+
+    #[test]
+    fn a_subclass_imported_from_a_project_file_is_a_knob_site() {
+        let script = "from loaders import FastLoader, Helper\nfrom mylib import OtherLoader\nloader = FastLoader(ds, batch_size=8, num_workers=0)\nh = Helper(ds, num_workers=1)\no = OtherLoader(ds, num_workers=1)\n";
+        let p = project(&[("train.py", script), ("loaders.py", LOADERS)]);
+        let sites = sites_in(&p, "train.py");
+        assert_eq!(sites.len(), 1, "{sites:?}");
+        assert_eq!((sites[0].callee.as_str(), sites[0].line), ("FastLoader", 3));
+        let (file, out) = set(&p, &sites[0], "num_workers", "4");
+        assert_eq!(file, "train.py");
+        assert_eq!(out, script.replace("num_workers=0)", "num_workers=4)"));
+        // Verification knows the call through the module it reads.
+        let read = |f: &str| p.get(f).cloned();
+        match python_edit("train.py", script, &out, &read) {
+            PythonEdit::Changes(c) => {
+                assert_eq!(c.len(), 1);
+                assert_eq!(
+                    (c[0].knob.as_str(), c[0].change.as_str()),
+                    ("num_workers", "num_workers 0 → 4")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let two = script.replace("batch_size=8, num_workers=0", "batch_size=4, num_workers=0");
+        assert!(
+            matches!(python_edit("train.py", script, &two, &read), PythonEdit::Changes(c) if c[0].knob == "batch_size")
+        );
+        assert_eq!(
+            knob_files_in(&p, "train.py"),
+            vec!["loaders.py".to_string()]
+        );
+        // A relative import inside a package.
+        let pkg = project(&[
+            (
+                "pkg/train.py",
+                "from .loaders import FastLoader as FL\nFL(ds, num_workers=2)\n",
+            ),
+            ("pkg/loaders.py", LOADERS),
+        ]);
+        let s = sites_in(&pkg, "pkg/train.py");
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            s[0].origin("num_workers").unwrap().current().as_deref(),
+            Some("2")
+        );
     }
 }

@@ -259,7 +259,22 @@ pub fn scan_source(file_label: &str, src: &str) -> Result<Vec<CallSite>, ScanErr
 
 /// Scan an already parsed tree of `src`.
 pub(crate) fn scan_tree(file_label: &str, src: &str, tree: &Tree) -> Vec<CallSite> {
+    scan_tree_with(file_label, src, tree, &[])
+}
+
+/// [`scan_tree`], also counting as DataLoaders the classes named in
+/// `project_loaders`: `module.Class` as the file imports it
+/// (`from loaders import FastLoader` → `loaders.FastLoader`,
+/// `from .loaders import FastLoader` → `.loaders.FastLoader`), for
+/// DataLoader subclasses defined in another file of the project.
+pub(crate) fn scan_tree_with(
+    file_label: &str,
+    src: &str,
+    tree: &Tree,
+    project_loaders: &[String],
+) -> Vec<CallSite> {
     let mut walk = Walk::new(src);
+    walk.project_loaders = project_loaders.to_vec();
     walk.run(tree.root_node());
     walk.resolve_pending();
     let mut sites: Vec<CallSite> = walk
@@ -274,6 +289,25 @@ pub(crate) fn scan_tree(file_label: &str, src: &str, tree: &Tree) -> Vec<CallSit
         .collect();
     sites.sort_by_key(|s| (s.call_range.start, std::cmp::Reverse(s.call_range.end)));
     sites
+}
+
+/// Module-level names of `src` that are DataLoader classes (subclasses
+/// defined there, aliases), for files that import them.
+pub(crate) fn loader_classes(src: &str) -> Vec<String> {
+    let Ok(tree) = parse_python(src, "<module>") else {
+        return Vec::new();
+    };
+    let mut walk = Walk::new(src);
+    walk.run(tree.root_node());
+    walk.resolve_pending();
+    let mut names: Vec<String> = walk.scopes[0]
+        .bindings
+        .iter()
+        .filter(|(_, b)| walk.meaning_of(b) == Some(Meaning::DataLoader))
+        .map(|(n, _)| n.clone())
+        .collect();
+    names.sort();
+    names
 }
 
 /// The argument nodes of a call's `argument_list` (comments left out).
@@ -388,6 +422,8 @@ struct Walk<'s, 't> {
     /// (scope the right-hand side is evaluated in, right-hand side)
     pending: Vec<(usize, Node<'t>)>,
     pending_state: Vec<PendingState>,
+    /// Classes of other project files known to be DataLoaders (`module.Class`).
+    project_loaders: Vec<String>,
 }
 
 impl<'s, 't> Walk<'s, 't> {
@@ -398,6 +434,7 @@ impl<'s, 't> Walk<'s, 't> {
             calls: Vec::new(),
             pending: Vec::new(),
             pending_state: Vec::new(),
+            project_loaders: Vec::new(),
         }
     }
 
@@ -619,6 +656,17 @@ impl<'s, 't> Walk<'s, 't> {
                     .map(Binding::Torch)
                     .unwrap_or(Binding::Other),
                 None => Binding::Other,
+            };
+            let as_written = module.map(|m| {
+                format!(
+                    "{}.{}",
+                    text(m, self.src).split_whitespace().collect::<String>(),
+                    dotted(imported, self.src)
+                )
+            });
+            let binding = match as_written {
+                Some(w) if self.project_loaders.contains(&w) => Binding::Torch(Meaning::DataLoader),
+                _ => binding,
             };
             self.bind(scope, text(bound, self.src), binding);
         }
