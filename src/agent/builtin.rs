@@ -176,7 +176,17 @@ impl BuiltinAgent {
         // The knobs' values where they are defined (a flag default, a config
         // value), not the expressions written in the call.
         let call = site.effective_call();
-        let knobs: Vec<&str> = ctx.policy.loop_.knobs.iter().map(|s| s.as_str()).collect();
+        // A knob whose value is computed has no place to write a setting.
+        let not_editable: Vec<&edit::KnobOrigin> =
+            site.knobs.iter().filter(|o| !o.editable()).collect();
+        let knobs: Vec<&str> = ctx
+            .policy
+            .loop_
+            .knobs
+            .iter()
+            .map(|s| s.as_str())
+            .filter(|k| !not_editable.iter().any(|o| o.knob == *k))
+            .collect();
         let Some(p) = next_proposal(
             ctx.incumbent,
             &call,
@@ -186,6 +196,11 @@ impl BuiltinAgent {
         ) else {
             report.exhausted = true;
             report.summary = "no candidates left".into();
+            for o in not_editable {
+                report
+                    .summary
+                    .push_str(&format!("; {}", o.describe(&site.at())));
+            }
             return report;
         };
         let read = edit::knobs::read_under(ctx.project_root);
@@ -940,5 +955,81 @@ mod tests {
             ("hf.py", SiteKind::TrainingArguments)
         );
         assert_eq!(s.effective_call().kwarg("num_workers"), Some("1"));
+    }
+
+    /// Run one builtin turn on a project folder with a tuneloop.toml.
+    fn propose_in(dir: &Path, m: &Measurement, knobs: &[&str]) -> AgentReport {
+        let ws = crate::config::Workspace::load(dir).unwrap();
+        let mut policy = crate::config::Policy::default();
+        policy.loop_.knobs = knobs.iter().map(|k| k.to_string()).collect();
+        let interrupt = crate::process::Interrupt::new();
+        let ctx = TurnContext {
+            turn: 1,
+            max_iterations: 4,
+            ws: &ws,
+            policy: &policy,
+            project_root: dir,
+            incumbent: m,
+            incumbent_sps: 100.0,
+            history: &[],
+            profile_table: "",
+            turn_dir: dir.join("turn"),
+            interrupt: &interrupt,
+        };
+        BuiltinAgent::new(&ws).propose(&ctx)
+    }
+
+    #[test]
+    fn a_turn_writes_the_config_value_the_loader_reads() {
+        let d = tempfile::tempdir().unwrap();
+        let script = "import yaml\nfrom torch.utils.data import DataLoader\ncfg = yaml.safe_load(open('config.yaml'))\nloader = DataLoader(ds, batch_size=cfg['batch_size'], num_workers=cfg['loader']['workers'])\n";
+        let yaml = "batch_size: 32\nloader:\n  workers: 0  # per GPU\n";
+        std::fs::write(d.path().join("train.py"), script).unwrap();
+        std::fs::write(d.path().join("config.yaml"), yaml).unwrap();
+        std::fs::write(
+            d.path().join("tuneloop.toml"),
+            "[project]\nroot = \".\"\neditable = [\"train.py\", \"config.yaml\"]\n\n[bench]\nentry = \"train:build\"\n",
+        )
+        .unwrap();
+        let r = propose_in(d.path(), &meas(0, 0.8, false), &ALL);
+        assert!(r.failure.is_none(), "{:?}", r.failure);
+        assert!(
+            r.summary.starts_with("set num_workers=2 where it is defined: num_workers = cfg['loader']['workers'] → loader.workers: 0 (config.yaml:3)"),
+            "{}",
+            r.summary
+        );
+        // The script is untouched; the config holds the new value, comment kept.
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("train.py")).unwrap(),
+            script
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("config.yaml")).unwrap(),
+            yaml.replace("workers: 0  #", "workers: 2  #")
+        );
+    }
+
+    #[test]
+    fn computed_knobs_are_left_alone_and_named_when_nothing_is_left() {
+        let d = tempfile::tempdir().unwrap();
+        let script = "import os\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=os.cpu_count() // 2)\n";
+        std::fs::write(d.path().join("train.py"), script).unwrap();
+        std::fs::write(
+            d.path().join("tuneloop.toml"),
+            "[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\nentry = \"train:build\"\n",
+        )
+        .unwrap();
+        let r = propose_in(d.path(), &meas(0, 0.8, false), &["num_workers"]);
+        assert!(r.exhausted, "{r:?}");
+        assert!(
+            r.summary
+                .contains("num_workers = os.cpu_count() // 2: not editable"),
+            "{}",
+            r.summary
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("train.py")).unwrap(),
+            script
+        );
     }
 }
