@@ -395,6 +395,25 @@ fn file_facts(file: &str, src: &str, tree: &Tree, read: ReadFile<'_>) -> FileFac
                 }
             }
             "assignment" => assignments.push(n),
+            // `@hydra.main(config_path="conf", config_name="train")`.
+            "call"
+                if callee_name(n, src) == "main"
+                    && n.child_by_field_name("function")
+                        .is_some_and(|f| text(f, src).contains("hydra")) =>
+            {
+                let value = |k: &str| keyword_value(n, src, k).and_then(|v| string_value(v, src));
+                if let (Some(path), Some(name)) = (value("config_path"), value("config_name")) {
+                    let name = if ConfigKind::of(&name).is_some() {
+                        name
+                    } else {
+                        format!("{name}.yaml")
+                    };
+                    let c = normalise(&format!("{dir}/{path}/{name}"));
+                    if read(&c).is_some() && !configs.contains(&c) {
+                        configs.push(c);
+                    }
+                }
+            }
             "string" => {
                 if let Some(s) = string_value(n, src) {
                     if ConfigKind::of(&s).is_some() && !s.contains('\n') {
@@ -1622,5 +1641,17 @@ trainer.train()
             s[0].origin("num_workers").unwrap().current().as_deref(),
             Some("2")
         );
+    }
+
+    #[test]
+    fn a_hydra_config_feeds_the_knobs() {
+        let script = "import hydra\nfrom torch.utils.data import DataLoader\n\n@hydra.main(version_base=None, config_path=\"conf\", config_name=\"train\")\ndef main(cfg):\n    loader = DataLoader(ds, num_workers=cfg.loader.num_workers)\n";
+        let p = project(&[
+            ("train.py", script),
+            ("conf/train.yaml", "loader:\n  num_workers: 1\n"),
+        ]);
+        let s = &sites_in(&p, "train.py")[0];
+        assert!(matches!(&s.origin("num_workers").unwrap().source,
+            Source::Config { file, key, .. } if file == "conf/train.yaml" && key == "loader.num_workers"));
     }
 }
