@@ -14,7 +14,14 @@
 //! * a simple alias assignment: `DL = torch.utils.data.DataLoader`;
 //! * an attribute chain rooted at a torch module: `torch.utils.data.DataLoader`,
 //!   `tud.DataLoader` after `import torch.utils.data as tud`, `data.DataLoader`
-//!   after `from torch.utils import data`, `torch.utils.data.dataloader.DataLoader`.
+//!   after `from torch.utils import data`, `torch.utils.data.dataloader.DataLoader`;
+//! * PyTorch Geometric's loaders (`torch_geometric.loader.DataLoader`,
+//!   `torch_geometric.data.DataLoader`, `NeighborLoader`, …), which pass the
+//!   knobs on to torch's;
+//! * a class of the file whose base (one named `…Loader`) resolves to a
+//!   DataLoader: `class FastLoader(DataLoader)`, and its own subclasses;
+//!   with `scan_tree_with`, also such classes imported from other project
+//!   files.
 //!
 //! Names are resolved with Python's scoping rules, approximately: module,
 //! class, function, lambda and comprehension scopes; a name bound anywhere in a
