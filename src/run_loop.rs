@@ -171,6 +171,10 @@ fn median_share(ms: &[Measurement]) -> Option<f64> {
 }
 
 /// What the article lists when data_wait is small: compute-side candidates.
+/// Above this share of its ceiling, an incumbent says more about the noise
+/// of the ceiling's one run than about the job having reached it.
+const CREDIBLE_CEILING_SHARE: f64 = 1.10;
+
 pub fn compute_side_advice() -> Vec<String> {
     vec![
         "optimizer.zero_grad(set_to_none=True)".into(),
@@ -715,12 +719,16 @@ impl<'a> Session<'a> {
                 }
             }
         }
-        if let Some(c) = self.ceiling {
-            if c > 0.0 && self.incumbent_sps >= d.stop_when_ceiling_share_above * c {
-                return Some(format!(
-                    "within {:.0}% of the ceiling",
-                    (1.0 - self.incumbent_sps / c) * 100.0
-                ));
+        if let Some(c) = self.ceiling.filter(|c| *c > 0.0) {
+            let share = self.incumbent_sps / c;
+            // Far above the step-alone ceiling while data_wait is still a real
+            // share (checked above), the ceiling run was disturbed: not a reason to stop.
+            if share >= d.stop_when_ceiling_share_above && share <= CREDIBLE_CEILING_SHARE {
+                return Some(if share < 1.0 {
+                    format!("within {:.0}% of the ceiling", (1.0 - share) * 100.0)
+                } else {
+                    format!("at the ceiling ({:.0}% of it)", share * 100.0)
+                });
             }
         }
         None
