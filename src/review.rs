@@ -239,6 +239,7 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
         turns: rows,
         kept_diff,
         data_path: crate::probe::read_probe(dir),
+        knob_sources: Vec::new(),
         measured_loader: base_runs
             .first()
             .and_then(|m| serde_json::from_value(m.clone()).ok())

@@ -529,6 +529,16 @@ impl<'a> Session<'a> {
     }
 
     /// tuneloop's own run folders are not the project's files.
+    /// Command mode: where the measured loader's knobs are set, as they are now.
+    fn knob_sources(&self) -> Vec<String> {
+        let Some(site) = self.incumbent.call_site.as_deref() else {
+            return vec![];
+        };
+        crate::agent::builtin::measured_knob_site(&self.root, &self.editable, None, Some(site))
+            .map(|s| s.describe_knobs())
+            .unwrap_or_default()
+    }
+
     fn snapshot_skip(&self) -> Vec<PathBuf> {
         std::fs::canonicalize(self.ws.runs_dir())
             .into_iter()
@@ -1197,6 +1207,7 @@ impl<'a> Session<'a> {
             kept_diff: self.diff(&self.baseline_files, &self.incumbent_files),
             data_path: crate::probe::read_probe(&self.store.dir),
             measured_loader: crate::bench::command::loader_summary(&self.incumbent),
+            knob_sources: self.knob_sources(),
         };
         test_stall("report");
         write_report_files(&self.store.dir, &r)?;
