@@ -172,8 +172,9 @@ fn tuneloop(bin: &Path, dir: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// Wall seconds of the user's own command, as they run it (no tuneloop).
-fn user_run(dir: &Path, command: &[String]) -> f64 {
+/// Wall seconds of the user's own command, as they run it (no tuneloop),
+/// and what it printed.
+fn user_run(dir: &Path, command: &[String]) -> (f64, String) {
     let py = python();
     let bin = Path::new(&py).parent().unwrap().to_path_buf();
     let head = match command[0].as_str() {
@@ -195,12 +196,19 @@ fn user_run(dir: &Path, command: &[String]) -> f64 {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
+    let wall = t.elapsed().as_secs_f64();
     assert!(
         out.status.success(),
         "{command:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    t.elapsed().as_secs_f64()
+    (wall, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The median of every figure the script printed next to `label`.
+fn own_throughput(out: &str, label: &str) -> Option<f64> {
+    let mut v: Vec<f64> = out.lines().filter_map(|l| figure(l, label)).collect();
+    (!v.is_empty()).then(|| median(&mut v))
 }
 
 struct Example {
@@ -209,23 +217,28 @@ struct Example {
     command: &'static [&'static str],
     /// The user's own run, timed before and after.
     user: &'static [&'static str],
+    /// The label of the throughput the script reports itself, if it does.
+    own_figure: Option<&'static str>,
 }
 
 const EXAMPLES: [Example; 4] = [
     Example {
         name: "own_script",
         command: &["python", "train.py", "--epochs", "3"],
-        user: &["python", "train.py", "--epochs", "1"],
+        user: &["python", "train.py", "--epochs", "3"],
+        own_figure: Some("samples/sec"),
     },
     Example {
         name: "hf_trainer",
         command: &["python", "train.py"],
-        user: &["python", "train.py", "--epochs", "1"],
+        user: &["python", "train.py", "--epochs", "2"],
+        own_figure: Some("'train_samples_per_second':"),
     },
     Example {
         name: "lightning",
         command: &["python", "train.py"],
         user: &["python", "train.py"],
+        own_figure: None,
     },
     Example {
         name: "torchrun_ddp",
@@ -243,8 +256,9 @@ const EXAMPLES: [Example; 4] = [
             "2",
             "train.py",
             "--epochs",
-            "1",
+            "3",
         ],
+        own_figure: None,
     },
 ];
 
@@ -273,7 +287,7 @@ fn example(repo: &Path, bin: &Path, ex: &Example, user_pairs: usize) -> Value {
     let tuned = std::fs::read(dir.join("train.py")).unwrap();
     let base = std::fs::read(run_dir.join("baseline/files/train.py")).unwrap();
     let user: Vec<String> = ex.user.iter().map(|s| s.to_string()).collect();
-    let (mut before, mut after, mut ratios) = (vec![], vec![], vec![]);
+    let (mut before, mut after, mut ratios, mut own_ratios) = (vec![], vec![], vec![], vec![]);
     for p in 0..user_pairs {
         let order = if p % 2 == 0 {
             [false, true]
@@ -281,17 +295,20 @@ fn example(repo: &Path, bin: &Path, ex: &Example, user_pairs: usize) -> Value {
             [true, false]
         };
         let mut pair = [0.0; 2];
+        let mut own = [None; 2];
         for tuned_side in order {
-            std::fs::write(
-                dir.join("train.py"),
-                if tuned_side { &tuned } else { &base },
-            )
-            .unwrap();
-            pair[tuned_side as usize] = user_run(&dir, &user);
+            let text = if tuned_side { &tuned } else { &base };
+            std::fs::write(dir.join("train.py"), text).unwrap();
+            let (wall, out) = user_run(&dir, &user);
+            pair[tuned_side as usize] = wall;
+            own[tuned_side as usize] = ex.own_figure.and_then(|l| own_throughput(&out, l));
         }
         before.push(pair[0]);
         after.push(pair[1]);
         ratios.push(pair[0] / pair[1]);
+        if let [Some(b), Some(a)] = own {
+            own_ratios.push(a / b);
+        }
         eprintln!(
             "{}: user run pair {}: before {:.1} s, after {:.1} s",
             ex.name,
@@ -319,6 +336,9 @@ fn example(repo: &Path, bin: &Path, ex: &Example, user_pairs: usize) -> Value {
         "user_wall_after_s": median(&mut after),
         "user_speedup_median": median(&mut ratios.clone()),
         "user_speedups": ratios,
+        "own_figure": ex.own_figure,
+        "own_figure_speedup_median": (!own_ratios.is_empty()).then(|| median(&mut own_ratios.clone())),
+        "own_figure_speedups": own_ratios,
     })
 }
 
@@ -386,7 +406,7 @@ fn main() {
             o["ratio_max"].as_f64().unwrap()
         ));
     }
-    body.push_str("\n### The bundled examples, tuned as a user would\n\n`tuneloop init -- <command>` then `tuneloop start --agent builtin` (default policy) on a fresh copy; then the user's own command, run exactly as before, timed end to end with the baseline files and with the tuned ones (interleaved pairs; speed-up = wall before / wall after, median).\n\n| example | baseline → final (samples/sec) | speed-up (interval) | kept | runs / wall | user's command | its wall before → after | its speed-up |\n|---|---|---|---|---:|---|---|---:|\n");
+    body.push_str("\n### The bundled examples, tuned as a user would\n\n`tuneloop init -- <command>` then `tuneloop start --agent builtin` (default policy) on a fresh copy; then the user's own command, run exactly as before, timed end to end with the baseline files and with the tuned ones (interleaved pairs; speed-up = wall before / wall after, median).\n\n| example | baseline → final (samples/sec) | speed-up (interval) | kept | runs / wall | user's command | its wall before → after | its speed-up | its own throughput figure, after / before |\n|---|---|---|---|---:|---|---|---:|---:|\n");
     for e in &examples {
         let ci = e["speedup_ci"]
             .as_array()
@@ -399,7 +419,7 @@ fn main() {
             })
             .unwrap_or_default();
         body.push_str(&format!(
-            "| {} | {:.0} → {:.0} | ×{:.2}{} | {} | {} / {:.0} s | `{}` | {:.1} s → {:.1} s | ×{:.2} |\n",
+            "| {} | {:.0} → {:.0} | ×{:.2}{} | {} | {} / {:.0} s | `{}` | {:.1} s → {:.1} s | ×{:.2} | {} |\n",
             e["example"].as_str().unwrap(),
             e["baseline_sps"].as_f64().unwrap_or(f64::NAN),
             e["final_sps"].as_f64().unwrap_or(f64::NAN),
@@ -412,6 +432,10 @@ fn main() {
             e["user_wall_before_s"].as_f64().unwrap(),
             e["user_wall_after_s"].as_f64().unwrap(),
             e["user_speedup_median"].as_f64().unwrap(),
+            e["own_figure_speedup_median"]
+                .as_f64()
+                .map(|r| format!("×{r:.2}"))
+                .unwrap_or_else(|| "(prints none)".into()),
         ));
     }
     common::write_section(&repo.join("bench/RESULTS.md"), "Command mode", &body);
