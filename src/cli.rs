@@ -664,10 +664,11 @@ async fn bench_inner(
             sh * 100.0
         );
         println!(
-            "device: {}, torch {}, {} CPUs, num_workers={}",
+            "device: {}, torch {}, {} CPUs{}, num_workers={}",
             m.device.as_deref().unwrap_or("?"),
             m.torch_version.as_deref().unwrap_or("?"),
             m.cpu_count.unwrap_or(0),
+            crate::bench::limits::usable_cores_note(m),
             m.num_workers().map(|n| n.to_string()).unwrap_or("?".into())
         );
         if sh < policy.decision.stop_when_data_wait_below {

@@ -3,7 +3,8 @@
 //! num_workers, pin_memory (CUDA only), prefetch_factor, persistent_workers —
 //! and edits the DataLoader call in place through the syntax tree.
 //!
-//! num_workers starts at the CPU count the harness reports. From there the
+//! num_workers starts at the cores the job may use, as the harness reports
+//! them (the affinity mask and the cgroup CPU quota, not the host's count). From there the
 //! next count comes from the incumbent's own figures ([`LoaderModel`]): how long
 //! one worker takes to produce a batch, how long the step takes, and how much
 //! CPU loading and training use against the cores left free (other processes
@@ -84,7 +85,17 @@ impl LoaderModel {
             1 => m.others_cores().unwrap_or(0.0),
             _ => 0.0,
         };
-        let cores_free = (cores as f64 - others).max(0.5);
+        // Others' load counts against the host's cores, not against a job
+        // held to fewer of them (taskset, a quota): it may run elsewhere.
+        let host = m.cpu_count.map(f64::from).unwrap_or(cores as f64);
+        let usable = match m.world_size.unwrap_or(1) {
+            1 => m.usable_cores.filter(|c| *c > 0.0).unwrap_or(cores as f64),
+            _ => cores as f64,
+        };
+        let cores_free = (cores as f64)
+            .min(usable)
+            .min(host.max(cores as f64) - others)
+            .max(0.5);
         let fetch = if workers == 0 {
             0.0
         } else {
@@ -318,7 +329,8 @@ pub fn next_proposal(
     let was_tried = |k: &str, v: &str| tried.iter().any(|t| t.knob == k && t.to == v);
     // Ranks share the machine's cores: each rank's loader gets its share.
     let ranks = incumbent.world_size.unwrap_or(1).max(1) as u64;
-    let cpus = (incumbent.cpu_count.unwrap_or(1).max(1) as u64 / ranks).max(1);
+    // The cores the job may use (affinity mask, cgroup quota), not the host's.
+    let cpus = ((incumbent.job_cores().unwrap_or(1.0) / ranks as f64).round() as u64).max(1);
     let share = incumbent.data_wait_share.unwrap_or(1.0);
     let nw: u64 = current_value(site, incumbent, "num_workers")
         .and_then(|v| v.parse().ok())
@@ -359,8 +371,19 @@ pub fn next_proposal(
             (0, _) => Some((
                 cpus.max(2),
                 format!(
-                    "data_wait is {:.0}% of the step; start at the core count ({cpus})",
-                    share * 100.0
+                    "data_wait is {:.0}% of the step; start at the core count ({cpus}{})",
+                    share * 100.0,
+                    match incumbent.cores_limited_by.as_deref() {
+                        Some("affinity") => format!(
+                            ", the affinity mask's, of {} on the host",
+                            incumbent.cpu_count.unwrap_or(0)
+                        ),
+                        Some("cgroup_quota") => format!(
+                            ", the cgroup CPU quota's, of {} on the host",
+                            incumbent.cpu_count.unwrap_or(0)
+                        ),
+                        _ => String::new(),
+                    }
                 ),
             )),
             (_, Some(m)) if m.saturated() => None,
@@ -539,6 +562,33 @@ mod tests {
         assert_eq!(next_proposal(&m, &s, &[], &ALL, 0.1).unwrap().value, "8");
         m.world_size = Some(4);
         assert_eq!(next_proposal(&m, &s, &[], &ALL, 0.1).unwrap().value, "2");
+    }
+
+    #[test]
+    fn workers_follow_the_cores_the_job_may_use_not_the_hosts() {
+        // A job given 8 of 32 cores (taskset, a Slurm allocation).
+        let s = site("DataLoader(ds)\n");
+        let mut m = meas(0, 0.9, false);
+        m.cpu_count = Some(32);
+        assert_eq!(next_proposal(&m, &s, &[], &ALL, 0.1).unwrap().value, "32");
+        m.usable_cores = Some(8.0);
+        m.cores_limited_by = Some("affinity".into());
+        let p = next_proposal(&m, &s, &[], &ALL, 0.1).unwrap();
+        assert_eq!(p.value, "8");
+        assert!(p.why.contains("affinity mask"), "{}", p.why);
+        // A quota of 2.5 cores: rounded, never below one.
+        m.usable_cores = Some(2.5);
+        m.cores_limited_by = Some("cgroup_quota".into());
+        let p = next_proposal(&m, &s, &[], &ALL, 0.1).unwrap();
+        assert_eq!(p.value, "3");
+        assert!(p.why.contains("quota"), "{}", p.why);
+        // The model spreads the CPU over the usable cores: 7.5 ms a step on 2.5 cores.
+        let mut f = figures(2, 30.0, 5.0, 2.0, 5.5, 0.0);
+        f.cpu_count = Some(128);
+        f.usable_cores = Some(2.5);
+        let model = LoaderModel::of(&f, 2, 3).unwrap();
+        assert!((model.cores_free - 2.5).abs() < 1e-9, "{model:?}");
+        assert!((model.cpu_s - 0.003).abs() < 1e-9, "{model:?}");
     }
 
     #[test]

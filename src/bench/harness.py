@@ -300,6 +300,100 @@ class LoaderCpu:
         return max(0.0, now - self.start)
 
 
+def _cgroup_v2_quota(root, rel):
+    """The tightest ``cpu.max`` (quota period, or ``max``) from the job's
+    cgroup up to the root of a cgroup v2 tree: a parent's limit binds too."""
+    best = None
+    rel = rel.strip("/")
+    while True:
+        path = os.path.join(root, rel, "cpu.max") if rel else os.path.join(root, "cpu.max")
+        try:
+            with open(path) as f:
+                quota, period = f.read().split()[:2]
+            if quota != "max" and int(period) > 0:
+                cores = int(quota) / int(period)
+                best = cores if best is None else min(best, cores)
+        except (OSError, ValueError):
+            pass
+        if not rel:
+            return best
+        rel = os.path.dirname(rel)
+
+
+def _cgroup_v1_quota(root, rel):
+    """cgroup v1: ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (quota -1: none)."""
+    best = None
+    rel = rel.strip("/")
+    for ctl in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
+        base = os.path.join(root, ctl)
+        if not os.path.isdir(base):
+            continue
+        r = rel
+        while True:
+            d = os.path.join(base, r) if r else base
+            try:
+                with open(os.path.join(d, "cpu.cfs_quota_us")) as f:
+                    quota = int(f.read().strip())
+                with open(os.path.join(d, "cpu.cfs_period_us")) as f:
+                    period = int(f.read().strip())
+                if quota > 0 and period > 0:
+                    cores = quota / period
+                    best = cores if best is None else min(best, cores)
+            except (OSError, ValueError):
+                pass
+            if not r:
+                break
+            r = os.path.dirname(r)
+    return best
+
+
+def cgroup_quota_cores(root="/sys/fs/cgroup", self_cgroup="/proc/self/cgroup"):
+    """Cores the job's cgroup CPU quota allows (a container's --cpus, a Slurm
+    job's cgroup), or None without a quota. ``/proc/self/cgroup`` names the
+    job's group: ``0::/path`` on cgroup v2, ``N:cpu,cpuacct:/path`` on v1. A
+    container sees its own group as the root, so the root is read too."""
+    v2, v1 = None, None
+    try:
+        with open(self_cgroup) as f:
+            for line in f:
+                parts = line.strip().split(":", 2)
+                if len(parts) != 3:
+                    continue
+                if parts[0] == "0" and parts[1] == "":
+                    v2 = parts[2]
+                elif "cpu" in parts[1].split(","):
+                    v1 = parts[2]
+    except OSError:
+        pass
+    found = []
+    if os.path.exists(os.path.join(root, "cpu.max")) or v2 is not None:
+        q = _cgroup_v2_quota(root, v2 or "")
+        if q is not None:
+            found.append(q)
+    q = _cgroup_v1_quota(root, v1 or "")
+    if q is not None:
+        found.append(q)
+    return min(found) if found else None
+
+
+def usable_cores(root="/sys/fs/cgroup", self_cgroup="/proc/self/cgroup"):
+    """The cores this job may really use, and what limited them: the host's
+    count, the affinity mask (taskset, a Slurm or container cpuset), or the
+    cgroup CPU quota -- whichever is smallest. A quota may be fractional."""
+    host = os.cpu_count() or 1
+    usable, source = float(host), "cpu_count"
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = None
+    if affinity and affinity < usable:
+        usable, source = float(affinity), "affinity"
+    quota = cgroup_quota_cores(root, self_cgroup)
+    if quota is not None and quota < usable:
+        usable, source = quota, "cgroup_quota"
+    return usable, source
+
+
 def loader_settings(loader):
     out = {}
     for k in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
@@ -458,6 +552,7 @@ def main():
         ceiling_sps = batch_size_of(first_batch, torch) * args.ceiling_steps / c_wall
 
     step_total = data_wait + train_step
+    cores, cores_source = usable_cores()
     result = {
         "samples_per_sec": seen / wall if wall > 0 else 0.0,
         "steps": args.steps,
@@ -480,6 +575,8 @@ def main():
         "torch_version": torch.__version__,
         "cuda_available": bool(torch.cuda.is_available()),
         "cpu_count": os.cpu_count(),
+        "usable_cores": cores,
+        "cores_limited_by": cores_source,
         "fingerprint": fp.hexdigest(),
         "fingerprint_batches": fp_batches,
         "ceiling_sps": ceiling_sps,

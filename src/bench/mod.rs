@@ -29,6 +29,9 @@ pub struct Measurement {
     pub steps: Option<u32>,
     #[serde(default)]
     pub batch_size: Option<u64>,
+    /// Samples over the timed steps (all ranks together under a launcher).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
     /// Bytes of the tensors of the first batch (what one host-to-device copy moves).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_bytes: Option<u64>,
@@ -46,8 +49,16 @@ pub struct Measurement {
     pub torch_version: Option<String>,
     #[serde(default)]
     pub cuda_available: Option<bool>,
+    /// The host's CPU count (`os.cpu_count()`), not what the job may use.
     #[serde(default)]
     pub cpu_count: Option<u32>,
+    /// The cores the job may really use: the smallest of the host's count,
+    /// the affinity mask and the cgroup CPU quota (which may be fractional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usable_cores: Option<f64>,
+    /// Which of them limited `usable_cores`: "cpu_count", "affinity" or "cgroup_quota".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores_limited_by: Option<String>,
     #[serde(default)]
     pub fingerprint: Option<String>,
     #[serde(default)]
@@ -98,6 +109,14 @@ impl Measurement {
         let wall = self.wall_s.filter(|&w| w > 0.0)?;
         let own = self.loader_cpu_s? + self.main_cpu_s?;
         Some(((self.machine_busy_s? - own) / wall).max(0.0))
+    }
+
+    /// The cores the job may use: the harness's usable count, else the
+    /// host's count (an older harness, contract mode: `None`).
+    pub fn job_cores(&self) -> Option<f64> {
+        self.usable_cores
+            .filter(|c| c.is_finite() && *c > 0.0)
+            .or(self.cpu_count.map(f64::from))
     }
 
     pub fn is_cuda(&self) -> bool {
