@@ -168,6 +168,7 @@ fn build_run(ws: &Path) -> PathBuf {
         kept_diff: tuneloop::edit::unified_diff("train.py", TRAIN, &TRAIN.replace("64", "32")),
         turns: rows,
         data_path: None,
+        limits: None,
     };
     tuneloop::run_loop::write_report_files(&dir, &report).unwrap();
     dir

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::bench::stats;
+use crate::bench::{limits, stats};
 use crate::report::{self, Decision, RunReport, TurnRow};
 use crate::store::{self, FileSet};
 
@@ -157,6 +157,13 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
     let mut final_sps = last_kept
         .and_then(|(_, r)| r.after_sps)
         .unwrap_or(baseline_sps);
+    // The final state's own figures, for what its cores can feed.
+    let mut final_runs = match last_kept {
+        Some((d, _)) => read_json::<Value>(&d.join("bench.json"))
+            .map(|b| limits::measurements_of(&b["candidate"]))
+            .unwrap_or_default(),
+        None => limits::measurements_of(&bench["runs"]),
+    };
     let final_share = match last_kept {
         Some((_, r)) => r.data_wait_share,
         None => baseline_share,
@@ -178,6 +185,7 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
             speedup = m;
             final_sps = stats::median(&best);
             speedup_ci = serde_json::from_value::<[f64; 2]>(f["ci"].clone()).ok();
+            final_runs = limits::measurements_of(&f["best"]);
             bench_runs +=
                 best.len() as u32 + f["baseline"].as_array().map_or(0, |a| a.len() as u32);
         }
@@ -239,6 +247,8 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
         turns: rows,
         kept_diff,
         data_path: crate::probe::read_probe(dir),
+        limits: Some(limits::ThroughputLimits::of(ceiling, &final_runs, final_sps))
+            .filter(|l| l.lower().is_some()),
     })
 }
 

@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::agent::{Agent, TurnContext};
 use crate::bench::stats::{self, PairedRatio, Verdict};
+use crate::bench::limits::ThroughputLimits;
 use crate::bench::{Bencher, Measurement, Mode};
 use crate::config::{Policy, Workspace};
 use crate::edit;
@@ -1131,6 +1132,21 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// The final state's measurements: the final comparison's runs of it
+    /// when there was one, else the incumbent's last measurement.
+    fn final_state_runs(&self) -> Vec<Measurement> {
+        let best = std::fs::read_to_string(self.store.dir.join("final.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .map(|v| crate::bench::limits::measurements_of(&v["best"]))
+            .unwrap_or_default();
+        if best.is_empty() {
+            vec![self.incumbent.clone()]
+        } else {
+            best
+        }
+    }
+
     fn write_report(
         &mut self,
         stop_reason: &str,
@@ -1167,6 +1183,12 @@ impl<'a> Session<'a> {
             turns: self.rows.clone(),
             kept_diff: self.diff(&self.baseline_files, &self.incumbent_files),
             data_path: crate::probe::read_probe(&self.store.dir),
+            limits: Some(ThroughputLimits::of(
+                self.ceiling,
+                &self.final_state_runs(),
+                final_sps,
+            ))
+            .filter(|l| l.lower().is_some()),
         };
         test_stall("report");
         write_report_files(&self.store.dir, &r)?;

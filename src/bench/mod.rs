@@ -5,6 +5,7 @@
 //! command and reads its `samples/sec: N` line. Either way each measurement is
 //! a fresh process (worker start-up counts) run through [`crate::process`].
 
+pub mod limits;
 pub mod stats;
 
 use std::collections::BTreeMap;

@@ -26,6 +26,14 @@ pub struct Labels {
     pub of_ceiling: &'static str,
     /// The data path's limit measured by `tuneloop probe` (feature `libtorch`).
     pub data_path: &'static str,
+    /// What the cores the job may use can feed: usable cores / CPU per sample.
+    pub cpu_limit: &'static str,
+    /// How the CPU limit was reached; `{cores}` and `{cost}` are replaced.
+    pub cpu_limit_how: &'static str,
+    /// The lower of the ceiling and the CPU limit.
+    pub binding_limit: &'static str,
+    pub binding_step_alone: &'static str,
+    pub binding_cpu: &'static str,
     pub data_wait_share: &'static str,
     pub agent_cost: &'static str,
     pub agent_time: &'static str,
@@ -67,6 +75,7 @@ pub struct Labels {
     pub plot_rejected_failed: &'static str,
     pub plot_baseline: &'static str,
     pub plot_ceiling: &'static str,
+    pub plot_cpu_limit: &'static str,
 }
 
 impl Labels {
@@ -96,6 +105,11 @@ pub const EN: Labels = Labels {
     ceiling: "Ceiling",
     of_ceiling: "final is {pct} of it",
     data_path: "Data-path limit",
+    cpu_limit: "CPU limit",
+    cpu_limit_how: "{cores} ÷ {cost} of CPU per sample",
+    binding_limit: "Binding limit",
+    binding_step_alone: "the step alone (ceiling)",
+    binding_cpu: "what the cores can feed (CPU limit)",
     data_wait_share: "data_wait share",
     agent_cost: "Agent cost",
     agent_time: "Agent time",
@@ -132,6 +146,7 @@ pub const EN: Labels = Labels {
     plot_rejected_failed: "rejected / failed",
     plot_baseline: "baseline",
     plot_ceiling: "ceiling",
+    plot_cpu_limit: "CPU limit",
 };
 
 pub const JA: Labels = Labels {
@@ -148,6 +163,11 @@ pub const JA: Labels = Labels {
     ceiling: "上限 (ceiling)",
     of_ceiling: "最終は上限の {pct}",
     data_path: "データ経路の上限 (data-path limit)",
+    cpu_limit: "CPU の上限 (CPU limit)",
+    cpu_limit_how: "{cores} ÷ 1 サンプルあたりの CPU 時間 {cost}",
+    binding_limit: "律速する上限 (binding limit)",
+    binding_step_alone: "ステップ単体 (上限)",
+    binding_cpu: "コアが供給できる量 (CPU の上限)",
     data_wait_share: "data_wait の割合",
     agent_cost: "エージェント費用",
     agent_time: "エージェント時間",
@@ -184,6 +204,7 @@ pub const JA: Labels = Labels {
     plot_rejected_failed: "却下 / 失敗",
     plot_baseline: "ベースライン",
     plot_ceiling: "上限",
+    plot_cpu_limit: "CPU の上限",
 };
 
 /// Labels for a language code: "ja" (also "ja-JP", "ja_JP") → Japanese,

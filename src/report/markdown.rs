@@ -69,6 +69,9 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
         }
         items.push((l.ceiling, ceiling));
     }
+    if let Some(lim) = &r.limits {
+        items.extend(text::limits(lim, l));
+    }
     if let Some(d) = &r.data_path {
         items.push((l.data_path, text::data_path(d, r.final_sps, l)));
     }

@@ -110,6 +110,10 @@ pub struct RunReport {
     /// was made by a build with the `libtorch` feature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_path: Option<DataPathLimit>,
+    /// The step-alone ceiling and what the cores can feed, which binds, and
+    /// the final's share of it (absent in reports written before them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::bench::limits::ThroughputLimits>,
 }
 
 /// How fast this machine can move the project's batches at all, measured
