@@ -626,6 +626,7 @@ async fn bench_inner(
         (!v.is_empty()).then(|| stats::median(&v))
     };
     let ceiling = ms.iter().find_map(|m| m.ceiling_sps);
+    let limits = crate::bench::limits::ThroughputLimits::of(ceiling, &ms, med);
     let ci = if s.len() >= 2 {
         let c = stats::log_t_interval(
             &s.iter().map(|x| x / med).collect::<Vec<_>>(),
@@ -638,7 +639,7 @@ async fn bench_inner(
     if a.json {
         let v = json!({
             "samples_per_sec": med, "samples": s, "ci": ci, "data_wait_share": share,
-            "ceiling_sps": ceiling, "runs": ms, "profile_table": profiled.map(|p| p.table),
+            "ceiling_sps": ceiling, "limits": limits, "runs": ms, "profile_table": profiled.map(|p| p.table),
         });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(exit::OK);
@@ -684,6 +685,33 @@ async fn bench_inner(
         println!(
             "ceiling (step alone, one batch in memory): {c:.1} samples/sec; now at {:.1}% of it",
             med / c * 100.0
+        );
+    }
+    if let (Some(c), Some(cores), Some(cost)) = (
+        limits.cpu_limit_sps,
+        limits.usable_cores,
+        limits.cpu_s_per_sample,
+    ) {
+        println!(
+            "CPU limit (what {} can feed at {:.0} µs of CPU per sample): {c:.1} samples/sec; now at {:.1}% of it",
+            crate::bench::limits::cores_text(cores, limits.cores_limited_by.as_deref()),
+            cost * 1e6,
+            med / c * 100.0
+        );
+        if let Some(o) = limits.others_cores.filter(|o| *o >= 0.05) {
+            println!(
+                "  other processes kept {o:.1} cores busy meanwhile: the rest feeds about {:.1} samples/sec",
+                ((cores - o).max(0.0)) / cost
+            );
+        }
+    }
+    if let Some((b, _)) = limits.lower() {
+        println!(
+            "binding limit: {}",
+            match b {
+                crate::bench::limits::Binding::StepAlone => "the step alone (more loader speed cannot pass it)",
+                crate::bench::limits::Binding::Cpu => "the CPU (what the cores can feed; no loader setting passes it)",
+            }
         );
     }
     Ok(exit::OK)

@@ -47,6 +47,10 @@ pub struct ThroughputLimits {
     /// What limited them: "cpu_count", "affinity" or "cgroup_quota".
     #[serde(default)]
     pub cores_limited_by: Option<String>,
+    /// Cores other processes kept busy meanwhile (median): on a shared
+    /// machine the job reached only what the rest could feed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub others_cores: Option<f64>,
     #[serde(default)]
     pub binding: Option<Binding>,
     /// The final throughput as a share of the binding limit.
@@ -76,6 +80,14 @@ impl ThroughputLimits {
                     .clone()
                     .unwrap_or_else(|| "cpu_count".into())
             }),
+            others_cores: {
+                let o: Vec<f64> = ms
+                    .iter()
+                    .filter(|m| m.world_size.unwrap_or(1) <= 1)
+                    .filter_map(|m| m.others_cores())
+                    .collect();
+                (!o.is_empty()).then(|| stats::median(&o))
+            },
             binding: None,
             final_share: None,
         };
@@ -115,6 +127,9 @@ impl ThroughputLimits {
                 cores_text(cores, self.cores_limited_by.as_deref()),
                 cost * 1e6
             ));
+        }
+        if let Some(o) = self.others_cores.filter(|o| *o >= 0.05) {
+            parts.push(format!("other processes kept {o:.1} cores busy"));
         }
         let mut out = parts.join("; ");
         if let Some((b, _)) = self.lower() {
@@ -260,6 +275,20 @@ mod tests {
         let old = m(0.6, 0.2, None, None);
         let l = ThroughputLimits::of(None, &[old], 3_000.0);
         assert!((l.cpu_limit_sps.unwrap() - 8_000.0).abs() < 1e-6, "{l:?}");
+    }
+
+    #[test]
+    fn other_processes_load_is_reported_beside_the_limit() {
+        // 0.8 s of own CPU over 1 s; the machine was busy 2.0 s: others took 1.2 cores.
+        let mut x = m(0.6, 0.2, Some(2.0), None);
+        x.wall_s = Some(1.0);
+        x.machine_busy_s = Some(2.0);
+        let l = ThroughputLimits::of(None, &[x.clone()], 3_000.0);
+        assert!((l.others_cores.unwrap() - 1.2).abs() < 1e-9, "{l:?}");
+        assert!(l.summary().contains("other processes kept 1.2 cores busy"), "{}", l.summary());
+        // Under a launcher the other ranks are this job: not counted.
+        x.world_size = Some(2);
+        assert_eq!(ThroughputLimits::of(None, &[x], 3_000.0).others_cores, None);
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub struct Labels {
     pub cpu_limit: &'static str,
     /// How the CPU limit was reached; `{cores}` and `{cost}` are replaced.
     pub cpu_limit_how: &'static str,
+    /// Cores other processes kept busy; `{n}` is replaced.
+    pub others_busy: &'static str,
     /// The lower of the ceiling and the CPU limit.
     pub binding_limit: &'static str,
     pub binding_step_alone: &'static str,
@@ -107,6 +109,7 @@ pub const EN: Labels = Labels {
     data_path: "Data-path limit",
     cpu_limit: "CPU limit",
     cpu_limit_how: "{cores} ÷ {cost} of CPU per sample",
+    others_busy: "other processes kept {n} cores busy",
     binding_limit: "Binding limit",
     binding_step_alone: "the step alone (ceiling)",
     binding_cpu: "what the cores can feed (CPU limit)",
@@ -165,6 +168,7 @@ pub const JA: Labels = Labels {
     data_path: "データ経路の上限 (data-path limit)",
     cpu_limit: "CPU の上限 (CPU limit)",
     cpu_limit_how: "{cores} ÷ 1 サンプルあたりの CPU 時間 {cost}",
+    others_busy: "他のプロセスが {n} コアを使用",
     binding_limit: "律速する上限 (binding limit)",
     binding_step_alone: "ステップ単体 (上限)",
     binding_cpu: "コアが供給できる量 (CPU の上限)",

@@ -144,6 +144,7 @@ fn sample_report() -> RunReport {
             cpu_s_per_sample: Some(0.0008),
             usable_cores: Some(2.0),
             cores_limited_by: Some("affinity".into()),
+            others_cores: Some(0.4),
             binding: Some(crate::bench::limits::Binding::Cpu),
             final_share: Some(0.98),
         }),

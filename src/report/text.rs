@@ -92,6 +92,10 @@ pub fn limits(
             .cpu_limit_how
             .replace("{cores}", &cores_text(cores, lim.cores_limited_by.as_deref()))
             .replace("{cost}", &format!("{:.0} µs", cost * 1e6));
+        let how = match lim.others_cores.filter(|o| *o >= 0.05) {
+            Some(o) => format!("{how}; {}", l.others_busy.replace("{n}", &format!("{o:.1}"))),
+            None => how,
+        };
         items.push((l.cpu_limit, format!("{} samples/sec ({how})", sps(Some(c)))));
     }
     if let Some((b, at)) = lim.lower() {
