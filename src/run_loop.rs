@@ -803,6 +803,7 @@ impl<'a> Session<'a> {
             project_root: &self.root,
             incumbent: &self.incumbent,
             incumbent_sps: self.incumbent_sps,
+            ceiling_sps: self.ceiling,
             history: &self.rows,
             profile_table: &self.profile_table,
             turn_dir: tdir.clone(),
@@ -851,7 +852,13 @@ impl<'a> Session<'a> {
         if rep.exhausted {
             undo(self)?;
             let _ = std::fs::remove_dir_all(&tdir);
-            return Ok(Some("candidates exhausted".into()));
+            // Say how far the incumbent is from what can be reached at all.
+            let limits = ThroughputLimits::of(
+                self.ceiling,
+                std::slice::from_ref(&self.incumbent),
+                self.incumbent_sps,
+            );
+            return Ok(Some(format!("candidates exhausted{}", limits.stop_note())));
         }
         let diff = self.diff(&self.incumbent_files, &after);
         std::fs::write(tdir.join("diff.patch"), &diff)?;

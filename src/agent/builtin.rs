@@ -187,7 +187,8 @@ impl BuiltinAgent {
             ctx.policy.decision.stop_when_data_wait_below,
         ) else {
             report.exhausted = true;
-            report.summary = "no candidates left".into();
+            // Which limit binds says whether anything is left on the table.
+            report.summary = format!("no candidates left; {}", ctx.limits().summary());
             return report;
         };
         match edit::set_kwarg(&src, &site, p.knob, Some(&p.value)) {

@@ -25,12 +25,25 @@ pub struct TurnContext<'a> {
     pub incumbent: &'a Measurement,
     /// The incumbent's median samples/sec.
     pub incumbent_sps: f64,
+    /// The step alone's samples/sec (the baseline's ceiling run), when measured.
+    pub ceiling_sps: Option<f64>,
     pub history: &'a [TurnRow],
     /// The profiler table of the incumbent (may be empty).
     pub profile_table: &'a str,
     /// `runs/<id>/turns/NN/`, where the agent's records go.
     pub turn_dir: PathBuf,
     pub interrupt: &'a Interrupt,
+}
+
+impl TurnContext<'_> {
+    /// The step alone and what the cores can feed, from the incumbent's figures.
+    pub fn limits(&self) -> crate::bench::limits::ThroughputLimits {
+        crate::bench::limits::ThroughputLimits::of(
+            self.ceiling_sps,
+            std::slice::from_ref(self.incumbent),
+            self.incumbent_sps,
+        )
+    }
 }
 
 /// How an agent call ended.

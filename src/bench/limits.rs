@@ -113,6 +113,22 @@ impl ThroughputLimits {
         self.lower().map(|(_, s)| s)
     }
 
+    /// What a stop reason adds: "; the CPU binds at 8300 samples/sec and
+    /// the incumbent is at 92% of it" (empty without figures).
+    pub fn stop_note(&self) -> String {
+        match (self.lower(), self.final_share) {
+            (Some((b, sps)), Some(share)) => format!(
+                "; {} at {sps:.0} samples/sec and the incumbent is at {:.0}% of it",
+                match b {
+                    Binding::StepAlone => "the step alone binds",
+                    Binding::Cpu => "what the cores can feed binds",
+                },
+                share * 100.0
+            ),
+            _ => String::new(),
+        }
+    }
+
     /// One line for the terminal and the agents' evidence.
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();
@@ -249,6 +265,10 @@ mod tests {
         assert!((l.final_share.unwrap() - 7_700.0 / cpu).abs() < 1e-9);
         assert!(l.summary().contains("the CPU binds"), "{}", l.summary());
         assert!(l.summary().contains("240 µs"), "{}", l.summary());
+        assert_eq!(
+            l.stop_note(),
+            "; what the cores can feed binds at 8333 samples/sec and the incumbent is at 92% of it"
+        );
     }
 
     #[test]

@@ -526,6 +526,20 @@ mod tests {
     }
 
     #[test]
+    fn the_cpu_limit_is_a_line_of_its_own_in_the_legend() {
+        let mut r = run(400.0, 800.0, Some(1_000.0));
+        assert!(!render_plot_svg(&r).contains("CPU limit"));
+        r.limits = Some(crate::bench::limits::ThroughputLimits {
+            cpu_limit_sps: Some(900.0),
+            ..Default::default()
+        });
+        let svg = render_plot_svg(&r);
+        assert!(svg.contains("CPU limit 900.0"), "no CPU limit in the legend");
+        // Within the axis: the limit is drawn, not clipped.
+        assert!(plot_data(&r).y_max >= 900.0);
+    }
+
+    #[test]
     fn ticks_are_1_2_5_within_the_range() {
         assert_eq!(
             ticks_125(300.0, 45_000.0),

@@ -76,6 +76,8 @@ pub struct PromptFacts<'a> {
     pub incumbent_sps: f64,
     pub data_wait_share: Option<f64>,
     pub cpu_count: Option<u32>,
+    /// The limits no loader setting passes, in one line ("" when unknown).
+    pub limits: String,
     pub device: Option<&'a str>,
     pub call_sites: &'a [CallSite],
     /// The DataLoader's settings as the harness saw them at run time.
@@ -113,6 +115,14 @@ pub fn render(template: &str, f: &PromptFacts) -> String {
             f.cpu_count
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| pick("unknown", "不明")),
+        ),
+        (
+            "limits",
+            if f.limits.is_empty() {
+                pick("unknown", "不明")
+            } else {
+                f.limits.clone()
+            },
         ),
         (
             "device",
@@ -363,6 +373,15 @@ mod tests {
             incumbent_sps: 812.345,
             data_wait_share: Some(0.714),
             cpu_count: Some(8),
+            limits: crate::bench::limits::ThroughputLimits {
+                step_alone_sps: Some(32_000.0),
+                cpu_limit_sps: Some(8_000.0),
+                cpu_s_per_sample: Some(0.001),
+                usable_cores: Some(8.0),
+                binding: Some(crate::bench::limits::Binding::Cpu),
+                ..Default::default()
+            }
+            .summary(),
             device: Some("cpu"),
             call_sites: sites,
             loader_settings: vec![
