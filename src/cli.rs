@@ -709,8 +709,10 @@ async fn bench_inner(
         println!(
             "binding limit: {}",
             match b {
-                crate::bench::limits::Binding::StepAlone => "the step alone (more loader speed cannot pass it)",
-                crate::bench::limits::Binding::Cpu => "the CPU (what the cores can feed; no loader setting passes it)",
+                crate::bench::limits::Binding::StepAlone =>
+                    "the step alone (more loader speed cannot pass it)",
+                crate::bench::limits::Binding::Cpu =>
+                    "the CPU (what the cores can feed; no loader setting passes it)",
             }
         );
     }

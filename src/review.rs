@@ -247,8 +247,12 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
         turns: rows,
         kept_diff,
         data_path: crate::probe::read_probe(dir),
-        limits: Some(limits::ThroughputLimits::of(ceiling, &final_runs, final_sps))
-            .filter(|l| l.lower().is_some()),
+        limits: Some(limits::ThroughputLimits::of(
+            ceiling,
+            &final_runs,
+            final_sps,
+        ))
+        .filter(|l| l.lower().is_some()),
     })
 }
 

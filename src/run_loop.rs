@@ -10,8 +10,8 @@ use std::time::Instant;
 use serde_json::json;
 
 use crate::agent::{Agent, TurnContext};
-use crate::bench::stats::{self, PairedRatio, Verdict};
 use crate::bench::limits::ThroughputLimits;
+use crate::bench::stats::{self, PairedRatio, Verdict};
 use crate::bench::{Bencher, Measurement, Mode};
 use crate::config::{Policy, Workspace};
 use crate::edit;

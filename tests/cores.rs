@@ -52,7 +52,11 @@ fn under_taskset_the_harness_reports_one_usable_core_limited_by_affinity() {
     let r = ws.tuneloop(&["bench", "--json", "--repeats", "1"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    assert!(v["runs"][0]["usable_cores"].as_f64().unwrap() > 1.0, "{}", r.stdout);
+    assert!(
+        v["runs"][0]["usable_cores"].as_f64().unwrap() > 1.0,
+        "{}",
+        r.stdout
+    );
 }
 
 /// Runs the harness's `cgroup_quota_cores` against a cgroup tree in `root`.
@@ -104,8 +108,16 @@ fn the_cgroup_cpu_quota_is_read_from_v2_and_v1_trees() {
     let v1 = tempfile::tempdir().unwrap();
     put(v1.path(), "cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
     put(v1.path(), "cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-    put(v1.path(), "cpu,cpuacct/kube/pod1/cpu.cfs_quota_us", "200000\n");
-    put(v1.path(), "cpu,cpuacct/kube/pod1/cpu.cfs_period_us", "100000\n");
+    put(
+        v1.path(),
+        "cpu,cpuacct/kube/pod1/cpu.cfs_quota_us",
+        "200000\n",
+    );
+    put(
+        v1.path(),
+        "cpu,cpuacct/kube/pod1/cpu.cfs_period_us",
+        "100000\n",
+    );
     assert_eq!(
         quota(v1.path(), "4:memory:/kube/pod1\n3:cpu,cpuacct:/kube/pod1\n"),
         "2.0"

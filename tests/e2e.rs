@@ -170,7 +170,10 @@ fn a_slower_change_is_reverted_byte_for_byte() {
     assert!(stop.starts_with("candidates exhausted; "), "{stop}");
     assert!(stop.contains(" binds at "), "{stop}");
     assert!(rep["limits"]["binding"].is_string(), "{rep:#}");
-    assert!(rep["limits"]["cpu_limit_sps"].as_f64().unwrap() > 0.0, "{rep:#}");
+    assert!(
+        rep["limits"]["cpu_limit_sps"].as_f64().unwrap() > 0.0,
+        "{rep:#}"
+    );
     assert_eq!(rep["turns"].as_array().unwrap().len(), 1);
     assert_eq!(rep["speedup"].as_f64().unwrap(), 1.0);
 }

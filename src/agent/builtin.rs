@@ -20,14 +20,16 @@
 //! at a few workers, it is tried once more after the count has doubled (each
 //! epoch restarts them all, so the saving grows with their number). Without those
 //! figures (contract mode, an older harness) the count doubles while data_wait
-//! stays large. The first revert ends the climb. Everything it knows comes from
+//! stays large. The first revert ends the climb, unless it points up (its
+//! median reached 1 + min_gain, its interval open): then the next count is
+//! tried before giving up. Everything it knows comes from
 //! the measurements and the history rows, so a resumed run proposes exactly
 //! what the interrupted one would have.
 
 use std::path::Path;
 
-use crate::bench::Measurement;
-use crate::config::Workspace;
+use crate::bench::{stats, Measurement};
+use crate::config::{DecisionPolicy, Workspace};
 use crate::edit::{self, CallSite};
 use crate::report::{AgentInfo, Decision, TurnRow};
 
@@ -179,12 +181,12 @@ impl BuiltinAgent {
         };
         let (file, src, site) = target;
         let knobs: Vec<&str> = ctx.policy.loop_.knobs.iter().map(|s| s.as_str()).collect();
-        let Some(p) = next_proposal(
+        let Some(p) = next_proposal_for(
             ctx.incumbent,
             &site,
             ctx.history,
             &knobs,
-            ctx.policy.decision.stop_when_data_wait_below,
+            &ctx.policy.decision,
         ) else {
             report.exhausted = true;
             // Which limit binds says whether anything is left on the table.
@@ -249,6 +251,8 @@ struct Tried {
     from: String,
     to: String,
     decision: Decision,
+    /// The measured ratio and its interval, when the change was measured.
+    ratio: Option<(f64, [f64; 2])>,
 }
 
 fn tried(history: &[TurnRow]) -> Vec<Tried> {
@@ -262,6 +266,7 @@ fn tried(history: &[TurnRow]) -> Vec<Tried> {
                 from: from.trim().to_string(),
                 to: to.trim().to_string(),
                 decision: r.decision,
+                ratio: r.ratio.zip(r.ratio_ci),
             })
         })
         .collect()
@@ -318,7 +323,8 @@ fn current_value(site: &CallSite, m: &Measurement, knob: &str) -> Option<String>
         .map(|s| s.to_string())
 }
 
-/// The next setting to try, or `None` when the candidates are exhausted.
+/// The next setting to try, or `None` when the candidates are exhausted,
+/// under the default decision policy with this data_wait stop line.
 pub fn next_proposal(
     incumbent: &Measurement,
     site: &CallSite,
@@ -326,6 +332,23 @@ pub fn next_proposal(
     knobs: &[&str],
     stop_when_data_wait_below: f64,
 ) -> Option<Proposal> {
+    let decision = DecisionPolicy {
+        stop_when_data_wait_below,
+        ..DecisionPolicy::default()
+    };
+    next_proposal_for(incumbent, site, history, knobs, &decision)
+}
+
+/// The next setting to try under the run's decision policy (its min_gain
+/// tells a reverted step that still points up from one that does not).
+pub fn next_proposal_for(
+    incumbent: &Measurement,
+    site: &CallSite,
+    history: &[TurnRow],
+    knobs: &[&str],
+    decision: &DecisionPolicy,
+) -> Option<Proposal> {
+    let stop_when_data_wait_below = decision.stop_when_data_wait_below;
     let tried = tried(history);
     let was_tried = |k: &str, v: &str| tried.iter().any(|t| t.knob == k && t.to == v);
     // Ranks share the machine's cores: each rank's loader gets its share.
@@ -365,8 +388,32 @@ pub fn next_proposal(
         && share >= CLIMB_WHILE_DATA_WAIT_ABOVE.max(stop_when_data_wait_below)
     {
         let last = tried.iter().rev().find(|t| t.knob == "num_workers");
-        let climbing = last.is_none_or(|t| t.decision == Decision::Kept);
+        // A step reverted with its median past 1 + min_gain but its interval
+        // open is evidence of direction, not a wall: the next count is tried
+        // before the climb ends (a noisy box can need more pairs than allowed).
+        let pointing_up = last.and_then(|t| {
+            let (r, ci) = t.ratio?;
+            let to: u64 = t.to.parse().ok()?;
+            (t.decision == Decision::Reverted && to > nw && stats::pointing_up(r, ci, decision))
+                .then_some((to, r, ci))
+        });
+        let climbing = last.is_none_or(|t| t.decision == Decision::Kept) || pointing_up.is_some();
         let cap = (cpus * 8).clamp(8, 64);
+        if let Some((to, r, ci)) = pointing_up {
+            let next = (to * 2).min(cap);
+            if next > to && !was_tried("num_workers", &next.to_string()) {
+                return Some(Proposal {
+                    knob: "num_workers",
+                    value: next.to_string(),
+                    why: format!(
+                        "num_workers {to} measured ×{r:.2} with its {:.0}% interval [{:.2}, {:.2}] open: not proven, but pointing up, so the next count before giving up",
+                        decision.confidence * 100.0,
+                        ci[0],
+                        ci[1]
+                    ),
+                });
+            }
+        }
         // One worker only overlaps loading with the step; two is the first real gain.
         let next = match (nw, model) {
             (0, _) => Some((
@@ -590,6 +637,51 @@ mod tests {
         let model = LoaderModel::of(&f, 2, 3).unwrap();
         assert!((model.cores_free - 2.5).abs() < 1e-9, "{model:?}");
         assert!((model.cpu_s - 0.003).abs() < 1e-9, "{model:?}");
+    }
+
+    #[test]
+    fn an_unproven_step_that_points_up_leads_to_the_next_count() {
+        // The CPU-bound job on 2 cores: 0 → 2 measured ×1.14 with its
+        // 99% interval [0.94, 1.36] after 16 runs, reverted.
+        let s = site("DataLoader(ds)\n");
+        let mut open = row(1, "num_workers (default) → 2", Decision::Reverted);
+        open.ratio = Some(1.14);
+        open.ratio_ci = Some([0.94, 1.36]);
+        let m = meas(0, 0.9, false);
+        let p = next_proposal(&m, &s, std::slice::from_ref(&open), &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "4"),
+            "{}",
+            p.why
+        );
+        assert!(p.why.contains("pointing up"), "{}", p.why);
+        assert!(p.why.contains("[0.94, 1.36]"), "{}", p.why);
+        // A step that was clearly no gain (median under 1 + min_gain) ends the climb.
+        let mut flat = open.clone();
+        flat.ratio = Some(1.01);
+        flat.ratio_ci = Some([0.94, 1.08]);
+        assert_ne!(
+            next_proposal(&m, &s, &[flat], &ALL, 0.1).map(|p| p.knob),
+            Some("num_workers")
+        );
+        // A stricter policy (min_gain 20%) does not read ×1.14 as pointing up.
+        let strict = DecisionPolicy {
+            min_gain: 0.2,
+            stop_when_data_wait_below: 0.1,
+            ..DecisionPolicy::default()
+        };
+        assert_ne!(
+            next_proposal_for(&m, &s, std::slice::from_ref(&open), &ALL, &strict).map(|p| p.knob),
+            Some("num_workers")
+        );
+        // The next count also points up but is not proven: on to 8; then the
+        // cap (16 on 2 cores) ends it after 16.
+        let mut open4 = row(2, "num_workers (default) → 4", Decision::Reverted);
+        open4.ratio = Some(1.2);
+        open4.ratio_ci = Some([0.97, 1.5]);
+        let p = next_proposal(&m, &s, &[open.clone(), open4], &ALL, 0.1).unwrap();
+        assert_eq!(p.value, "8");
     }
 
     #[test]

@@ -290,7 +290,11 @@ mod tests {
         // Costs 250, 343.75, 250 µs: the median is 250 µs → 4,000/s on 1 core.
         assert!((l.cpu_limit_sps.unwrap() - 4_000.0).abs() < 1e-6, "{l:?}");
         assert_eq!(l.binding, Some(Binding::Cpu));
-        assert!(l.summary().contains("1 core (affinity mask)"), "{}", l.summary());
+        assert!(
+            l.summary().contains("1 core (affinity mask)"),
+            "{}",
+            l.summary()
+        );
         // No usable count (an older harness): the host's.
         let old = m(0.6, 0.2, None, None);
         let l = ThroughputLimits::of(None, &[old], 3_000.0);
@@ -305,7 +309,11 @@ mod tests {
         x.machine_busy_s = Some(2.0);
         let l = ThroughputLimits::of(None, &[x.clone()], 3_000.0);
         assert!((l.others_cores.unwrap() - 1.2).abs() < 1e-9, "{l:?}");
-        assert!(l.summary().contains("other processes kept 1.2 cores busy"), "{}", l.summary());
+        assert!(
+            l.summary().contains("other processes kept 1.2 cores busy"),
+            "{}",
+            l.summary()
+        );
         // Under a launcher the other ranks are this job: not counted.
         x.world_size = Some(2);
         assert_eq!(ThroughputLimits::of(None, &[x], 3_000.0).others_cores, None);

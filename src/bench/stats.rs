@@ -105,6 +105,19 @@ pub fn decide(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
     Verdict::Undecided
 }
 
+/// Whether a step that was not kept still points up: its median ratio
+/// reaches `1 + min_gain` but its interval is open (its low end is not
+/// above `1 + noise_threshold`, its high end above the gain line). Not proof
+/// of a gain — a noisy box can need more pairs than `max_repeats` — but
+/// evidence of direction: a climb should try the next step before it ends.
+pub fn pointing_up(median: f64, ci: [f64; 2], p: &DecisionPolicy) -> bool {
+    let gain_line = 1.0 + p.min_gain;
+    median.is_finite()
+        && median >= gain_line
+        && ci[0] <= 1.0 + p.noise_threshold
+        && ci[1] >= gain_line
+}
+
 /// Why the verdict was reached, in one line for the table.
 pub fn explain(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> String {
     let ci = format!("[{:.3}, {:.3}]", pr.ci[0], pr.ci[1]);
@@ -123,6 +136,11 @@ pub fn explain(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> String {
             p.min_gain * 100.0,
             pr.median
         ),
+        Verdict::Revert if pointing_up(pr.median, pr.ci, p) => format!(
+            "not shown faster, but pointing up: ratio {:.3} reaches {:.2} and CI {ci} is open (evidence of direction, not of a gain)",
+            pr.median,
+            1.0 + p.min_gain
+        ),
         Verdict::Revert => format!("not shown faster: ratio {:.3}, CI {ci}", pr.median),
         Verdict::Undecided => format!("undecided: ratio {:.3}, CI {ci}", pr.median),
     }
@@ -134,6 +152,26 @@ mod tests {
 
     fn pol() -> DecisionPolicy {
         DecisionPolicy::default()
+    }
+
+    #[test]
+    fn an_open_interval_with_a_median_above_the_gain_line_points_up() {
+        let p = pol();
+        // The case: ×1.14, 99% interval [0.94, 1.36] after 16 runs.
+        assert!(pointing_up(1.14, [0.94, 1.36], &p));
+        // A median under the gain line, a closed interval, a loss: not.
+        assert!(!pointing_up(1.02, [0.94, 1.10], &p));
+        assert!(!pointing_up(1.14, [1.05, 1.30], &p));
+        assert!(!pointing_up(0.9, [0.8, 1.0], &p));
+        assert!(!pointing_up(f64::NAN, [0.0, f64::INFINITY], &p));
+        // The reason of such a revert says so.
+        let pr = PairedRatio {
+            ratios: vec![1.14; 8],
+            median: 1.14,
+            ci: [0.94, 1.36],
+        };
+        let why = explain(&pr, Verdict::Revert, &p);
+        assert!(why.contains("pointing up"), "{why}");
     }
 
     #[test]

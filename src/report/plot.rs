@@ -534,7 +534,10 @@ mod tests {
             ..Default::default()
         });
         let svg = render_plot_svg(&r);
-        assert!(svg.contains("CPU limit 900.0"), "no CPU limit in the legend");
+        assert!(
+            svg.contains("CPU limit 900.0"),
+            "no CPU limit in the legend"
+        );
         // Within the axis: the limit is drawn, not clipped.
         assert!(plot_data(&r).y_max >= 900.0);
     }

@@ -90,10 +90,16 @@ pub fn limits(
     {
         let how = l
             .cpu_limit_how
-            .replace("{cores}", &cores_text(cores, lim.cores_limited_by.as_deref()))
+            .replace(
+                "{cores}",
+                &cores_text(cores, lim.cores_limited_by.as_deref()),
+            )
             .replace("{cost}", &format!("{:.0} µs", cost * 1e6));
         let how = match lim.others_cores.filter(|o| *o >= 0.05) {
-            Some(o) => format!("{how}; {}", l.others_busy.replace("{n}", &format!("{o:.1}"))),
+            Some(o) => format!(
+                "{how}; {}",
+                l.others_busy.replace("{n}", &format!("{o:.1}"))
+            ),
             None => how,
         };
         items.push((l.cpu_limit, format!("{} samples/sec ({how})", sps(Some(c)))));
@@ -107,7 +113,10 @@ pub fn limits(
         if let Some(share) = finite(lim.final_share) {
             let _ = std::fmt::Write::write_fmt(
                 &mut v,
-                format_args!(" ({})", l.of_ceiling.replace("{pct}", &percent(Some(share)))),
+                format_args!(
+                    " ({})",
+                    l.of_ceiling.replace("{pct}", &percent(Some(share)))
+                ),
             );
         }
         items.push((l.binding_limit, v));
