@@ -150,10 +150,7 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
     };
 
     let decided = decided_turns(dir);
-    let last_kept = decided
-        .iter()
-        .rev()
-        .find(|(_, r)| r.decision == Decision::Kept);
+    let last_kept = decided.iter().rev().find(|(_, r)| r.decision.is_kept());
     let mut final_sps = last_kept
         .and_then(|(_, r)| r.after_sps)
         .unwrap_or(baseline_sps);
@@ -289,7 +286,7 @@ fn kept_diff(
     }
     decided
         .iter()
-        .filter(|(_, r)| r.decision == Decision::Kept)
+        .filter(|(_, r)| r.decision.is_kept())
         .filter_map(|(d, _)| std::fs::read_to_string(d.join("diff.patch")).ok())
         .collect()
 }
@@ -705,7 +702,7 @@ impl Paint {
             return s.to_string();
         }
         let code = match d {
-            Decision::Kept => "32;1",
+            Decision::Kept | Decision::KeptCheaper => "32;1",
             Decision::Reverted => "33",
             Decision::NoChange => "2",
             _ => "31",

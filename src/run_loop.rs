@@ -102,6 +102,34 @@ pub async fn measure_interleaved(
     policy: &Policy,
     pairs_fixed: Option<u32>,
     interrupt: &Interrupt,
+    on_run: impl FnMut(&'static str, u32, f64),
+) -> Result<Paired, PairFailure> {
+    measure_interleaved_by(
+        stats::decide,
+        bencher,
+        root,
+        candidate,
+        incumbent,
+        policy,
+        pairs_fixed,
+        interrupt,
+        on_run,
+    )
+    .await
+}
+
+/// [`measure_interleaved`] under a given rule: `stats::decide` (faster) or
+/// `stats::decide_cheaper` (a cheaper candidate as fast).
+#[allow(clippy::too_many_arguments)]
+pub async fn measure_interleaved_by(
+    rule: fn(&PairedRatio, &crate::config::DecisionPolicy) -> Verdict,
+    bencher: &Bencher,
+    root: &Path,
+    candidate: &FileSet,
+    incumbent: &FileSet,
+    policy: &Policy,
+    pairs_fixed: Option<u32>,
+    interrupt: &Interrupt,
     mut on_run: impl FnMut(&'static str, u32, f64),
 ) -> Result<Paired, PairFailure> {
     let d = &policy.decision;
@@ -138,7 +166,7 @@ pub async fn measure_interleaved(
         }
         if pairs_fixed.is_none() {
             let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
-            let v = stats::decide(&pr, d);
+            let v = rule(&pr, d);
             if v != Verdict::Undecided {
                 return Ok(Paired {
                     candidate: cand,
@@ -150,7 +178,7 @@ pub async fn measure_interleaved(
         }
     }
     let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
-    let mut v = stats::decide(&pr, d);
+    let mut v = rule(&pr, d);
     if v == Verdict::Undecided {
         v = Verdict::Revert;
     }
@@ -424,7 +452,7 @@ pub fn best_files(run_dir: &Path, editable: &[String]) -> std::io::Result<FileSe
         let kept = std::fs::read_to_string(d.join("decision.json"))
             .ok()
             .and_then(|t| serde_json::from_str::<TurnRow>(&t).ok())
-            .is_some_and(|r| r.decision == Decision::Kept);
+            .is_some_and(|r| r.decision.is_kept());
         if kept {
             return FileSet::load(&d.join("candidate"), editable);
         }
@@ -458,7 +486,7 @@ impl Recovered {
                 let _ = std::fs::remove_dir_all(&d);
                 continue;
             };
-            if row.decision == Decision::Kept {
+            if row.decision.is_kept() {
                 incumbent_files = FileSet::load(&d.join("candidate"), editable).map_err(|e| {
                     LoopError::Config(format!("{}: kept files missing: {e}", d.display()))
                 })?;
@@ -495,7 +523,7 @@ impl Recovered {
         let incumbent_sps = rows
             .iter()
             .rev()
-            .find(|r| r.decision == Decision::Kept)
+            .find(|r| r.decision.is_kept())
             .and_then(|r| r.after_sps)
             .unwrap_or_else(|| stats::median(&baseline_samples));
         Ok(Recovered {
@@ -685,7 +713,7 @@ impl<'a> Session<'a> {
             .rows
             .iter()
             .rev()
-            .take_while(|r| r.decision != Decision::Kept)
+            .take_while(|r| !r.decision.is_kept())
             .count() as u32;
         if l.max_consecutive_reverts > 0 && streak >= l.max_consecutive_reverts {
             return Some(format!("{streak} turns in a row not kept"));
@@ -952,7 +980,16 @@ impl<'a> Session<'a> {
         let policy = self.policy.clone();
         let interrupt = self.interrupt.clone();
         let (store, view) = (&mut self.store, &mut self.view);
-        let res = measure_interleaved(
+        // A cheaper change (fewer workers, a setting dropped) is kept when it
+        // is as fast within min_gain, not only when it is faster.
+        let cheaper = crate::agent::cheaper::is_cheaper(&row.change);
+        let rule = if cheaper {
+            stats::decide_cheaper
+        } else {
+            stats::decide
+        };
+        let res = measure_interleaved_by(
+            rule,
             &bencher,
             &root,
             &cand,
@@ -996,7 +1033,11 @@ impl<'a> Session<'a> {
         row.candidate_samples = paired.cand_sps();
         row.incumbent_samples = paired.inc_sps();
         row.data_wait_share = median_share(&paired.candidate);
-        row.reason = stats::explain(&paired.ratio, paired.verdict, &self.policy.decision);
+        row.reason = if cheaper {
+            stats::explain_cheaper(&paired.ratio, paired.verdict, &self.policy.decision)
+        } else {
+            stats::explain(&paired.ratio, paired.verdict, &self.policy.decision)
+        };
         // Data equivalence: these knobs must not change what the model is fed.
         let fp_inc = paired.incumbent.first().and_then(|m| m.fingerprint.clone());
         let fp_changed = paired.candidate.iter().any(|m| m.fingerprint != fp_inc);
@@ -1010,14 +1051,18 @@ impl<'a> Session<'a> {
             row.decision = Decision::Rejected;
             row.reason = "the preprocessing change altered the first batches (fingerprint differs); set [loop] allow_data_change = true to allow it".into();
         } else if paired.verdict == Verdict::Keep {
-            row.decision = Decision::Kept;
+            row.decision = if cheaper {
+                Decision::KeptCheaper
+            } else {
+                Decision::Kept
+            };
             if data_changed {
                 row.reason = format!("{} — DATA CHANGED: the first batches differ (allowed by loop.allow_data_change)", row.reason);
             }
         } else {
             row.decision = Decision::Reverted;
         }
-        let kept = row.decision == Decision::Kept;
+        let kept = row.decision.is_kept();
         let change = row.change.clone();
         if kept {
             self.incumbent_files = after;

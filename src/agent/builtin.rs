@@ -33,7 +33,7 @@ use crate::config::{DecisionPolicy, Workspace};
 use crate::edit::{self, CallSite};
 use crate::report::{AgentInfo, Decision, TurnRow};
 
-use super::{AgentReport, TurnContext};
+use super::{cheaper, AgentReport, TurnContext};
 
 /// Climb num_workers only while data_wait is at least this share of the step.
 const CLIMB_WHILE_DATA_WAIT_ABOVE: f64 = 0.2;
@@ -193,7 +193,9 @@ impl BuiltinAgent {
             report.summary = format!("no candidates left; {}", ctx.limits().summary());
             return report;
         };
-        match edit::set_kwarg(&src, &site, p.knob, Some(&p.value)) {
+        // "(default)" drops the argument (a cheaper neighbour).
+        let value = (p.value != "(default)").then_some(p.value.as_str());
+        match edit::set_kwarg(&src, &site, p.knob, value) {
             Ok(new_src) => {
                 if let Err(e) =
                     crate::store::write_atomic(&ctx.project_root.join(&file), new_src.as_bytes())
@@ -279,7 +281,7 @@ fn tried(history: &[TurnRow]) -> Vec<Tried> {
 fn persistent_worth_again(tried: &[Tried], nw: u64) -> bool {
     let Some(at) = tried
         .iter()
-        .rposition(|t| t.knob == "persistent_workers" && t.decision != Decision::Kept)
+        .rposition(|t| t.knob == "persistent_workers" && !t.decision.is_kept())
     else {
         return false;
     };
@@ -296,7 +298,7 @@ fn persistent_worth_again(tried: &[Tried], nw: u64) -> bool {
     let then = match tried[..at]
         .iter()
         .rev()
-        .filter(|t| t.decision == Decision::Kept)
+        .filter(|t| t.decision.is_kept())
         .find(workers)
     {
         Some(t) => count(&t.to),
@@ -339,6 +341,38 @@ pub fn next_proposal(
     next_proposal_for(incumbent, site, history, knobs, &decision)
 }
 
+/// The first cheaper neighbour of the incumbent not tried yet, among the
+/// policy's knobs; "(default)" as the value drops the argument.
+fn cheaper_proposal(
+    site: &CallSite,
+    incumbent: &Measurement,
+    history: &[TurnRow],
+    knobs: &[&str],
+) -> Option<Proposal> {
+    let current = |knob: &str| {
+        let written = site
+            .kwargs
+            .get(knob)
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        match knob {
+            "num_workers" => current_value(site, incumbent, knob).or(written),
+            _ => written,
+        }
+        .unwrap_or_else(|| "(default)".into())
+    };
+    let ranks = incumbent.world_size.unwrap_or(1).max(1) as u64;
+    let cpus = ((incumbent.job_cores().unwrap_or(1.0) / ranks as f64).round() as u64).max(1);
+    cheaper::neighbours(history, current, cpus)
+        .into_iter()
+        .find(|n| knobs.contains(&n.knob))
+        .map(|n| Proposal {
+            knob: n.knob,
+            value: n.value.unwrap_or_else(|| "(default)".into()),
+            why: n.why,
+        })
+}
+
 /// The next setting to try under the run's decision policy (its min_gain
 /// tells a reverted step that still points up from one that does not).
 pub fn next_proposal_for(
@@ -349,6 +383,11 @@ pub fn next_proposal_for(
     decision: &DecisionPolicy,
 ) -> Option<Proposal> {
     let stop_when_data_wait_below = decision.stop_when_data_wait_below;
+    // Once a cheaper neighbour has been tried, the climb is over: only the
+    // remaining cheaper neighbours are left (never another step up).
+    if history.iter().any(|r| cheaper::is_cheaper(&r.change)) {
+        return cheaper_proposal(site, incumbent, history, knobs);
+    }
     let tried = tried(history);
     let was_tried = |k: &str, v: &str| tried.iter().any(|t| t.knob == k && t.to == v);
     // Ranks share the machine's cores: each rank's loader gets its share.
@@ -530,7 +569,8 @@ pub fn next_proposal_for(
             }
         }
     }
-    None
+    // The climb is over: the cheapest setting that is as fast.
+    cheaper_proposal(site, incumbent, history, knobs)
 }
 
 #[cfg(test)]
@@ -570,6 +610,65 @@ mod tests {
             incumbent_samples: vec![],
             data_wait_share: None,
         }
+    }
+
+    /// Nothing left to climb: no proposal, or only a cheaper neighbour
+    /// (fewer workers, a kept setting dropped).
+    fn assert_climb_over(p: Option<Proposal>) {
+        if let Some(p) = p {
+            let change = format!("{} 99 → {}", p.knob, p.value);
+            assert!(
+                p.why.starts_with("cheaper neighbour")
+                    && (p.knob != "num_workers" || cheaper::is_cheaper(&change)),
+                "{p:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn after_the_climb_the_cheaper_neighbours_and_never_another_step_up() {
+        // 2 → 16 kept on 2 cores, nothing left to climb: 9 workers next.
+        let s16 = site("DataLoader(ds, num_workers=16, persistent_workers=True)\n");
+        let h = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            row(2, "persistent_workers (default) → True", Decision::Kept),
+            row(3, "num_workers 2 → 16", Decision::Kept),
+        ];
+        let mut m = figures(16, 3.0, 5.0, 2.0, 5.5, 0.0);
+        m.epoch_starts_timed = Some(4);
+        let p = next_proposal(&m, &s16, &h, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "9"),
+            "{}",
+            p.why
+        );
+        // 9 kept as cheaper: even if the figures wanted more workers now,
+        // no step up — the next cheaper neighbour (5), then persistent dropped.
+        let s9 = site("DataLoader(ds, num_workers=9, persistent_workers=True)\n");
+        let mut h2 = h.clone();
+        h2.push(row(4, "num_workers 16 → 9", Decision::KeptCheaper));
+        let wants_more = figures(9, 30.0, 5.0, 2.0, 5.5, 0.0);
+        let p = next_proposal(&wants_more, &s9, &h2, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "5"),
+            "{}",
+            p.why
+        );
+        h2.push(row(5, "num_workers 9 → 5", Decision::Reverted));
+        let p = next_proposal(&wants_more, &s9, &h2, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("persistent_workers", "(default)"),
+            "{}",
+            p.why
+        );
+        // Only the policy's knobs.
+        assert_eq!(
+            next_proposal(&wants_more, &s9, &h2, &["num_workers"], 0.1),
+            None
+        );
     }
 
     const ALL: [&str; 4] = [
@@ -799,7 +898,7 @@ mod tests {
         let model = LoaderModel::of(&m, 16, 2).unwrap();
         assert!((model.best_step_s() - 0.007).abs() < 1e-9, "{model:?}");
         assert!(model.saturated());
-        assert_eq!(next_proposal(&m, &s, &h, &ALL, 0.1), None);
+        assert_climb_over(next_proposal(&m, &s, &h, &ALL, 0.1));
         // Without workers the same CPU is the loading itself, not a floor.
         let m0 = LoaderModel::of(&m, 0, 2).unwrap();
         assert_eq!(m0.fetch_s, 0.0);
@@ -842,7 +941,7 @@ mod tests {
         let mut m = figures(16, 3.0, 5.0, 2.0, 5.5, 0.0);
         // Every step waits about the same: the workers' rate is the limit.
         m.data_wait_step_median_s = Some(0.0028);
-        assert_eq!(next_proposal(&m, &s, &h, &ALL, 0.1), None);
+        assert_climb_over(next_proposal(&m, &s, &h, &ALL, 0.1));
         // Most steps wait nothing and a few wait long: a deeper queue helps.
         m.data_wait_step_median_s = Some(0.0002);
         let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
@@ -963,7 +1062,7 @@ mod tests {
         .concat();
         let mut m16 = figures(16, 3.0, 5.0, 2.0, 5.5, 0.0);
         m16.epoch_starts_timed = Some(4);
-        assert_eq!(next_proposal(&m16, &s16, &h3, &ALL, 0.1), None);
+        assert_climb_over(next_proposal(&m16, &s16, &h3, &ALL, 0.1));
         // Long epochs leave room for it.
         m16.epoch_starts_timed = Some(1);
         assert_eq!(

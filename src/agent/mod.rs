@@ -4,6 +4,7 @@
 //! afterwards (`verify`) and measures.
 
 pub mod builtin;
+pub mod cheaper;
 pub mod claude;
 
 use std::path::{Path, PathBuf};

@@ -105,6 +105,51 @@ pub fn decide(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
     Verdict::Undecided
 }
 
+/// The equivalence rule for a cheaper candidate (fewer workers, a setting
+/// dropped): keep it when it is no more than `min_gain` slower — the whole
+/// interval of cheaper/incumbent lies above `1 - min_gain` — at the same
+/// confidence as the keep rule, so noise cannot pass a real loss for "as
+/// fast" more often than it passes a null change for a gain. A candidate
+/// clearly slower than that (the interval's high end below `1 - min_gain`)
+/// stops early; an open call at `max_repeats` is reverted (not shown as fast).
+pub fn decide_cheaper(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
+    let floor = 1.0 - p.min_gain;
+    if pr.pairs() < p.repeats as usize {
+        return Verdict::Undecided;
+    }
+    if pr.ci[0] > floor {
+        return Verdict::Keep;
+    }
+    if pr.ci[1] < floor {
+        return Verdict::Revert;
+    }
+    if pr.pairs() >= p.max_repeats as usize {
+        return Verdict::Revert;
+    }
+    Verdict::Undecided
+}
+
+/// Why the equivalence rule decided as it did, in one line for the table.
+pub fn explain_cheaper(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> String {
+    let ci = format!("[{:.3}, {:.3}]", pr.ci[0], pr.ci[1]);
+    let floor = 1.0 - p.min_gain;
+    match v {
+        Verdict::Keep => format!(
+            "cheaper and as fast: ratio {:.3}, {:.0}% CI {ci} above {floor:.2} (within min_gain)",
+            pr.median,
+            p.confidence * 100.0
+        ),
+        Verdict::Revert if pr.ci[1] < floor => format!(
+            "cheaper but slower: ratio {:.3}, CI {ci} below {floor:.2}",
+            pr.median
+        ),
+        _ => format!(
+            "cheaper, not shown as fast: ratio {:.3}, CI {ci} reaches below {floor:.2}",
+            pr.median
+        ),
+    }
+}
+
 /// Whether a step that was not kept still points up: its median ratio
 /// reaches `1 + min_gain` but its interval is open (its low end is not
 /// above `1 + noise_threshold`, its high end above the gain line). Not proof
@@ -152,6 +197,35 @@ mod tests {
 
     fn pol() -> DecisionPolicy {
         DecisionPolicy::default()
+    }
+
+    fn pr(ratios: &[f64]) -> PairedRatio {
+        let inc = vec![1000.0; ratios.len()];
+        let cand: Vec<f64> = ratios.iter().map(|r| r * 1000.0).collect();
+        PairedRatio::new(&cand, &inc, pol().confidence)
+    }
+
+    #[test]
+    fn a_cheaper_setting_as_fast_within_min_gain_is_kept() {
+        let p = pol();
+        // Tight pairs around 0.99: the whole interval above 0.97.
+        let same = pr(&[0.99, 0.992, 0.988, 0.991]);
+        assert!(same.ci[0] > 0.97, "{same:?}");
+        assert_eq!(decide_cheaper(&same, &p), Verdict::Keep);
+        assert!(explain_cheaper(&same, Verdict::Keep, &p).contains("within min_gain"));
+        // The keep rule would revert it: no gain at all.
+        assert_eq!(decide(&same, &p), Verdict::Revert);
+        // Tight pairs around 0.90: clearly more than min_gain slower.
+        let slower = pr(&[0.90, 0.902, 0.898, 0.901]);
+        assert_eq!(decide_cheaper(&slower, &p), Verdict::Revert);
+        assert!(explain_cheaper(&slower, Verdict::Revert, &p).contains("slower"));
+        // Noisy pairs around 1.0: open, more pairs until max_repeats.
+        let noisy = pr(&[1.1, 0.9, 1.05, 0.93]);
+        assert_eq!(decide_cheaper(&noisy, &p), Verdict::Undecided);
+        let noisy_cap = pr(&[1.1, 0.9, 1.05, 0.93, 1.08, 0.92, 1.1, 0.9]);
+        assert_eq!(decide_cheaper(&noisy_cap, &p), Verdict::Revert);
+        // Too few pairs: never decided on one.
+        assert_eq!(decide_cheaper(&pr(&[1.0]), &p), Verdict::Undecided);
     }
 
     #[test]

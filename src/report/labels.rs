@@ -59,6 +59,7 @@ pub struct Labels {
     pub no_turns: &'static str,
     // Decisions.
     pub kept: &'static str,
+    pub kept_cheaper: &'static str,
     pub reverted: &'static str,
     pub rejected: &'static str,
     pub failed: &'static str,
@@ -85,6 +86,7 @@ impl Labels {
     pub fn decision(&self, d: Decision) -> &'static str {
         match d {
             Decision::Kept => self.kept,
+            Decision::KeptCheaper => self.kept_cheaper,
             Decision::Reverted => self.reverted,
             Decision::Rejected => self.rejected,
             Decision::Failed => self.failed,
@@ -134,6 +136,7 @@ pub const EN: Labels = Labels {
     col_reason: "reason",
     no_turns: "no turns",
     kept: "kept",
+    kept_cheaper: "kept (cheaper, within min_gain)",
     reverted: "reverted",
     rejected: "rejected",
     failed: "failed",
@@ -193,6 +196,7 @@ pub const JA: Labels = Labels {
     col_reason: "理由",
     no_turns: "ターンなし",
     kept: "採用",
+    kept_cheaper: "採用 (より安価、min_gain 以内)",
     reverted: "差し戻し",
     rejected: "却下",
     failed: "失敗",

@@ -139,7 +139,7 @@ fn plot_data(r: &RunReport) -> PlotData {
                 decision: t.decision,
             });
         }
-        if t.decision == Decision::Kept {
+        if t.decision.is_kept() {
             if let Some(a) = after {
                 if let Some(l) = level {
                     incumbent.push((x, l));
@@ -344,7 +344,7 @@ fn draw(r: &RunReport, buf: &mut String) -> DrawResult<()> {
         let Some(y) = scale.y(m.y) else { continue };
         let p = (m.x, y);
         match m.decision {
-            Decision::Kept => {
+            Decision::Kept | Decision::KeptCheaper => {
                 chart.draw_series(std::iter::once(Circle::new(p, 6, KEPT_COLOR.filled())))?;
             }
             Decision::Reverted => {

@@ -539,3 +539,46 @@ fn render_dispatches_and_formats_parse() {
     assert!("pdf".parse::<Format>().is_err());
     assert_eq!(Format::Markdown.extension(), "md");
 }
+
+#[test]
+fn a_cheaper_setting_kept_within_min_gain_renders_as_its_own_decision() {
+    let mut r = sample_report();
+    let last = r.turns.last().unwrap().clone();
+    r.turns.push(TurnRow {
+        turn: 7,
+        change: "num_workers 6 → 4".into(),
+        before_sps: Some(2450.0),
+        after_sps: Some(2440.0),
+        ratio: Some(0.996),
+        ratio_ci: Some([0.985, 1.006]),
+        decision: Decision::KeptCheaper,
+        reason:
+            "cheaper and as fast: ratio 0.996, 99% CI [0.985, 1.006] above 0.97 (within min_gain)"
+                .into(),
+        candidate_samples: vec![2440.0],
+        ..last
+    });
+    // NaN samples do not survive JSON (null): none in this report.
+    for t in &mut r.turns {
+        t.candidate_samples.retain(|v| v.is_finite());
+    }
+    let md = render_markdown(&r);
+    let row = table_rows(&md).into_iter().last().unwrap();
+    assert_eq!(md_cells(row)[7], "kept (cheaper, within min_gain)", "{row}");
+    let ja = render_markdown(&RunReport {
+        language: "ja".into(),
+        ..r.clone()
+    });
+    assert!(ja.contains("採用 (より安価、min_gain 以内)"), "{ja}");
+    let json = render_json(&r);
+    assert!(json.contains("\"decision\": \"kept_cheaper\""), "{json}");
+    let back: RunReport = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.turns.last().unwrap().decision, Decision::KeptCheaper);
+    assert!(back.turns.last().unwrap().decision.is_kept());
+    // The plot draws it as kept (the incumbent line steps to it).
+    let svg = render_plot_svg(&r);
+    assert!(
+        svg.contains(&hex(super::plot::KEPT_COLOR)),
+        "no kept marker"
+    );
+}

@@ -259,11 +259,13 @@ fn call_sites(f: &PromptFacts, ja: bool) -> String {
 fn decision_word(d: Decision, ja: bool) -> &'static str {
     match (d, ja) {
         (Decision::Kept, false) => "kept",
+        (Decision::KeptCheaper, false) => "kept (cheaper, within min_gain)",
         (Decision::Reverted, false) => "reverted",
         (Decision::Rejected, false) => "rejected",
         (Decision::Failed, false) => "failed",
         (Decision::NoChange, false) => "no change",
         (Decision::Kept, true) => "採用",
+        (Decision::KeptCheaper, true) => "採用 (より安価、min_gain 以内)",
         (Decision::Reverted, true) => "差し戻し",
         (Decision::Rejected, true) => "却下",
         (Decision::Failed, true) => "失敗",
