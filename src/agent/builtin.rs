@@ -47,6 +47,40 @@ const STEADY_WAIT: f64 = 0.5;
 /// Workers asked for beyond the estimate: a worker too many costs little
 /// (it waits), one too few leaves the step waiting.
 const WORKER_HEADROOM: f64 = 1.25;
+/// Items wait (on storage, a network) rather than compute when the loader's
+/// CPU per batch is under this share of a worker's wall time per batch.
+const ITEMS_WAIT_BELOW: f64 = 0.25;
+/// More workers may take at most this share of the machine's free memory.
+const MEMORY_HEADROOM: f64 = 0.5;
+/// Never more workers than this, whatever memory allows.
+const MAX_WORKERS: u64 = 256;
+
+/// The most workers worth asking for. Normally 8 per core (at least 8, at
+/// most 64). Past that only when the figures say items wait (a worker's CPU
+/// per batch far below its wall time per batch), the CPU is not the limit
+/// (the cores could feed a faster step), and memory allows: each worker's
+/// measured memory (PSS, else RSS) against half the machine's free memory.
+/// Known memory also bounds the count below 8 per core, never below `nw`.
+pub fn worker_cap(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel>) -> u64 {
+    let base = (cpus * 8).clamp(8, 64);
+    let memory_cap = match (m.memory_per_worker(), m.mem_available_bytes) {
+        (Some(per), Some(free)) if per > 0.0 => {
+            Some(nw + (free as f64 * MEMORY_HEADROOM / per).floor() as u64)
+        }
+        _ => None,
+    };
+    let waits_not_cpu = model.is_some_and(|model| {
+        let steps = m.steps.filter(|&s| s > 0).map(f64::from);
+        let cpu_per_batch = m.loader_cpu_s.zip(steps).map(|(c, s)| c / s);
+        cpu_per_batch.is_some_and(|c| c < ITEMS_WAIT_BELOW * model.batch_latency_s)
+            && model.cpu_s < model.train_s + model.fetch_s
+    });
+    match memory_cap {
+        Some(mem) if waits_not_cpu => mem.min(MAX_WORKERS).max(base.min(mem.max(nw))),
+        Some(mem) => base.min(mem.max(nw)),
+        None => base,
+    }
+}
 
 /// What one measurement says about the loader, per timed step. Without
 /// workers, loading happens inside `next()` in the training process; with W
@@ -437,7 +471,7 @@ pub fn next_proposal_for(
                 .then_some((to, r, ci))
         });
         let climbing = last.is_none_or(|t| t.decision == Decision::Kept) || pointing_up.is_some();
-        let cap = (cpus * 8).clamp(8, 64);
+        let cap = worker_cap(cpus, nw, incumbent, model);
         if let Some((to, r, ci)) = pointing_up {
             let next = (to * 2).min(cap);
             if next > to && !was_tried("num_workers", &next.to_string()) {
@@ -481,16 +515,20 @@ pub fn next_proposal_for(
                 // estimate moving within its own margin, a close call that
                 // costs many runs to settle and is seldom kept.
                 (need as f64 >= nw as f64 * WORKER_HEADROOM).then(|| {
-                    (
-                        need,
-                        format!(
-                            "data_wait is {:.0}%: a worker takes {:.0} ms per batch and the step could take {:.1} ms, so about {need} workers keep up (up to ×{:.1})",
-                            share * 100.0,
-                            m.batch_latency_s * 1e3,
-                            m.best_step_s() * 1e3,
-                            m.predicted_gain()
-                        ),
-                    )
+                    let mut why = format!(
+                        "data_wait is {:.0}%: a worker takes {:.0} ms per batch and the step could take {:.1} ms, so about {need} workers keep up (up to ×{:.1})",
+                        share * 100.0,
+                        m.batch_latency_s * 1e3,
+                        m.best_step_s() * 1e3,
+                        m.predicted_gain()
+                    );
+                    if need > (cpus * 8).clamp(8, 64) {
+                        why.push_str(&format!(
+                            "; past 8 per core: items wait, the CPU is not the limit, and at {:.0} MB a worker memory allows it",
+                            incumbent.memory_per_worker().unwrap_or(0.0) / 1e6
+                        ));
+                    }
+                    (need, why)
                 })
             }
             (_, None) => Some((
@@ -781,6 +819,46 @@ mod tests {
         open4.ratio_ci = Some([0.97, 1.5]);
         let p = next_proposal(&m, &s, &[open.clone(), open4], &ALL, 0.1).unwrap();
         assert_eq!(p.value, "8");
+    }
+
+    #[test]
+    fn waiting_items_get_workers_past_8_per_core_when_memory_allows() {
+        let s = site("DataLoader(ds, num_workers=16)\n");
+        let h = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            row(2, "num_workers 2 → 16", Decision::Kept),
+        ];
+        // 16 workers, 12 ms of data_wait and 5 ms of step: a worker takes
+        // 272 ms a batch on 2 ms of CPU. The cores could feed a 3.75 ms step.
+        let mut m = figures(16, 12.0, 5.0, 2.0, 5.5, 0.0);
+        // Without memory figures: 8 per core, the climb is over.
+        assert_eq!(worker_cap(2, 16, &m, LoaderModel::of(&m, 16, 2)), 16);
+        assert_ne!(
+            next_proposal(&m, &s, &h, &ALL, 0.1).map(|p| p.knob),
+            Some("num_workers")
+        );
+        // 30 MB a worker (PSS), 8 GB free: room for far more.
+        m.live_workers = Some(16);
+        m.workers_pss_bytes = Some(16 * 30_000_000);
+        m.workers_rss_bytes = Some(16 * 400_000_000);
+        m.mem_available_bytes = Some(8_000_000_000);
+        let model = LoaderModel::of(&m, 16, 2).unwrap();
+        assert_eq!(worker_cap(2, 16, &m, Some(model)), 149);
+        let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!(p.knob, "num_workers", "{}", p.why);
+        assert_eq!(p.value, model.workers_needed().to_string(), "{}", p.why);
+        assert!(p.why.contains("past 8 per core"), "{}", p.why);
+        assert!(p.why.contains("30 MB a worker"), "{}", p.why);
+        // Little free memory: no more than it allows, even below 8 per core.
+        m.mem_available_bytes = Some(120_000_000);
+        assert_eq!(worker_cap(2, 4, &m, Some(model)), 6);
+        assert_eq!(worker_cap(2, 4, &m, None), 6);
+        // Items that compute (CPU per batch near a worker's wall time): 8 per core.
+        let mut busy = figures(16, 12.0, 5.0, 200.0, 5.5, 0.0);
+        busy.live_workers = m.live_workers;
+        busy.workers_pss_bytes = m.workers_pss_bytes;
+        busy.mem_available_bytes = Some(8_000_000_000);
+        assert_eq!(worker_cap(2, 16, &busy, LoaderModel::of(&busy, 16, 2)), 16);
     }
 
     #[test]

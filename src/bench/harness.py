@@ -253,6 +253,57 @@ def _proc_cpu_s(pid):
         return None
 
 
+def _proc_memory(pid):
+    """(RSS, PSS) in bytes of a live process (Linux /proc; None elsewhere).
+    PSS shares each page among the processes that map it: forked workers
+    share torch's pages with the training process, which RSS counts in full."""
+    rss = pss = None
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    pss = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    return rss, pss
+
+
+def workers_memory(it):
+    """The loader's live workers' memory: (count, RSS sum, PSS sum), the sums
+    None when a worker's figure cannot be read."""
+    workers = getattr(it, "_workers", None) or []
+    rss_sum, pss_sum = 0, 0
+    for w in workers:
+        rss, pss = _proc_memory(getattr(w, "pid", None))
+        rss_sum = None if rss is None or rss_sum is None else rss_sum + rss
+        pss_sum = None if pss is None or pss_sum is None else pss_sum + pss
+    if not workers:
+        return 0, None, None
+    return len(workers), rss_sum, pss_sum
+
+
+def mem_available_bytes():
+    """The machine's MemAvailable (Linux /proc/meminfo), less nothing: what
+    new processes may take before others are squeezed. None elsewhere."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def _machine_busy_s():
     """CPU seconds the whole machine has been busy, every process counted
     (Linux /proc/stat; None elsewhere): on a shared machine, what others take."""
@@ -525,6 +576,9 @@ def main():
                     if main_cpu_start is not None and busy_start is not None and busy_end is not None
                     else None)
     workers = getattr(job.loader, "num_workers", 0) or 0
+    # The workers' memory while they are alive, and what the machine has left.
+    live_workers, workers_rss, workers_pss = workers_memory(it)
+    main_rss, _ = _proc_memory(os.getpid())
     if workers > 0:
         worker_cpu = loader_cpu.end(it)
     else:
@@ -576,6 +630,11 @@ def main():
         "cuda_available": bool(torch.cuda.is_available()),
         "cpu_count": os.cpu_count(),
         "usable_cores": cores,
+        "live_workers": live_workers,
+        "workers_rss_bytes": workers_rss,
+        "workers_pss_bytes": workers_pss,
+        "main_rss_bytes": main_rss,
+        "mem_available_bytes": mem_available_bytes(),
         "cores_limited_by": cores_source,
         "fingerprint": fp.hexdigest(),
         "fingerprint_batches": fp_batches,

@@ -57,6 +57,22 @@ pub struct Measurement {
     /// the affinity mask and the cgroup CPU quota (which may be fractional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usable_cores: Option<f64>,
+    /// The loader's worker processes alive at the end of the timed steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_workers: Option<u64>,
+    /// Their resident memory summed (RSS: shared pages counted in each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers_rss_bytes: Option<u64>,
+    /// Their proportional memory summed (PSS: shared pages split among the
+    /// processes that map them): what more workers really add.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers_pss_bytes: Option<u64>,
+    /// The training process's resident memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main_rss_bytes: Option<u64>,
+    /// The machine's MemAvailable when the timed steps ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_available_bytes: Option<u64>,
     /// Which of them limited `usable_cores`: "cpu_count", "affinity" or "cgroup_quota".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores_limited_by: Option<String>,
@@ -110,6 +126,14 @@ impl Measurement {
         let wall = self.wall_s.filter(|&w| w > 0.0)?;
         let own = self.loader_cpu_s? + self.main_cpu_s?;
         Some(((self.machine_busy_s? - own) / wall).max(0.0))
+    }
+
+    /// Memory one more worker adds: the live workers' PSS (else RSS) over
+    /// their number.
+    pub fn memory_per_worker(&self) -> Option<f64> {
+        let n = self.live_workers.filter(|&n| n > 0)?;
+        let total = self.workers_pss_bytes.or(self.workers_rss_bytes)?;
+        Some(total as f64 / n as f64)
     }
 
     /// The cores the job may use: the harness's usable count, else the

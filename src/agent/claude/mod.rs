@@ -444,6 +444,20 @@ fn python_literal(v: &serde_json::Value) -> String {
     }
 }
 
+/// The prompt's line on the limits: both, which binds, the incumbent's
+/// share of it, and the cores the job may use when fewer than the host's.
+fn limits_evidence(ctx: &TurnContext<'_>) -> String {
+    let l = ctx.limits();
+    let mut out = l.summary();
+    if let Some(share) = l.final_share {
+        out.push_str(&format!(
+            "; the incumbent is at {:.0}% of the binding one",
+            share * 100.0
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -539,18 +553,4 @@ pub fn is_fatal(failure: &str) -> bool {
     ]
     .iter()
     .any(|k| f.contains(k))
-}
-
-/// The prompt's line on the limits: both, which binds, the incumbent's
-/// share of it, and the cores the job may use when fewer than the host's.
-fn limits_evidence(ctx: &TurnContext<'_>) -> String {
-    let l = ctx.limits();
-    let mut out = l.summary();
-    if let Some(share) = l.final_share {
-        out.push_str(&format!(
-            "; the incumbent is at {:.0}% of the binding one",
-            share * 100.0
-        ));
-    }
-    out
 }
