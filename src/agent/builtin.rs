@@ -33,7 +33,7 @@ use crate::config::{DecisionPolicy, Workspace};
 use crate::edit::{self, CallSite};
 use crate::report::{AgentInfo, Decision, TurnRow};
 
-use super::{cheaper, AgentReport, TurnContext};
+use super::{cheaper, threaded, AgentReport, TurnContext};
 
 /// Climb num_workers only while data_wait is at least this share of the step.
 const CLIMB_WHILE_DATA_WAIT_ABOVE: f64 = 0.2;
@@ -214,7 +214,16 @@ impl BuiltinAgent {
             }
         };
         let (file, src, site) = target;
-        let knobs: Vec<&str> = ctx.policy.loop_.knobs.iter().map(|s| s.as_str()).collect();
+        // The structural turn needs a dataset class to add the method to.
+        let dataset_file = self.find_dataset(ctx.project_root, &ctx.ws.file.project.editable);
+        let knobs: Vec<&str> = ctx
+            .policy
+            .loop_
+            .knobs
+            .iter()
+            .map(|s| s.as_str())
+            .filter(|k| *k != "preprocessing" || dataset_file.is_some())
+            .collect();
         let Some(p) = next_proposal_for(
             ctx.incumbent,
             &site,
@@ -227,6 +236,12 @@ impl BuiltinAgent {
             report.summary = format!("no candidates left; {}", ctx.limits().summary());
             return report;
         };
+        if p.knob == "preprocessing" {
+            self.add_threads(ctx, dataset_file, &p, &mut report);
+            report.info.exit_code = Some(if report.failure.is_some() { 1 } else { 0 });
+            report.info.duration_ms = started.elapsed().as_millis() as u64;
+            return report;
+        }
         // "(default)" drops the argument (a cheaper neighbour).
         let value = (p.value != "(default)").then_some(p.value.as_str());
         match edit::set_kwarg(&src, &site, p.knob, value) {
@@ -247,6 +262,53 @@ impl BuiltinAgent {
         report.info.exit_code = Some(if report.failure.is_some() { 1 } else { 0 });
         report.info.duration_ms = started.elapsed().as_millis() as u64;
         report
+    }
+
+    /// The editable file holding the dataset class the structural turn can
+    /// change (a `__getitem__` and no `__getitems__` yet), and its text.
+    fn find_dataset(&self, root: &Path, editable: &[String]) -> Option<(String, String)> {
+        let mut order: Vec<&String> = self.preferred_file.iter().collect();
+        order.extend(
+            editable
+                .iter()
+                .filter(|f| Some(*f) != self.preferred_file.as_ref()),
+        );
+        order
+            .into_iter()
+            .filter(|f| f.ends_with(".py"))
+            .find_map(|f| {
+                let src = std::fs::read_to_string(root.join(f)).ok()?;
+                threaded::insertion_point(&src).map(|_| (f.clone(), src))
+            })
+    }
+
+    /// The structural turn: a threaded `__getitems__` in the dataset class.
+    fn add_threads(
+        &self,
+        ctx: &TurnContext<'_>,
+        dataset_file: Option<(String, String)>,
+        p: &Proposal,
+        report: &mut AgentReport,
+    ) {
+        let Some((file, src)) = dataset_file else {
+            report.failure =
+                Some("no dataset class with __getitem__ to add __getitems__ to".into());
+            return;
+        };
+        let threads: u32 = p.value.parse().unwrap_or(4);
+        let Some(new_src) = threaded::add_getitems(&src, threads) else {
+            report.failure = Some(format!("{file}: no place for __getitems__"));
+            return;
+        };
+        match crate::store::write_atomic(&ctx.project_root.join(&file), new_src.as_bytes()) {
+            Ok(()) => {
+                report.summary = format!(
+                    "added __getitems__ with {threads} threads to the dataset in {file} ({})",
+                    p.why
+                )
+            }
+            Err(e) => report.failure = Some(format!("cannot write {file}: {e}")),
+        }
     }
 
     /// The DataLoader call to tune: the first in the entry's module, else the
@@ -607,8 +669,49 @@ pub fn next_proposal_for(
             }
         }
     }
-    // The climb is over: the cheapest setting that is as fast.
+    // The knobs are exhausted: overlap the items' waits inside each worker
+    // (one structural turn), then the cheapest setting that is as fast.
+    if let Some(p) = threads_proposal(incumbent, history, knobs, model) {
+        return Some(p);
+    }
     cheaper_proposal(site, incumbent, history, knobs)
+}
+
+/// The structural turn, when the policy allows preprocessing changes, the
+/// figures say items mostly wait (a batch's CPU far below a worker's wall
+/// time per batch), and it was not tried yet: a threaded `__getitems__`
+/// sized from that wait.
+fn threads_proposal(
+    incumbent: &Measurement,
+    history: &[TurnRow],
+    knobs: &[&str],
+    model: Option<LoaderModel>,
+) -> Option<Proposal> {
+    if !knobs.contains(&"preprocessing")
+        || history.iter().any(|r| r.change.contains("__getitems__"))
+    {
+        return None;
+    }
+    let model = model?;
+    let steps = f64::from(incumbent.steps.filter(|&s| s > 0)?);
+    let cpu_per_batch = incumbent.loader_cpu_s? / steps;
+    if cpu_per_batch >= ITEMS_WAIT_BELOW * model.batch_latency_s {
+        return None;
+    }
+    let threads = threaded::threads_for(
+        model.batch_latency_s,
+        cpu_per_batch,
+        incumbent.batch_size.unwrap_or(16),
+    );
+    Some(Proposal {
+        knob: "preprocessing",
+        value: threads.to_string(),
+        why: format!(
+            "items mostly wait: a worker takes {:.0} ms per batch for {:.1} ms of CPU, so {threads} threads per worker overlap the waits",
+            model.batch_latency_s * 1e3,
+            cpu_per_batch * 1e3
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -859,6 +962,43 @@ mod tests {
         busy.workers_pss_bytes = m.workers_pss_bytes;
         busy.mem_available_bytes = Some(8_000_000_000);
         assert_eq!(worker_cap(2, 16, &busy, LoaderModel::of(&busy, 16, 2)), 16);
+    }
+
+    #[test]
+    fn the_structural_turn_comes_when_items_wait_and_the_knobs_are_exhausted() {
+        let with_pre: Vec<&str> = ALL.iter().copied().chain(["preprocessing"]).collect();
+        // 16 workers at the cap, steady waiting: no knob left.
+        let s = site("DataLoader(ds, num_workers=16)\n");
+        let h = vec![row(1, "num_workers 2 → 16", Decision::Kept)];
+        let mut m = figures(16, 3.0, 5.0, 2.0, 5.5, 0.0);
+        m.data_wait_step_median_s = Some(0.0028);
+        m.batch_size = Some(32);
+        // Without the preprocessing knob: only a cheaper neighbour.
+        assert_climb_over(next_proposal(&m, &s, &h, &ALL, 0.1));
+        // With it: 128 ms a batch for 2 ms of CPU → 16 threads (the most).
+        let p = next_proposal(&m, &s, &h, &with_pre, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("preprocessing", "16"),
+            "{}",
+            p.why
+        );
+        assert!(p.why.contains("items mostly wait"), "{}", p.why);
+        // Once tried (kept or not), not again: then the cheaper neighbours.
+        let mut h2 = h.clone();
+        h2.push(row(
+            2,
+            "preprocessing in Items.__getitems__ (train.py:8)",
+            Decision::Reverted,
+        ));
+        assert_climb_over(next_proposal(&m, &s, &h2, &with_pre, 0.1));
+        // Items that compute (CPU per batch near a worker's wall time): not offered.
+        let mut busy = figures(16, 3.0, 5.0, 100.0, 5.5, 0.0);
+        busy.data_wait_step_median_s = Some(0.0028);
+        assert_ne!(
+            next_proposal(&busy, &s, &h, &with_pre, 0.1).map(|p| p.knob),
+            Some("preprocessing")
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod builtin;
 pub mod cheaper;
 pub mod claude;
+pub mod threaded;
 
 use std::path::{Path, PathBuf};
 
