@@ -672,6 +672,15 @@ async fn bench_inner(
             crate::bench::limits::usable_cores_note(m),
             m.num_workers().map(|n| n.to_string()).unwrap_or("?".into())
         );
+        if let (Some(n), Some(per)) = (m.live_workers.filter(|&n| n > 0), m.memory_per_worker()) {
+            println!(
+                "workers: {n} alive, {:.0} MB each (PSS: what one more adds){}",
+                per / 1e6,
+                m.mem_available_bytes
+                    .map(|f| format!(", {:.1} GB free on the machine", f as f64 / 1e9))
+                    .unwrap_or_default()
+            );
+        }
         if sh < policy.decision.stop_when_data_wait_below {
             println!(
                 "data_wait is small: DataLoader tuning cannot help much. Compute-side candidates:"
