@@ -239,10 +239,15 @@ def fingerprint_update(h, batch, torch):
 
 
 def _proc_cpu_s(pid):
-    """CPU seconds a live process has used (Linux /proc; None elsewhere)."""
+    """CPU seconds a live process has used, every live thread counted (a
+    worker may run a thread pool: /proc/PID/schedstat alone is its main
+    thread's). Linux /proc; None elsewhere."""
     try:
-        with open(f"/proc/{pid}/schedstat") as f:
-            return int(f.read().split()[0]) / 1e9
+        total = 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
     except (OSError, ValueError, IndexError):
         pass
     try:
