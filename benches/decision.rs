@@ -16,10 +16,18 @@
 //!    pair. This gives thousands of trials with this machine's real noise and
 //!    drift, which real trials alone could not afford.
 //!
+//! 3. The equivalence rule for cheaper settings (`stats::decide_cheaper`: keep
+//!    when no more than min_gain slower), resampled the same way with the
+//!    candidate scaled by 1.00 / 0.99 / 0.97 / 0.95: its error rate is how
+//!    often a candidate min_gain slower or worse is kept as "as fast".
+//!
 //! `cargo bench --bench decision` (or `make bench-decision`); sizes by env:
 //! TL_REAL_TRIALS (per kind, default 12), TL_POOL_RUNS (default 120),
 //! TL_SIM_TRIALS (per kind, default 20000). Writes bench/decision.json and the
-//! "Decision quality" section of bench/RESULTS.md.
+//! "Decision quality" section of bench/RESULTS.md, and the "Equivalence rule"
+//! section. TL_POOL_FROM=bench/decision.json reuses that file's recorded A/A
+//! series and runs only the resampling (seconds, no measurement): it writes
+//! only the "Equivalence rule" section.
 
 mod common;
 
@@ -97,8 +105,15 @@ impl Tally {
     }
 }
 
-/// One simulated trial over the A/A pool: ABBA order from `offset`.
-fn sim_trial(pool: &[f64], offset: usize, gain: f64, policy: &Policy) -> (Verdict, u32) {
+/// One simulated trial over the A/A pool: ABBA order from `offset`, decided
+/// pair by pair by `rule` (`stats::decide` or `stats::decide_cheaper`).
+fn sim_trial(
+    pool: &[f64],
+    offset: usize,
+    gain: f64,
+    policy: &Policy,
+    rule: fn(&PairedRatio, &tuneloop::config::DecisionPolicy) -> Verdict,
+) -> (Verdict, u32) {
     let d = &policy.decision;
     let (mut cand, mut inc) = (Vec::new(), Vec::new());
     let mut i = offset;
@@ -113,7 +128,7 @@ fn sim_trial(pool: &[f64], offset: usize, gain: f64, policy: &Policy) -> (Verdic
             cand.push(a * gain);
             inc.push(b);
         }
-        let v = stats::decide(&PairedRatio::new(&cand, &inc, d.confidence), d);
+        let v = rule(&PairedRatio::new(&cand, &inc, d.confidence), d);
         if v != Verdict::Undecided {
             return (v, 2 * (k + 1));
         }
@@ -135,6 +150,19 @@ fn main() {
         return;
     }
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    if let Ok(from) = std::env::var("TL_POOL_FROM") {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&from).unwrap()).unwrap();
+        let pool: Vec<f64> = v["pool"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|x| x.as_f64())
+            .collect();
+        let sim_trials = common::env_u("TL_SIM_TRIALS", 20000);
+        equivalence(&repo, &pool, sim_trials, &Policy::default(), &from);
+        return;
+    }
     let real_trials = common::env_u("TL_REAL_TRIALS", 12);
     let pool_runs = common::env_u("TL_POOL_RUNS", 120);
     let sim_trials = common::env_u("TL_SIM_TRIALS", 20000);
@@ -253,7 +281,7 @@ fn main() {
             ..Default::default()
         };
         for _ in 0..sim_trials {
-            let (v, runs) = sim_trial(&pool, rng.below(pool.len()), gain, &policy);
+            let (v, runs) = sim_trial(&pool, rng.below(pool.len()), gain, &policy, stats::decide);
             t.trials += 1;
             t.kept += (v == Verdict::Keep) as usize;
             t.runs.push(runs);
@@ -323,5 +351,73 @@ fn main() {
         .unwrap(),
     )
     .unwrap();
+    println!("{md}");
+    equivalence(&repo, &pool, sim_trials, &policy, "this run's A/A series");
+}
+
+/// The equivalence rule's resampled trials: a cheaper candidate as fast,
+/// slightly slower, at the min_gain line, and past it. Writes the
+/// "Equivalence rule" section of bench/RESULTS.md.
+fn equivalence(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, source: &str) {
+    let started = Instant::now();
+    let d = &policy.decision;
+    let floor = 1.0 - d.min_gain;
+    let mut rng = Rng(0xc4ea9e);
+    let mut rows = Vec::new();
+    for (kind, scale) in [
+        ("as fast (×1.00)", 1.0),
+        ("1% slower (×0.99)", 0.99),
+        ("at the min_gain line (×0.97)", floor),
+        ("5% slower (×0.95)", 0.95),
+    ] {
+        let mut t = Tally {
+            kind: kind.into(),
+            pooled_ratio: scale,
+            ..Default::default()
+        };
+        for _ in 0..sim_trials {
+            let (v, runs) = sim_trial(
+                pool,
+                rng.below(pool.len()),
+                scale,
+                policy,
+                stats::decide_cheaper,
+            );
+            t.trials += 1;
+            t.kept += (v == Verdict::Keep) as usize;
+            t.runs.push(runs);
+        }
+        rows.push(t);
+    }
+    let pool_med = stats::median(pool);
+    let mut md = format!(
+        "The rule for a cheaper setting (fewer workers, a kept setting dropped): keep it when the whole {:.0}% interval of \
+         cheaper/incumbent lies above {floor:.2} (1 − min_gain), checked pair by pair from {} pairs up to {}. Resampled over \
+         the A/A series of {} real runs from {source} (median {pool_med:.1} samples/sec), the cheaper candidate's runs \
+         scaled; {} trials a row, {:.1} s. A keep at ×{floor:.2} or below is an error (a real loss of min_gain passed as \
+         \"as fast\"); at ×1.00 a keep is the rule's power.\n\n",
+        d.confidence * 100.0,
+        d.repeats,
+        d.max_repeats,
+        pool.len(),
+        sim_trials,
+        started.elapsed().as_secs_f64()
+    );
+    md.push_str("| cheaper candidate | trials | kept | keep rate | 95% upper bound | runs per decision: mean / median / max |\n|---|---:|---:|---:|---:|---|\n");
+    for t in &rows {
+        let (mean, med, max) = t.runs_summary();
+        md.push_str(&format!(
+            "| {} | {} | {} | {:.2}% | {:.2}% | {:.1} / {:.0} / {} |\n",
+            t.kind,
+            t.trials,
+            t.kept,
+            t.keep_rate() * 100.0,
+            wilson_upper(t.kept, t.trials) * 100.0,
+            mean,
+            med,
+            max
+        ));
+    }
+    common::write_section(&repo.join("bench/RESULTS.md"), "Equivalence rule", &md);
     println!("{md}");
 }

@@ -225,6 +225,16 @@ struct Outcome {
     final_config: String,
     ceiling_sps: Option<f64>,
     final_share_of_ceiling: Option<f64>,
+    /// The lower of the step alone and what the cores can feed (report.json's
+    /// `limits`), which it is, and the final's and the oracle's share of it.
+    binding_limit_sps: Option<f64>,
+    binding: Option<String>,
+    final_share_of_limit: Option<f64>,
+    oracle_share_of_limit: Option<f64>,
+    /// The final state's worker processes and their memory (PSS, else RSS;
+    /// median over the final comparison's runs of it), in MB.
+    final_workers: Option<u64>,
+    final_workers_mb: Option<f64>,
     stop_reason: String,
     turns: Vec<Value>,
     kept: Vec<KeptCheck>,
@@ -468,6 +478,30 @@ fn run_workload(
     out.final_sps = rep["final_sps"].as_f64().unwrap_or(0.0);
     out.ceiling_sps = rep["ceiling_sps"].as_f64();
     out.final_share_of_ceiling = rep["final_share_of_ceiling"].as_f64();
+    let limits: Option<tuneloop::bench::limits::ThroughputLimits> =
+        serde_json::from_value(rep["limits"].clone()).ok();
+    if let Some(l) = &limits {
+        out.binding_limit_sps = l.binding_sps();
+        out.binding = l.binding.map(|b| format!("{b:?}"));
+        out.final_share_of_limit = l.final_share;
+    }
+    out.oracle_share_of_limit = out
+        .binding_limit_sps
+        .filter(|l| *l > 0.0)
+        .map(|l| out.oracle_sps / l);
+    // The final state's memory, from its runs in the final comparison.
+    let final_runs = std::fs::read_to_string(run_dir.join("final.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .map(|v| tuneloop::bench::limits::measurements_of(&v["best"]))
+        .unwrap_or_default();
+    let mb: Vec<f64> = final_runs
+        .iter()
+        .filter_map(|m| m.workers_pss_bytes.or(m.workers_rss_bytes))
+        .map(|b| b as f64 / 1e6)
+        .collect();
+    out.final_workers = final_runs.iter().find_map(|m| m.live_workers);
+    out.final_workers_mb = (!mb.is_empty()).then(|| stats::median(&mb));
     out.stop_reason = rep["stop_reason"].as_str().unwrap_or("").into();
     out.turns = rep["turns"]
         .as_array()
@@ -587,8 +621,8 @@ fn render(
         total_s / 60.0
     ));
     md.push_str(
-        "| workload | baseline | tuneloop final | oracle best | final / oracle | final / ceiling | tuneloop runs / wall | sweep runs / wall | time share | kept changes reproduced | expected outcome |\n\
-         |---|---:|---|---|---:|---:|---:|---:|---:|---|---|\n",
+        "| workload | baseline | tuneloop final | oracle best | final / oracle | final / ceiling | binding limit: final, oracle share | final's workers' memory | tuneloop runs / wall | sweep runs / wall | time share | kept changes reproduced | expected outcome |\n\
+         |---|---:|---|---|---:|---:|---|---:|---:|---:|---:|---|---|\n",
     );
     for o in outs {
         let kept = if o.kept.is_empty() {
@@ -611,7 +645,7 @@ fn render(
             _ => "a gain kept",
         };
         md.push_str(&format!(
-            "| {} | {:.0} | {:.0} ({}) | {:.0} ({}) | {:.3}{} | {} | {} / {} | {} / {} | {:.0}% | {} | {}: {} |\n",
+            "| {} | {:.0} | {:.0} ({}) | {:.0} ({}) | {:.3}{} | {} | {} | {} | {} / {} | {} / {} | {:.0}% | {} | {}: {} |\n",
             o.workload,
             o.baseline_sps,
             o.final_sps,
@@ -621,6 +655,20 @@ fn render(
             o.final_share_of_oracle,
             if o.same_config_as_oracle { " (same)" } else { "" },
             o.final_share_of_ceiling.map(|s| format!("{:.0}%", s * 100.0)).unwrap_or_else(|| "–".into()),
+            match (o.binding.as_deref(), o.binding_limit_sps) {
+                (Some(b), Some(l)) => format!(
+                    "{} {:.0}: {}, {}",
+                    if b == "Cpu" { "CPU" } else { "step alone" },
+                    l,
+                    o.final_share_of_limit.map(|s| format!("{:.0}%", s * 100.0)).unwrap_or_else(|| "–".into()),
+                    o.oracle_share_of_limit.map(|s| format!("{:.0}%", s * 100.0)).unwrap_or_else(|| "–".into())
+                ),
+                _ => "–".into(),
+            },
+            match (o.final_workers, o.final_workers_mb) {
+                (Some(n), Some(mb)) if n > 0 => format!("{n} × {:.0} MB", mb / n as f64),
+                _ => "–".into(),
+            },
             o.tuneloop_runs,
             fmt_s(o.tuneloop_wall_s),
             o.sweep_runs,
@@ -665,7 +713,9 @@ fn render(
         "\n\"final / oracle\" is measured, not computed from the columns: tuneloop's final files and the oracle's best configuration run \
          interleaved, median of the paired ratios (1 exactly when tuneloop ended on the oracle's configuration). \"time share\" is \
          tuneloop's wall time (the whole `tuneloop start`, baseline, turns and final measurement) over the sweep's. \"final / ceiling\" is \
-         tuneloop's final throughput over the step alone fed an in-memory batch. A kept change reproduces when, measured again against the \
+         tuneloop's final throughput over the step alone fed an in-memory batch. \"binding limit\" is the lower of that ceiling and \
+         what the cores can feed (usable cores ÷ CPU seconds per sample of tuneloop's final state, from its report), with the final's and \
+         the oracle's best throughput as shares of it; the memory is the final state's workers' (PSS) from the final comparison. A kept change reproduces when, measured again against the \
          state it was kept over, the median ratio is above 1.\n\nWhat tuneloop did, and the load other processes put on the machine meanwhile (cores they kept busy during the timed steps, \
          median and highest, from the harness's machine figures; – where the harness had none):\n\n\
          | workload | turns (change: decision ×ratio, runs) | stop reason | others' load: sweep | tuneloop | checks |\n|---|---|---|---|---|---|\n",

@@ -671,6 +671,7 @@ async fn bench_inner(
         (!v.is_empty()).then(|| stats::median(&v))
     };
     let ceiling = ms.iter().find_map(|m| m.ceiling_sps);
+    let limits = crate::bench::limits::ThroughputLimits::of(ceiling, &ms, med);
     let ci = if s.len() >= 2 {
         let c = stats::log_t_interval(
             &s.iter().map(|x| x / med).collect::<Vec<_>>(),
@@ -683,7 +684,7 @@ async fn bench_inner(
     if a.json {
         let v = json!({
             "samples_per_sec": med, "samples": s, "ci": ci, "data_wait_share": share,
-            "ceiling_sps": ceiling, "runs": ms, "profile_table": profiled.map(|p| p.table),
+            "ceiling_sps": ceiling, "limits": limits, "runs": ms, "profile_table": profiled.map(|p| p.table),
         });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(exit::OK);
@@ -709,14 +710,24 @@ async fn bench_inner(
             sh * 100.0
         );
         println!(
-            "device: {}, torch {}, {} CPUs, num_workers={}",
+            "device: {}, torch {}, {} CPUs{}, num_workers={}",
             m.device.as_deref().unwrap_or("?"),
             m.torch_version.as_deref().unwrap_or("?"),
             m.cpu_count.unwrap_or(0),
+            crate::bench::limits::usable_cores_note(m),
             m.num_workers().map(|n| n.to_string()).unwrap_or("?".into())
         );
         for line in crate::bench::command::describe_loaders(m) {
             println!("{line}");
+        }
+        if let (Some(n), Some(per)) = (m.live_workers.filter(|&n| n > 0), m.memory_per_worker()) {
+            println!(
+                "workers: {n} alive, {:.0} MB each (PSS: what one more adds){}",
+                per / 1e6,
+                m.mem_available_bytes
+                    .map(|f| format!(", {:.1} GB free on the machine", f as f64 / 1e9))
+                    .unwrap_or_default()
+            );
         }
         if sh < policy.decision.stop_when_data_wait_below {
             println!(
@@ -731,6 +742,35 @@ async fn bench_inner(
         println!(
             "ceiling (step alone, one batch in memory): {c:.1} samples/sec; now at {:.1}% of it",
             med / c * 100.0
+        );
+    }
+    if let (Some(c), Some(cores), Some(cost)) = (
+        limits.cpu_limit_sps,
+        limits.usable_cores,
+        limits.cpu_s_per_sample,
+    ) {
+        println!(
+            "CPU limit (what {} can feed at {:.0} µs of CPU per sample): {c:.1} samples/sec; now at {:.1}% of it",
+            crate::bench::limits::cores_text(cores, limits.cores_limited_by.as_deref()),
+            cost * 1e6,
+            med / c * 100.0
+        );
+        if let Some(o) = limits.others_cores.filter(|o| *o >= 0.05) {
+            println!(
+                "  other processes kept {o:.1} cores busy meanwhile: the rest feeds about {:.1} samples/sec",
+                ((cores - o).max(0.0)) / cost
+            );
+        }
+    }
+    if let Some((b, _)) = limits.lower() {
+        println!(
+            "binding limit: {}",
+            match b {
+                crate::bench::limits::Binding::StepAlone =>
+                    "the step alone (more loader speed cannot pass it)",
+                crate::bench::limits::Binding::Cpu =>
+                    "the CPU (what the cores can feed; no loader setting passes it)",
+            }
         );
     }
     Ok(exit::OK)

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::bench::stats;
+use crate::bench::{limits, stats};
 use crate::report::{self, Decision, RunReport, TurnRow};
 use crate::store::{self, FileSet};
 
@@ -150,13 +150,17 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
     };
 
     let decided = decided_turns(dir);
-    let last_kept = decided
-        .iter()
-        .rev()
-        .find(|(_, r)| r.decision == Decision::Kept);
+    let last_kept = decided.iter().rev().find(|(_, r)| r.decision.is_kept());
     let mut final_sps = last_kept
         .and_then(|(_, r)| r.after_sps)
         .unwrap_or(baseline_sps);
+    // The final state's own figures, for what its cores can feed.
+    let mut final_runs = match last_kept {
+        Some((d, _)) => read_json::<Value>(&d.join("bench.json"))
+            .map(|b| limits::measurements_of(&b["candidate"]))
+            .unwrap_or_default(),
+        None => limits::measurements_of(&bench["runs"]),
+    };
     let final_share = match last_kept {
         Some((_, r)) => r.data_wait_share,
         None => baseline_share,
@@ -178,6 +182,7 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
             speedup = m;
             final_sps = stats::median(&best);
             speedup_ci = serde_json::from_value::<[f64; 2]>(f["ci"].clone()).ok();
+            final_runs = limits::measurements_of(&f["best"]);
             bench_runs +=
                 best.len() as u32 + f["baseline"].as_array().map_or(0, |a| a.len() as u32);
         }
@@ -244,6 +249,12 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
             .first()
             .and_then(|m| serde_json::from_value(m.clone()).ok())
             .and_then(|m| crate::bench::command::loader_summary(&m)),
+        limits: Some(limits::ThroughputLimits::of(
+            ceiling,
+            &final_runs,
+            final_sps,
+        ))
+        .filter(|l| l.cpu_limit_sps.is_some()), // else the ceiling line says it all
     })
 }
 
@@ -280,7 +291,7 @@ fn kept_diff(
     }
     decided
         .iter()
-        .filter(|(_, r)| r.decision == Decision::Kept)
+        .filter(|(_, r)| r.decision.is_kept())
         .filter_map(|(d, _)| std::fs::read_to_string(d.join("diff.patch")).ok())
         .collect()
 }
@@ -696,7 +707,7 @@ impl Paint {
             return s.to_string();
         }
         let code = match d {
-            Decision::Kept => "32;1",
+            Decision::Kept | Decision::KeptCheaper => "32;1",
             Decision::Reverted => "33",
             Decision::NoChange => "2",
             _ => "31",

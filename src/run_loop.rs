@@ -10,6 +10,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use crate::agent::{Agent, TurnContext};
+use crate::bench::limits::ThroughputLimits;
 use crate::bench::stats::{self, PairedRatio, Verdict};
 use crate::bench::{Bencher, Measurement, Mode};
 use crate::config::{Policy, Workspace};
@@ -101,6 +102,34 @@ pub async fn measure_interleaved(
     policy: &Policy,
     pairs_fixed: Option<u32>,
     interrupt: &Interrupt,
+    on_run: impl FnMut(&'static str, u32, f64),
+) -> Result<Paired, PairFailure> {
+    measure_interleaved_by(
+        stats::decide,
+        bencher,
+        root,
+        candidate,
+        incumbent,
+        policy,
+        pairs_fixed,
+        interrupt,
+        on_run,
+    )
+    .await
+}
+
+/// [`measure_interleaved`] under a given rule: `stats::decide` (faster) or
+/// `stats::decide_cheaper` (a cheaper candidate as fast).
+#[allow(clippy::too_many_arguments)]
+pub async fn measure_interleaved_by(
+    rule: fn(&PairedRatio, &crate::config::DecisionPolicy) -> Verdict,
+    bencher: &Bencher,
+    root: &Path,
+    candidate: &FileSet,
+    incumbent: &FileSet,
+    policy: &Policy,
+    pairs_fixed: Option<u32>,
+    interrupt: &Interrupt,
     mut on_run: impl FnMut(&'static str, u32, f64),
 ) -> Result<Paired, PairFailure> {
     let d = &policy.decision;
@@ -137,7 +166,7 @@ pub async fn measure_interleaved(
         }
         if pairs_fixed.is_none() {
             let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
-            let v = stats::decide(&pr, d);
+            let v = rule(&pr, d);
             if v != Verdict::Undecided {
                 return Ok(Paired {
                     candidate: cand,
@@ -149,7 +178,7 @@ pub async fn measure_interleaved(
         }
     }
     let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
-    let mut v = stats::decide(&pr, d);
+    let mut v = rule(&pr, d);
     if v == Verdict::Undecided {
         v = Verdict::Revert;
     }
@@ -433,7 +462,7 @@ pub fn best_files(run_dir: &Path, editable: &[String]) -> std::io::Result<FileSe
         let kept = std::fs::read_to_string(d.join("decision.json"))
             .ok()
             .and_then(|t| serde_json::from_str::<TurnRow>(&t).ok())
-            .is_some_and(|r| r.decision == Decision::Kept);
+            .is_some_and(|r| r.decision.is_kept());
         if kept {
             return FileSet::load(&d.join("candidate"), editable);
         }
@@ -467,7 +496,7 @@ impl Recovered {
                 let _ = std::fs::remove_dir_all(&d);
                 continue;
             };
-            if row.decision == Decision::Kept {
+            if row.decision.is_kept() {
                 incumbent_files = FileSet::load(&d.join("candidate"), editable).map_err(|e| {
                     LoopError::Config(format!("{}: kept files missing: {e}", d.display()))
                 })?;
@@ -504,7 +533,7 @@ impl Recovered {
         let incumbent_sps = rows
             .iter()
             .rev()
-            .find(|r| r.decision == Decision::Kept)
+            .find(|r| r.decision.is_kept())
             .and_then(|r| r.after_sps)
             .unwrap_or_else(|| stats::median(&baseline_samples));
         Ok(Recovered {
@@ -705,7 +734,7 @@ impl<'a> Session<'a> {
             .rows
             .iter()
             .rev()
-            .take_while(|r| r.decision != Decision::Kept)
+            .take_while(|r| !r.decision.is_kept())
             .count() as u32;
         if l.max_consecutive_reverts > 0 && streak >= l.max_consecutive_reverts {
             return Some(format!("{streak} turns in a row not kept"));
@@ -886,10 +915,15 @@ impl<'a> Session<'a> {
         if rep.exhausted {
             undo(self)?;
             let _ = std::fs::remove_dir_all(&tdir);
-            return Ok(Some(
-                rep.stop_note
-                    .unwrap_or_else(|| "candidates exhausted".into()),
-            ));
+            // Say how far the incumbent is from what can be reached at all.
+            let limits = ThroughputLimits::of(
+                self.ceiling,
+                std::slice::from_ref(&self.incumbent),
+                self.incumbent_sps,
+            );
+            return Ok(Some(rep.stop_note.unwrap_or_else(|| {
+                format!("candidates exhausted{}", limits.stop_note())
+            })));
         }
         let diff = self.diff(&self.incumbent_files, &after);
         std::fs::write(tdir.join("diff.patch"), &diff)?;
@@ -983,7 +1017,16 @@ impl<'a> Session<'a> {
         let policy = self.policy.clone();
         let interrupt = self.interrupt.clone();
         let (store, view) = (&mut self.store, &mut self.view);
-        let res = measure_interleaved(
+        // A cheaper change (fewer workers, a setting dropped) is kept when it
+        // is as fast within min_gain, not only when it is faster.
+        let cheaper = crate::agent::cheaper::is_cheaper(&row.change);
+        let rule = if cheaper {
+            stats::decide_cheaper
+        } else {
+            stats::decide
+        };
+        let res = measure_interleaved_by(
+            rule,
             &bencher,
             &root,
             &cand,
@@ -1027,7 +1070,11 @@ impl<'a> Session<'a> {
         row.candidate_samples = paired.cand_sps();
         row.incumbent_samples = paired.inc_sps();
         row.data_wait_share = median_share(&paired.candidate);
-        row.reason = stats::explain(&paired.ratio, paired.verdict, &self.policy.decision);
+        row.reason = if cheaper {
+            stats::explain_cheaper(&paired.ratio, paired.verdict, &self.policy.decision)
+        } else {
+            stats::explain(&paired.ratio, paired.verdict, &self.policy.decision)
+        };
         // Data equivalence: these knobs must not change what the model is fed.
         let fp_inc = paired.incumbent.first().and_then(|m| m.fingerprint.clone());
         let fp_changed = paired.candidate.iter().any(|m| m.fingerprint != fp_inc);
@@ -1041,14 +1088,18 @@ impl<'a> Session<'a> {
             row.decision = Decision::Rejected;
             row.reason = "the preprocessing change altered the first batches (fingerprint differs); set [loop] allow_data_change = true to allow it".into();
         } else if paired.verdict == Verdict::Keep {
-            row.decision = Decision::Kept;
+            row.decision = if cheaper {
+                Decision::KeptCheaper
+            } else {
+                Decision::Kept
+            };
             if data_changed {
                 row.reason = format!("{} — DATA CHANGED: the first batches differ (allowed by loop.allow_data_change)", row.reason);
             }
         } else {
             row.decision = Decision::Reverted;
         }
-        let kept = row.decision == Decision::Kept;
+        let kept = row.decision.is_kept();
         let change = row.change.clone();
         if kept {
             self.incumbent_files = after;
@@ -1170,6 +1221,21 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// The final state's measurements: the final comparison's runs of it
+    /// when there was one, else the incumbent's last measurement.
+    fn final_state_runs(&self) -> Vec<Measurement> {
+        let best = std::fs::read_to_string(self.store.dir.join("final.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .map(|v| crate::bench::limits::measurements_of(&v["best"]))
+            .unwrap_or_default();
+        if best.is_empty() {
+            vec![self.incumbent.clone()]
+        } else {
+            best
+        }
+    }
+
     fn write_report(
         &mut self,
         stop_reason: &str,
@@ -1208,6 +1274,12 @@ impl<'a> Session<'a> {
             data_path: crate::probe::read_probe(&self.store.dir),
             measured_loader: crate::bench::command::loader_summary(&self.incumbent),
             knob_sources: self.knob_sources(),
+            limits: Some(ThroughputLimits::of(
+                self.ceiling,
+                &self.final_state_runs(),
+                final_sps,
+            ))
+            .filter(|l| l.cpu_limit_sps.is_some()), // else the ceiling line says it all
         };
         test_stall("report");
         write_report_files(&self.store.dir, &r)?;

@@ -461,7 +461,17 @@ fn preprocessing_spot(
             ranges.len()
         ));
     }
-    let (a, b) = ranges[0];
+    let (mut a, mut b) = ranges[0];
+    // Blank lines at either end of the hunk belong to no function: a method
+    // added with its separating blank line is still one spot in that method.
+    let lines: Vec<&str> = new.lines().collect();
+    let blank = |n: usize| lines.get(n - 1).is_some_and(|l| l.trim().is_empty());
+    while a < b && blank(a) {
+        a += 1;
+    }
+    while b > a && blank(b) {
+        b -= 1;
+    }
     let funcs = edit::enclosing_functions(new, a, b).map_err(|e| format!("{file}: {e}"))?;
     let collate: Vec<&str> = sites.iter().filter_map(|s| s.kwarg("collate_fn")).collect();
     let is_data_code = |f: &str| {
@@ -580,6 +590,20 @@ mod tests {
     }
 
     const DATA: &str = "from torch.utils.data import DataLoader\n\nclass Items:\n    def __getitem__(self, i):\n        x = decode(i)\n        return x\n\n\ndef build():\n    steps = 10\n    return DataLoader(Items(), batch_size=8)\n";
+
+    #[test]
+    fn a_threaded_getitems_added_to_the_dataset_is_one_preprocessing_spot() {
+        let mut k = knobs();
+        k.push("preprocessing".into());
+        let new = crate::agent::threaded::add_getitems(DATA, 4).unwrap();
+        match check_turn(&fs(DATA), &fs(&new), &[], &k) {
+            Verdict::OneChange { knob, change, .. } => {
+                assert_eq!(knob, "preprocessing");
+                assert!(change.contains("Items.__getitems__"), "{change}");
+            }
+            v => panic!("{v:?}"),
+        }
+    }
 
     #[test]
     fn preprocessing_is_one_spot_in_the_dataset_code_when_allowed() {

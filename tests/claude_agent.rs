@@ -1509,3 +1509,44 @@ fn tuneloop_started_inside_a_claude_code_session_still_starts_claude() {
         ["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"]
     );
 }
+
+/// Fewer workers than the incumbent is a cheaper change: decided by the
+/// equivalence rule (kept when no more than min_gain slower), with real
+/// PyTorch. Which way it goes depends on this machine, so the test checks
+/// the rule that was applied and that each outcome is carried through.
+#[test]
+fn fewer_workers_are_judged_by_the_equivalence_rule() {
+    let mut p = PolicyToml::new();
+    p.set("decision", "max_repeats", "4");
+    let ws = Ws::managed(&p);
+    let four = with_num_workers_2().replacen("num_workers=2", "num_workers=4", 1);
+    ws.write("train.py", &four);
+    let r = ws.start("edit:num_workers=3");
+    r.ok();
+    let run = r.run_dir();
+    let rep = json(&run.join("report.json"));
+    let t1 = &rep["turns"][0];
+    assert_eq!(t1["change"], "num_workers 4 → 3", "{t1:#}");
+    let reason = t1["reason"].as_str().unwrap();
+    assert!(reason.starts_with("cheaper"), "{reason}");
+    let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+    match t1["decision"].as_str().unwrap() {
+        "kept_cheaper" => {
+            assert!(reason.contains("within min_gain"), "{reason}");
+            assert!(md.contains("| kept (cheaper, within min_gain) |"), "{md}");
+            assert_eq!(
+                ws.read("train.py"),
+                four.replacen("num_workers=4", "num_workers=3", 1)
+            );
+        }
+        "reverted" => assert_eq!(ws.read("train.py"), four),
+        other => panic!("decision {other}: {t1:#}"),
+    }
+    // The agent's evidence names the limits, from the harness's own figures.
+    let prompt = std::fs::read_to_string(turn_file(&run, 1, "prompt.md")).unwrap();
+    assert!(
+        prompt.contains("- limits no DataLoader setting passes: step alone "),
+        "{prompt}"
+    );
+    assert!(prompt.contains("what the cores can feed"), "{prompt}");
+}

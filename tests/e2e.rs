@@ -165,7 +165,15 @@ fn a_slower_change_is_reverted_byte_for_byte() {
     assert_eq!(rep["turns"][0]["decision"], "reverted", "{rep:#}");
     assert!(rep["turns"][0]["ratio"].as_f64().unwrap() < 1.0);
     // Climbing stops at the first loss; with no workers the later knobs do not apply.
-    assert_eq!(rep["stop_reason"], "candidates exhausted");
+    // The stop reason names the limit that binds and the incumbent's share of it.
+    let stop = rep["stop_reason"].as_str().unwrap();
+    assert!(stop.starts_with("candidates exhausted; "), "{stop}");
+    assert!(stop.contains(" binds at "), "{stop}");
+    assert!(rep["limits"]["binding"].is_string(), "{rep:#}");
+    assert!(
+        rep["limits"]["cpu_limit_sps"].as_f64().unwrap() > 0.0,
+        "{rep:#}"
+    );
     assert_eq!(rep["turns"].as_array().unwrap().len(), 1);
     assert_eq!(rep["speedup"].as_f64().unwrap(), 1.0);
 }

@@ -159,6 +159,7 @@ fn report(ws: &Path) -> RunReport {
         data_path: None,
         measured_loader: None,
         knob_sources: Vec::new(),
+        limits: None,
     }
 }
 
@@ -794,6 +795,17 @@ fn a_real_run_shows_live_progress_and_its_report_has_the_expected_shape() {
                 r"\| \d+ \| (kept|reverted|rejected|failed|no change) \|",
                 "| [N] | $1 |",
             ),
+            // Which limit binds, the cores and the CPU per sample depend on the machine.
+            (r"; other processes kept [0-9.]+ cores busy", ""),
+            (
+                r"the step alone \(ceiling\)|what the cores can feed \(CPU limit\)",
+                "[BINDING]",
+            ),
+            (
+                r"\d+(\.\d+)? cores?( \((affinity mask|cgroup quota)\))?",
+                "[CORES]",
+            ),
+            (r"\d+ µs", "[N] µs"),
             (r"\d+\.\d+", "[N]"),
         ]
         .map(|(a, b)| (a.to_string(), b.to_string())),

@@ -6,7 +6,8 @@
 //! `TrainingArguments` keyword: [`crate::edit::knobs`]), so the user's own
 //! command, run again unchanged, gets the new setting.
 //!
-//! num_workers starts at the CPU count the harness reports. From there the
+//! num_workers starts at the cores the job may use, as the harness reports
+//! them (the affinity mask and the cgroup CPU quota, not the host's count). From there the
 //! next count comes from the incumbent's own figures ([`LoaderModel`]): how long
 //! one worker takes to produce a batch, how long the step takes, and how much
 //! CPU loading and training use against the cores left free (other processes
@@ -22,24 +23,60 @@
 //! at a few workers, it is tried once more after the count has doubled (each
 //! epoch restarts them all, so the saving grows with their number). Without those
 //! figures (contract mode, an older harness) the count doubles while data_wait
-//! stays large. The first revert ends the climb. Everything it knows comes from
+//! stays large. The first revert ends the climb, unless it points up (its
+//! median reached 1 + min_gain, its interval open): then the next count is
+//! tried before giving up. Everything it knows comes from
 //! the measurements and the history rows, so a resumed run proposes exactly
 //! what the interrupted one would have.
 
 use std::path::Path;
 
-use crate::bench::Measurement;
-use crate::config::Workspace;
+use crate::bench::{stats, Measurement};
+use crate::config::{DecisionPolicy, Workspace};
 use crate::edit::{self, CallSite, KnobSite, SiteKind};
 use crate::report::{AgentInfo, Decision, TurnRow};
 
 /// The loader's arithmetic lives in [`super::evidence`], shared with the Claude agent's prompt.
 pub use super::evidence::LoaderModel;
 use super::evidence::{self, WORKER_HEADROOM};
-use super::{AgentReport, TurnContext};
+use super::{cheaper, threaded, AgentReport, TurnContext};
 
 /// Climb num_workers only while data_wait is at least this share of the step.
 const CLIMB_WHILE_DATA_WAIT_ABOVE: f64 = 0.2;
+/// Items wait (on storage, a network) rather than compute when the loader's
+/// CPU per batch is under this share of a worker's wall time per batch.
+const ITEMS_WAIT_BELOW: f64 = 0.25;
+/// More workers may take at most this share of the machine's free memory.
+const MEMORY_HEADROOM: f64 = 0.5;
+/// Never more workers than this, whatever memory allows.
+const MAX_WORKERS: u64 = 256;
+
+/// The most workers worth asking for. Normally 8 per core (at least 8, at
+/// most 64). Past that only when the figures say items wait (a worker's CPU
+/// per batch far below its wall time per batch), the CPU is not the limit
+/// (the cores could feed a faster step), and memory allows: each worker's
+/// measured memory (PSS, else RSS) against half the machine's free memory.
+/// Known memory also bounds the count below 8 per core, never below `nw`.
+pub fn worker_cap(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel>) -> u64 {
+    let base = (cpus * 8).clamp(8, 64);
+    let memory_cap = match (m.memory_per_worker(), m.mem_available_bytes) {
+        (Some(per), Some(free)) if per > 0.0 => {
+            Some(nw + (free as f64 * MEMORY_HEADROOM / per).floor() as u64)
+        }
+        _ => None,
+    };
+    let waits_not_cpu = model.is_some_and(|model| {
+        let steps = m.steps.filter(|&s| s > 0).map(f64::from);
+        let cpu_per_batch = m.loader_cpu_s.zip(steps).map(|(c, s)| c / s);
+        cpu_per_batch.is_some_and(|c| c < ITEMS_WAIT_BELOW * model.batch_latency_s)
+            && model.cpu_s < model.train_s + model.fetch_s
+    });
+    match memory_cap {
+        Some(mem) if waits_not_cpu => mem.min(MAX_WORKERS).max(base.min(mem.max(nw))),
+        Some(mem) => base.min(mem.max(nw)),
+        None => base,
+    }
+}
 
 pub struct BuiltinAgent {
     /// The editable file holding the measured loader (from the entry's module).
@@ -96,6 +133,8 @@ impl BuiltinAgent {
         // A knob whose value is computed has no place to write a setting.
         let not_editable: Vec<&edit::KnobOrigin> =
             site.knobs.iter().filter(|o| !o.editable()).collect();
+        // The structural turn needs a dataset class to add the method to.
+        let dataset_file = self.find_dataset(ctx.project_root, &ctx.ws.file.project.editable);
         let knobs: Vec<&str> = ctx
             .policy
             .loop_
@@ -103,16 +142,18 @@ impl BuiltinAgent {
             .iter()
             .map(|s| s.as_str())
             .filter(|k| !not_editable.iter().any(|o| o.knob == *k))
+            .filter(|k| *k != "preprocessing" || dataset_file.is_some())
             .collect();
-        let Some(p) = next_proposal(
+        let Some(p) = next_proposal_for(
             ctx.incumbent,
             &call,
             ctx.history,
             &knobs,
-            ctx.policy.decision.stop_when_data_wait_below,
+            &ctx.policy.decision,
         ) else {
             report.exhausted = true;
-            report.summary = "no candidates left".into();
+            // Which limit binds says whether anything is left on the table.
+            report.summary = format!("no candidates left; {}", ctx.limits().summary());
             for o in not_editable {
                 report
                     .summary
@@ -120,8 +161,20 @@ impl BuiltinAgent {
             }
             return report;
         };
+        if p.knob == "preprocessing" {
+            self.add_threads(ctx, dataset_file, &p, &mut report);
+            report.info.exit_code = Some(if report.failure.is_some() { 1 } else { 0 });
+            report.info.duration_ms = started.elapsed().as_millis() as u64;
+            return report;
+        }
         let read = edit::knobs::read_under(ctx.project_root);
-        match edit::knobs::set_knob(&site, p.knob, &p.value, &read) {
+        // "(default)" drops the setting (a cheaper neighbour).
+        let written = if p.value == "(default)" {
+            drop_knob(&site, p.knob, &read)
+        } else {
+            edit::knobs::set_knob(&site, p.knob, &p.value, &read)
+        };
+        match written {
             Ok((file, new_src)) => {
                 if let Err(e) =
                     crate::store::write_atomic(&ctx.project_root.join(&file), new_src.as_bytes())
@@ -149,6 +202,53 @@ impl BuiltinAgent {
         report.info.exit_code = Some(if report.failure.is_some() { 1 } else { 0 });
         report.info.duration_ms = started.elapsed().as_millis() as u64;
         report
+    }
+
+    /// The editable file holding the dataset class the structural turn can
+    /// change (a `__getitem__` and no `__getitems__` yet), and its text.
+    fn find_dataset(&self, root: &Path, editable: &[String]) -> Option<(String, String)> {
+        let mut order: Vec<&String> = self.preferred_file.iter().collect();
+        order.extend(
+            editable
+                .iter()
+                .filter(|f| Some(*f) != self.preferred_file.as_ref()),
+        );
+        order
+            .into_iter()
+            .filter(|f| f.ends_with(".py"))
+            .find_map(|f| {
+                let src = std::fs::read_to_string(root.join(f)).ok()?;
+                threaded::insertion_point(&src).map(|_| (f.clone(), src))
+            })
+    }
+
+    /// The structural turn: a threaded `__getitems__` in the dataset class.
+    fn add_threads(
+        &self,
+        ctx: &TurnContext<'_>,
+        dataset_file: Option<(String, String)>,
+        p: &Proposal,
+        report: &mut AgentReport,
+    ) {
+        let Some((file, src)) = dataset_file else {
+            report.failure =
+                Some("no dataset class with __getitem__ to add __getitems__ to".into());
+            return;
+        };
+        let threads: u32 = p.value.parse().unwrap_or(4);
+        let Some(new_src) = threaded::add_getitems(&src, threads) else {
+            report.failure = Some(format!("{file}: no place for __getitems__"));
+            return;
+        };
+        match crate::store::write_atomic(&ctx.project_root.join(&file), new_src.as_bytes()) {
+            Ok(()) => {
+                report.summary = format!(
+                    "added __getitems__ with {threads} threads to the dataset in {file} ({})",
+                    p.why
+                )
+            }
+            Err(e) => report.failure = Some(format!("cannot write {file}: {e}")),
+        }
     }
 
     /// The call whose knobs to tune: the DataLoader call the measurement saw
@@ -212,6 +312,30 @@ pub fn measured_knob_site(
         .ok_or_else(|| "no DataLoader call found in the editable files".into())
 }
 
+/// Drops a knob back to the library's default: the keyword removed where the
+/// call itself holds it, else the default written where the value is defined.
+fn drop_knob(
+    site: &KnobSite,
+    knob: &str,
+    read: edit::knobs::ReadFile<'_>,
+) -> Result<(String, String), String> {
+    if let (Some(o), Some(call), SiteKind::DataLoader) = (site.origin(knob), &site.call, site.kind)
+    {
+        if matches!(o.source, edit::Source::Keyword) {
+            let src = read(&site.file).ok_or_else(|| format!("cannot read {}", site.file))?;
+            return edit::set_kwarg(&src, call, knob, None)
+                .map(|out| (site.file.clone(), out))
+                .map_err(|e| format!("cannot edit {}: {e}", site.at()));
+        }
+    }
+    let default = match knob {
+        "num_workers" => "0",
+        "prefetch_factor" => "2",
+        _ => "False",
+    };
+    edit::knobs::set_knob(site, knob, default, read)
+}
+
 /// One history row's change, read back from its one-line form
 /// ("num_workers (default) → 4": knob, value before, value written).
 struct Tried {
@@ -219,6 +343,8 @@ struct Tried {
     from: String,
     to: String,
     decision: Decision,
+    /// The measured ratio and its interval, when the change was measured.
+    ratio: Option<(f64, [f64; 2])>,
 }
 
 fn tried(history: &[TurnRow]) -> Vec<Tried> {
@@ -236,6 +362,7 @@ fn tried(history: &[TurnRow]) -> Vec<Tried> {
                 from: from.trim().to_string(),
                 to: to.to_string(),
                 decision: r.decision,
+                ratio: r.ratio.zip(r.ratio_ci),
             })
         })
         .collect()
@@ -248,7 +375,7 @@ fn tried(history: &[TurnRow]) -> Vec<Tried> {
 fn persistent_worth_again(tried: &[Tried], nw: u64) -> bool {
     let Some(at) = tried
         .iter()
-        .rposition(|t| t.knob == "persistent_workers" && t.decision != Decision::Kept)
+        .rposition(|t| t.knob == "persistent_workers" && !t.decision.is_kept())
     else {
         return false;
     };
@@ -265,7 +392,7 @@ fn persistent_worth_again(tried: &[Tried], nw: u64) -> bool {
     let then = match tried[..at]
         .iter()
         .rev()
-        .filter(|t| t.decision == Decision::Kept)
+        .filter(|t| t.decision.is_kept())
         .find(workers)
     {
         Some(t) => count(&t.to),
@@ -292,7 +419,8 @@ fn current_value(site: &CallSite, m: &Measurement, knob: &str) -> Option<String>
         .map(|s| s.to_string())
 }
 
-/// The next setting to try, or `None` when the candidates are exhausted.
+/// The next setting to try, or `None` when the candidates are exhausted,
+/// under the default decision policy with this data_wait stop line.
 pub fn next_proposal(
     incumbent: &Measurement,
     site: &CallSite,
@@ -300,11 +428,66 @@ pub fn next_proposal(
     knobs: &[&str],
     stop_when_data_wait_below: f64,
 ) -> Option<Proposal> {
+    let decision = DecisionPolicy {
+        stop_when_data_wait_below,
+        ..DecisionPolicy::default()
+    };
+    next_proposal_for(incumbent, site, history, knobs, &decision)
+}
+
+/// The first cheaper neighbour of the incumbent not tried yet, among the
+/// policy's knobs; "(default)" as the value drops the argument.
+fn cheaper_proposal(
+    site: &CallSite,
+    incumbent: &Measurement,
+    history: &[TurnRow],
+    knobs: &[&str],
+) -> Option<Proposal> {
+    let current = |knob: &str| {
+        let written = site
+            .kwargs
+            .get(knob)
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        match knob {
+            "num_workers" => current_value(site, incumbent, knob).or(written),
+            _ => written,
+        }
+        .unwrap_or_else(|| "(default)".into())
+    };
+    let ranks = incumbent.world_size.unwrap_or(1).max(1) as u64;
+    let cpus = ((incumbent.job_cores().unwrap_or(1.0) / ranks as f64).round() as u64).max(1);
+    cheaper::neighbours(history, current, cpus)
+        .into_iter()
+        .find(|n| knobs.contains(&n.knob))
+        .map(|n| Proposal {
+            knob: n.knob,
+            value: n.value.unwrap_or_else(|| "(default)".into()),
+            why: n.why,
+        })
+}
+
+/// The next setting to try under the run's decision policy (its min_gain
+/// tells a reverted step that still points up from one that does not).
+pub fn next_proposal_for(
+    incumbent: &Measurement,
+    site: &CallSite,
+    history: &[TurnRow],
+    knobs: &[&str],
+    decision: &DecisionPolicy,
+) -> Option<Proposal> {
+    let stop_when_data_wait_below = decision.stop_when_data_wait_below;
+    // Once a cheaper neighbour has been tried, the climb is over: only the
+    // remaining cheaper neighbours are left (never another step up).
+    if history.iter().any(|r| cheaper::is_cheaper(&r.change)) {
+        return cheaper_proposal(site, incumbent, history, knobs);
+    }
     let tried = tried(history);
     let was_tried = |k: &str, v: &str| tried.iter().any(|t| t.knob == k && t.to == v);
     // Ranks share the machine's cores: each rank's loader gets its share.
     let ranks = incumbent.world_size.unwrap_or(1).max(1) as u64;
-    let cpus = (incumbent.cpu_count.unwrap_or(1).max(1) as u64 / ranks).max(1);
+    // The cores the job may use (affinity mask, cgroup quota), not the host's.
+    let cpus = ((incumbent.job_cores().unwrap_or(1.0) / ranks as f64).round() as u64).max(1);
     let share = incumbent.data_wait_share.unwrap_or(1.0);
     let nw: u64 = current_value(site, incumbent, "num_workers")
         .and_then(|v| v.parse().ok())
@@ -338,15 +521,50 @@ pub fn next_proposal(
         && share >= CLIMB_WHILE_DATA_WAIT_ABOVE.max(stop_when_data_wait_below)
     {
         let last = tried.iter().rev().find(|t| t.knob == "num_workers");
-        let climbing = last.is_none_or(|t| t.decision == Decision::Kept);
-        let cap = (cpus * 8).clamp(8, 64);
+        // A step reverted with its median past 1 + min_gain but its interval
+        // open is evidence of direction, not a wall: the next count is tried
+        // before the climb ends (a noisy box can need more pairs than allowed).
+        let pointing_up = last.and_then(|t| {
+            let (r, ci) = t.ratio?;
+            let to: u64 = t.to.parse().ok()?;
+            (t.decision == Decision::Reverted && to > nw && stats::pointing_up(r, ci, decision))
+                .then_some((to, r, ci))
+        });
+        let climbing = last.is_none_or(|t| t.decision == Decision::Kept) || pointing_up.is_some();
+        let cap = worker_cap(cpus, nw, incumbent, model);
+        if let Some((to, r, ci)) = pointing_up {
+            let next = (to * 2).min(cap);
+            if next > to && !was_tried("num_workers", &next.to_string()) {
+                return Some(Proposal {
+                    knob: "num_workers",
+                    value: next.to_string(),
+                    why: format!(
+                        "num_workers {to} measured ×{r:.2} with its {:.0}% interval [{:.2}, {:.2}] open: not proven, but pointing up, so the next count before giving up",
+                        decision.confidence * 100.0,
+                        ci[0],
+                        ci[1]
+                    ),
+                });
+            }
+        }
         // One worker only overlaps loading with the step; two is the first real gain.
         let next = match (nw, model) {
             (0, _) => Some((
                 cpus.max(2),
                 format!(
-                    "data_wait is {:.0}% of the step; start at the core count ({cpus})",
-                    share * 100.0
+                    "data_wait is {:.0}% of the step; start at the core count ({cpus}{})",
+                    share * 100.0,
+                    match incumbent.cores_limited_by.as_deref() {
+                        Some("affinity") => format!(
+                            ", the affinity mask's, of {} on the host",
+                            incumbent.cpu_count.unwrap_or(0)
+                        ),
+                        Some("cgroup_quota") => format!(
+                            ", the cgroup CPU quota's, of {} on the host",
+                            incumbent.cpu_count.unwrap_or(0)
+                        ),
+                        _ => String::new(),
+                    }
                 ),
             )),
             (_, Some(m)) if m.saturated() => None,
@@ -357,16 +575,20 @@ pub fn next_proposal(
                 // estimate moving within its own margin, a close call that
                 // costs many runs to settle and is seldom kept.
                 (need as f64 >= nw as f64 * WORKER_HEADROOM).then(|| {
-                    (
-                        need,
-                        format!(
-                            "data_wait is {:.0}%: a worker takes {:.0} ms per batch and the step could take {:.1} ms, so about {need} workers keep up (up to ×{:.1})",
-                            share * 100.0,
-                            m.batch_latency_s * 1e3,
-                            m.best_step_s() * 1e3,
-                            m.predicted_gain()
-                        ),
-                    )
+                    let mut why = format!(
+                        "data_wait is {:.0}%: a worker takes {:.0} ms per batch and the step could take {:.1} ms, so about {need} workers keep up (up to ×{:.1})",
+                        share * 100.0,
+                        m.batch_latency_s * 1e3,
+                        m.best_step_s() * 1e3,
+                        m.predicted_gain()
+                    );
+                    if need > (cpus * 8).clamp(8, 64) {
+                        why.push_str(&format!(
+                            "; past 8 per core: items wait, the CPU is not the limit, and at {:.0} MB a worker memory allows it",
+                            incumbent.memory_per_worker().unwrap_or(0.0) / 1e6
+                        ));
+                    }
+                    (need, why)
                 })
             }
             (_, None) => Some((
@@ -434,7 +656,49 @@ pub fn next_proposal(
             }
         }
     }
-    None
+    // The knobs are exhausted: overlap the items' waits inside each worker
+    // (one structural turn), then the cheapest setting that is as fast.
+    if let Some(p) = threads_proposal(incumbent, history, knobs, model) {
+        return Some(p);
+    }
+    cheaper_proposal(site, incumbent, history, knobs)
+}
+
+/// The structural turn, when the policy allows preprocessing changes, the
+/// figures say items mostly wait (a batch's CPU far below a worker's wall
+/// time per batch), and it was not tried yet: a threaded `__getitems__`
+/// sized from that wait.
+fn threads_proposal(
+    incumbent: &Measurement,
+    history: &[TurnRow],
+    knobs: &[&str],
+    model: Option<LoaderModel>,
+) -> Option<Proposal> {
+    if !knobs.contains(&"preprocessing")
+        || history.iter().any(|r| r.change.contains("__getitems__"))
+    {
+        return None;
+    }
+    let model = model?;
+    let steps = f64::from(incumbent.steps.filter(|&s| s > 0)?);
+    let cpu_per_batch = incumbent.loader_cpu_s? / steps;
+    if cpu_per_batch >= ITEMS_WAIT_BELOW * model.batch_latency_s {
+        return None;
+    }
+    let threads = threaded::threads_for(
+        model.batch_latency_s,
+        cpu_per_batch,
+        incumbent.batch_size.unwrap_or(16),
+    );
+    Some(Proposal {
+        knob: "preprocessing",
+        value: threads.to_string(),
+        why: format!(
+            "items mostly wait: a worker takes {:.0} ms per batch for {:.1} ms of CPU, so {threads} threads per worker overlap the waits",
+            model.batch_latency_s * 1e3,
+            cpu_per_batch * 1e3
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -476,6 +740,65 @@ mod tests {
         }
     }
 
+    /// Nothing left to climb: no proposal, or only a cheaper neighbour
+    /// (fewer workers, a kept setting dropped).
+    fn assert_climb_over(p: Option<Proposal>) {
+        if let Some(p) = p {
+            let change = format!("{} 99 → {}", p.knob, p.value);
+            assert!(
+                p.why.starts_with("cheaper neighbour")
+                    && (p.knob != "num_workers" || cheaper::is_cheaper(&change)),
+                "{p:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn after_the_climb_the_cheaper_neighbours_and_never_another_step_up() {
+        // 2 → 16 kept on 2 cores, nothing left to climb: 9 workers next.
+        let s16 = site("DataLoader(ds, num_workers=16, persistent_workers=True)\n");
+        let h = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            row(2, "persistent_workers (default) → True", Decision::Kept),
+            row(3, "num_workers 2 → 16", Decision::Kept),
+        ];
+        let mut m = figures(16, 3.0, 5.0, 2.0, 5.5, 0.0);
+        m.epoch_starts_timed = Some(4);
+        let p = next_proposal(&m, &s16, &h, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "9"),
+            "{}",
+            p.why
+        );
+        // 9 kept as cheaper: even if the figures wanted more workers now,
+        // no step up — the next cheaper neighbour (5), then persistent dropped.
+        let s9 = site("DataLoader(ds, num_workers=9, persistent_workers=True)\n");
+        let mut h2 = h.clone();
+        h2.push(row(4, "num_workers 16 → 9", Decision::KeptCheaper));
+        let wants_more = figures(9, 30.0, 5.0, 2.0, 5.5, 0.0);
+        let p = next_proposal(&wants_more, &s9, &h2, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "5"),
+            "{}",
+            p.why
+        );
+        h2.push(row(5, "num_workers 9 → 5", Decision::Reverted));
+        let p = next_proposal(&wants_more, &s9, &h2, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("persistent_workers", "(default)"),
+            "{}",
+            p.why
+        );
+        // Only the policy's knobs.
+        assert_eq!(
+            next_proposal(&wants_more, &s9, &h2, &["num_workers"], 0.1),
+            None
+        );
+    }
+
     const ALL: [&str; 4] = [
         "num_workers",
         "pin_memory",
@@ -514,6 +837,155 @@ mod tests {
         assert_eq!(next_proposal(&m, &s, &[], &ALL, 0.1).unwrap().value, "8");
         m.world_size = Some(4);
         assert_eq!(next_proposal(&m, &s, &[], &ALL, 0.1).unwrap().value, "2");
+    }
+
+    #[test]
+    fn workers_follow_the_cores_the_job_may_use_not_the_hosts() {
+        // A job given 8 of 32 cores (taskset, a Slurm allocation).
+        let s = site("DataLoader(ds)\n");
+        let mut m = meas(0, 0.9, false);
+        m.cpu_count = Some(32);
+        assert_eq!(next_proposal(&m, &s, &[], &ALL, 0.1).unwrap().value, "32");
+        m.usable_cores = Some(8.0);
+        m.cores_limited_by = Some("affinity".into());
+        let p = next_proposal(&m, &s, &[], &ALL, 0.1).unwrap();
+        assert_eq!(p.value, "8");
+        assert!(p.why.contains("affinity mask"), "{}", p.why);
+        // A quota of 2.5 cores: rounded, never below one.
+        m.usable_cores = Some(2.5);
+        m.cores_limited_by = Some("cgroup_quota".into());
+        let p = next_proposal(&m, &s, &[], &ALL, 0.1).unwrap();
+        assert_eq!(p.value, "3");
+        assert!(p.why.contains("quota"), "{}", p.why);
+        // The model spreads the CPU over the usable cores: 7.5 ms a step on 2.5 cores.
+        let mut f = figures(2, 30.0, 5.0, 2.0, 5.5, 0.0);
+        f.cpu_count = Some(128);
+        f.usable_cores = Some(2.5);
+        let model = LoaderModel::of(&f, 2, 3).unwrap();
+        assert!((model.cores_free - 2.5).abs() < 1e-9, "{model:?}");
+        assert!((model.cpu_s - 0.003).abs() < 1e-9, "{model:?}");
+    }
+
+    #[test]
+    fn an_unproven_step_that_points_up_leads_to_the_next_count() {
+        // The CPU-bound job on 2 cores: 0 → 2 measured ×1.14 with its
+        // 99% interval [0.94, 1.36] after 16 runs, reverted.
+        let s = site("DataLoader(ds)\n");
+        let mut open = row(1, "num_workers (default) → 2", Decision::Reverted);
+        open.ratio = Some(1.14);
+        open.ratio_ci = Some([0.94, 1.36]);
+        let m = meas(0, 0.9, false);
+        let p = next_proposal(&m, &s, std::slice::from_ref(&open), &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "4"),
+            "{}",
+            p.why
+        );
+        assert!(p.why.contains("pointing up"), "{}", p.why);
+        assert!(p.why.contains("[0.94, 1.36]"), "{}", p.why);
+        // A step that was clearly no gain (median under 1 + min_gain) ends the climb.
+        let mut flat = open.clone();
+        flat.ratio = Some(1.01);
+        flat.ratio_ci = Some([0.94, 1.08]);
+        assert_ne!(
+            next_proposal(&m, &s, &[flat], &ALL, 0.1).map(|p| p.knob),
+            Some("num_workers")
+        );
+        // A stricter policy (min_gain 20%) does not read ×1.14 as pointing up.
+        let strict = DecisionPolicy {
+            min_gain: 0.2,
+            stop_when_data_wait_below: 0.1,
+            ..DecisionPolicy::default()
+        };
+        assert_ne!(
+            next_proposal_for(&m, &s, std::slice::from_ref(&open), &ALL, &strict).map(|p| p.knob),
+            Some("num_workers")
+        );
+        // The next count also points up but is not proven: on to 8; then the
+        // cap (16 on 2 cores) ends it after 16.
+        let mut open4 = row(2, "num_workers (default) → 4", Decision::Reverted);
+        open4.ratio = Some(1.2);
+        open4.ratio_ci = Some([0.97, 1.5]);
+        let p = next_proposal(&m, &s, &[open.clone(), open4], &ALL, 0.1).unwrap();
+        assert_eq!(p.value, "8");
+    }
+
+    #[test]
+    fn waiting_items_get_workers_past_8_per_core_when_memory_allows() {
+        let s = site("DataLoader(ds, num_workers=16)\n");
+        let h = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            row(2, "num_workers 2 → 16", Decision::Kept),
+        ];
+        // 16 workers, 12 ms of data_wait and 5 ms of step: a worker takes
+        // 272 ms a batch on 2 ms of CPU. The cores could feed a 3.75 ms step.
+        let mut m = figures(16, 12.0, 5.0, 2.0, 5.5, 0.0);
+        // Without memory figures: 8 per core, the climb is over.
+        assert_eq!(worker_cap(2, 16, &m, LoaderModel::of(&m, 16, 2)), 16);
+        assert_ne!(
+            next_proposal(&m, &s, &h, &ALL, 0.1).map(|p| p.knob),
+            Some("num_workers")
+        );
+        // 30 MB a worker (PSS), 8 GB free: room for far more.
+        m.live_workers = Some(16);
+        m.workers_pss_bytes = Some(16 * 30_000_000);
+        m.workers_rss_bytes = Some(16 * 400_000_000);
+        m.mem_available_bytes = Some(8_000_000_000);
+        let model = LoaderModel::of(&m, 16, 2).unwrap();
+        assert_eq!(worker_cap(2, 16, &m, Some(model)), 149);
+        let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!(p.knob, "num_workers", "{}", p.why);
+        assert_eq!(p.value, model.workers_needed().to_string(), "{}", p.why);
+        assert!(p.why.contains("past 8 per core"), "{}", p.why);
+        assert!(p.why.contains("30 MB a worker"), "{}", p.why);
+        // Little free memory: no more than it allows, even below 8 per core.
+        m.mem_available_bytes = Some(120_000_000);
+        assert_eq!(worker_cap(2, 4, &m, Some(model)), 6);
+        assert_eq!(worker_cap(2, 4, &m, None), 6);
+        // Items that compute (CPU per batch near a worker's wall time): 8 per core.
+        let mut busy = figures(16, 12.0, 5.0, 200.0, 5.5, 0.0);
+        busy.live_workers = m.live_workers;
+        busy.workers_pss_bytes = m.workers_pss_bytes;
+        busy.mem_available_bytes = Some(8_000_000_000);
+        assert_eq!(worker_cap(2, 16, &busy, LoaderModel::of(&busy, 16, 2)), 16);
+    }
+
+    #[test]
+    fn the_structural_turn_comes_when_items_wait_and_the_knobs_are_exhausted() {
+        let with_pre: Vec<&str> = ALL.iter().copied().chain(["preprocessing"]).collect();
+        // 16 workers at the cap, steady waiting: no knob left.
+        let s = site("DataLoader(ds, num_workers=16)\n");
+        let h = vec![row(1, "num_workers 2 → 16", Decision::Kept)];
+        let mut m = figures(16, 3.0, 5.0, 2.0, 5.5, 0.0);
+        m.data_wait_step_median_s = Some(0.0028);
+        m.batch_size = Some(32);
+        // Without the preprocessing knob: only a cheaper neighbour.
+        assert_climb_over(next_proposal(&m, &s, &h, &ALL, 0.1));
+        // With it: 128 ms a batch for 2 ms of CPU → 16 threads (the most).
+        let p = next_proposal(&m, &s, &h, &with_pre, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("preprocessing", "16"),
+            "{}",
+            p.why
+        );
+        assert!(p.why.contains("items mostly wait"), "{}", p.why);
+        // Once tried (kept or not), not again: then the cheaper neighbours.
+        let mut h2 = h.clone();
+        h2.push(row(
+            2,
+            "preprocessing in Items.__getitems__ (train.py:8)",
+            Decision::Reverted,
+        ));
+        assert_climb_over(next_proposal(&m, &s, &h2, &with_pre, 0.1));
+        // Items that compute (CPU per batch near a worker's wall time): not offered.
+        let mut busy = figures(16, 3.0, 5.0, 100.0, 5.5, 0.0);
+        busy.data_wait_step_median_s = Some(0.0028);
+        assert_ne!(
+            next_proposal(&busy, &s, &h, &with_pre, 0.1).map(|p| p.knob),
+            Some("preprocessing")
+        );
     }
 
     #[test]
@@ -616,7 +1088,7 @@ mod tests {
         let m = figures(2, 7.0, 4.5, 19.0, 4.6, 0.0);
         assert!(LoaderModel::of(&m, 2, 2).unwrap().saturated());
         // No epoch began during the measurement either: nothing left to try.
-        assert_eq!(next_proposal(&m, &s, &h, &ALL, 0.1), None);
+        assert_climb_over(next_proposal(&m, &s, &h, &ALL, 0.1));
     }
 
     #[test]
@@ -631,7 +1103,7 @@ mod tests {
         let model = LoaderModel::of(&m, 16, 2).unwrap();
         assert!((model.best_step_s() - 0.007).abs() < 1e-9, "{model:?}");
         assert!(model.saturated());
-        assert_eq!(next_proposal(&m, &s, &h, &ALL, 0.1), None);
+        assert_climb_over(next_proposal(&m, &s, &h, &ALL, 0.1));
         // Without workers the same CPU is the loading itself, not a floor.
         let m0 = LoaderModel::of(&m, 0, 2).unwrap();
         assert_eq!(m0.fetch_s, 0.0);
@@ -674,7 +1146,7 @@ mod tests {
         let mut m = figures(16, 3.0, 5.0, 2.0, 5.5, 0.0);
         // Every step waits about the same: the workers' rate is the limit.
         m.data_wait_step_median_s = Some(0.0028);
-        assert_eq!(next_proposal(&m, &s, &h, &ALL, 0.1), None);
+        assert_climb_over(next_proposal(&m, &s, &h, &ALL, 0.1));
         // Most steps wait nothing and a few wait long: a deeper queue helps.
         m.data_wait_step_median_s = Some(0.0002);
         let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
@@ -795,7 +1267,7 @@ mod tests {
         .concat();
         let mut m16 = figures(16, 3.0, 5.0, 2.0, 5.5, 0.0);
         m16.epoch_starts_timed = Some(4);
-        assert_eq!(next_proposal(&m16, &s16, &h3, &ALL, 0.1), None);
+        assert_climb_over(next_proposal(&m16, &s16, &h3, &ALL, 0.1));
         // Long epochs leave room for it.
         m16.epoch_starts_timed = Some(1);
         assert_eq!(

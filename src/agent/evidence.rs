@@ -66,7 +66,17 @@ impl LoaderModel {
             1 => m.others_cores().unwrap_or(0.0),
             _ => 0.0,
         };
-        let cores_free = (cores as f64 - others).max(0.5);
+        // Others' load counts against the host's cores, not against a job
+        // held to fewer of them (taskset, a quota): it may run elsewhere.
+        let host = m.cpu_count.map(f64::from).unwrap_or(cores as f64);
+        let usable = match m.world_size.unwrap_or(1) {
+            1 => m.usable_cores.filter(|c| *c > 0.0).unwrap_or(cores as f64),
+            _ => cores as f64,
+        };
+        let cores_free = (cores as f64)
+            .min(usable)
+            .min(host.max(cores as f64) - others)
+            .max(0.5);
         let fetch = if workers == 0 {
             0.0
         } else {

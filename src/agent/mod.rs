@@ -6,9 +6,11 @@
 //! afterwards (`verify`) and measures.
 
 pub mod builtin;
+pub mod cheaper;
 pub mod claude;
 pub mod evidence;
 pub mod hybrid;
+pub mod threaded;
 
 use std::path::{Path, PathBuf};
 
@@ -37,6 +39,17 @@ pub struct TurnContext<'a> {
     /// `runs/<id>/turns/NN/`, where the agent's records go.
     pub turn_dir: PathBuf,
     pub interrupt: &'a Interrupt,
+}
+
+impl TurnContext<'_> {
+    /// The step alone and what the cores can feed, from the incumbent's figures.
+    pub fn limits(&self) -> crate::bench::limits::ThroughputLimits {
+        crate::bench::limits::ThroughputLimits::of(
+            self.ceiling_sps,
+            std::slice::from_ref(self.incumbent),
+            self.incumbent_sps,
+        )
+    }
 }
 
 /// How an agent call ended.

@@ -377,7 +377,14 @@ pub fn combine(ranks: &[Value]) -> Value {
         })
         .expect("at least one rank");
     total["samples_per_sec"] = sum("samples_per_sec").into();
-    total["samples"] = sum("samples").into();
+    total["samples"] = match sorted
+        .iter()
+        .filter_map(|r| r["samples"].as_u64())
+        .sum::<u64>()
+    {
+        0 => Value::Null,
+        n => n.into(),
+    };
     total["data_wait_share"] = slowest["data_wait_share"].clone();
     total["slowest_rank"] = slowest["rank"].clone();
     total["ceiling_sps"] = if sorted.iter().all(|r| r["ceiling_sps"].is_number()) {
@@ -485,7 +492,7 @@ mod tests {
                         "data_wait_share": 0.5, "ceiling_sps": 900.0, "data_wait_s": 2.0});
         let c = combine(&[r1.clone(), r0.clone()]);
         assert_eq!(c["samples_per_sec"], 180.0);
-        assert_eq!(c["samples"], 800.0);
+        assert_eq!(c["samples"], 800);
         assert_eq!(c["data_wait_share"], 0.5);
         assert_eq!(c["slowest_rank"], 1);
         assert_eq!(c["ceiling_sps"], 1900.0);

@@ -239,10 +239,15 @@ def fingerprint_update(h, batch, torch):
 
 
 def _proc_cpu_s(pid):
-    """CPU seconds a live process has used (Linux /proc; None elsewhere)."""
+    """CPU seconds a live process has used, every live thread counted (a
+    worker may run a thread pool: /proc/PID/schedstat alone is its main
+    thread's). Linux /proc; None elsewhere."""
     try:
-        with open(f"/proc/{pid}/schedstat") as f:
-            return int(f.read().split()[0]) / 1e9
+        total = 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
     except (OSError, ValueError, IndexError):
         pass
     try:
@@ -251,6 +256,57 @@ def _proc_cpu_s(pid):
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
         return None
+
+
+def _proc_memory(pid):
+    """(RSS, PSS) in bytes of a live process (Linux /proc; None elsewhere).
+    PSS shares each page among the processes that map it: forked workers
+    share torch's pages with the training process, which RSS counts in full."""
+    rss = pss = None
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    pss = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    return rss, pss
+
+
+def workers_memory(it):
+    """The loader's live workers' memory: (count, RSS sum, PSS sum), the sums
+    None when a worker's figure cannot be read."""
+    workers = getattr(it, "_workers", None) or []
+    rss_sum, pss_sum = 0, 0
+    for w in workers:
+        rss, pss = _proc_memory(getattr(w, "pid", None))
+        rss_sum = None if rss is None or rss_sum is None else rss_sum + rss
+        pss_sum = None if pss is None or pss_sum is None else pss_sum + pss
+    if not workers:
+        return 0, None, None
+    return len(workers), rss_sum, pss_sum
+
+
+def mem_available_bytes():
+    """The machine's MemAvailable (Linux /proc/meminfo), less nothing: what
+    new processes may take before others are squeezed. None elsewhere."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _machine_busy_s():
@@ -298,6 +354,100 @@ class LoaderCpu:
         if self.start is None or now is None:
             return None
         return max(0.0, now - self.start)
+
+
+def _cgroup_v2_quota(root, rel):
+    """The tightest ``cpu.max`` (quota period, or ``max``) from the job's
+    cgroup up to the root of a cgroup v2 tree: a parent's limit binds too."""
+    best = None
+    rel = rel.strip("/")
+    while True:
+        path = os.path.join(root, rel, "cpu.max") if rel else os.path.join(root, "cpu.max")
+        try:
+            with open(path) as f:
+                quota, period = f.read().split()[:2]
+            if quota != "max" and int(period) > 0:
+                cores = int(quota) / int(period)
+                best = cores if best is None else min(best, cores)
+        except (OSError, ValueError):
+            pass
+        if not rel:
+            return best
+        rel = os.path.dirname(rel)
+
+
+def _cgroup_v1_quota(root, rel):
+    """cgroup v1: ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` (quota -1: none)."""
+    best = None
+    rel = rel.strip("/")
+    for ctl in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
+        base = os.path.join(root, ctl)
+        if not os.path.isdir(base):
+            continue
+        r = rel
+        while True:
+            d = os.path.join(base, r) if r else base
+            try:
+                with open(os.path.join(d, "cpu.cfs_quota_us")) as f:
+                    quota = int(f.read().strip())
+                with open(os.path.join(d, "cpu.cfs_period_us")) as f:
+                    period = int(f.read().strip())
+                if quota > 0 and period > 0:
+                    cores = quota / period
+                    best = cores if best is None else min(best, cores)
+            except (OSError, ValueError):
+                pass
+            if not r:
+                break
+            r = os.path.dirname(r)
+    return best
+
+
+def cgroup_quota_cores(root="/sys/fs/cgroup", self_cgroup="/proc/self/cgroup"):
+    """Cores the job's cgroup CPU quota allows (a container's --cpus, a Slurm
+    job's cgroup), or None without a quota. ``/proc/self/cgroup`` names the
+    job's group: ``0::/path`` on cgroup v2, ``N:cpu,cpuacct:/path`` on v1. A
+    container sees its own group as the root, so the root is read too."""
+    v2, v1 = None, None
+    try:
+        with open(self_cgroup) as f:
+            for line in f:
+                parts = line.strip().split(":", 2)
+                if len(parts) != 3:
+                    continue
+                if parts[0] == "0" and parts[1] == "":
+                    v2 = parts[2]
+                elif "cpu" in parts[1].split(","):
+                    v1 = parts[2]
+    except OSError:
+        pass
+    found = []
+    if os.path.exists(os.path.join(root, "cpu.max")) or v2 is not None:
+        q = _cgroup_v2_quota(root, v2 or "")
+        if q is not None:
+            found.append(q)
+    q = _cgroup_v1_quota(root, v1 or "")
+    if q is not None:
+        found.append(q)
+    return min(found) if found else None
+
+
+def usable_cores(root="/sys/fs/cgroup", self_cgroup="/proc/self/cgroup"):
+    """The cores this job may really use, and what limited them: the host's
+    count, the affinity mask (taskset, a Slurm or container cpuset), or the
+    cgroup CPU quota -- whichever is smallest. A quota may be fractional."""
+    host = os.cpu_count() or 1
+    usable, source = float(host), "cpu_count"
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = None
+    if affinity and affinity < usable:
+        usable, source = float(affinity), "affinity"
+    quota = cgroup_quota_cores(root, self_cgroup)
+    if quota is not None and quota < usable:
+        usable, source = quota, "cgroup_quota"
+    return usable, source
 
 
 def loader_settings(loader):
@@ -431,6 +581,9 @@ def main():
                     if main_cpu_start is not None and busy_start is not None and busy_end is not None
                     else None)
     workers = getattr(job.loader, "num_workers", 0) or 0
+    # The workers' memory while they are alive, and what the machine has left.
+    live_workers, workers_rss, workers_pss = workers_memory(it)
+    main_rss, _ = _proc_memory(os.getpid())
     if workers > 0:
         worker_cpu = loader_cpu.end(it)
     else:
@@ -458,6 +611,7 @@ def main():
         ceiling_sps = batch_size_of(first_batch, torch) * args.ceiling_steps / c_wall
 
     step_total = data_wait + train_step
+    cores, cores_source = usable_cores()
     result = {
         "samples_per_sec": seen / wall if wall > 0 else 0.0,
         "steps": args.steps,
@@ -480,6 +634,13 @@ def main():
         "torch_version": torch.__version__,
         "cuda_available": bool(torch.cuda.is_available()),
         "cpu_count": os.cpu_count(),
+        "usable_cores": cores,
+        "live_workers": live_workers,
+        "workers_rss_bytes": workers_rss,
+        "workers_pss_bytes": workers_pss,
+        "main_rss_bytes": main_rss,
+        "mem_available_bytes": mem_available_bytes(),
+        "cores_limited_by": cores_source,
         "fingerprint": fp.hexdigest(),
         "fingerprint_batches": fp_batches,
         "ceiling_sps": ceiling_sps,

@@ -8,6 +8,7 @@
 //! process (worker start-up counts) run through [`crate::process`].
 
 pub mod command;
+pub mod limits;
 pub mod stats;
 
 use std::collections::BTreeMap;
@@ -32,6 +33,9 @@ pub struct Measurement {
     pub steps: Option<u32>,
     #[serde(default)]
     pub batch_size: Option<u64>,
+    /// Samples over the timed steps (all ranks together under a launcher).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
     /// Bytes of the tensors of the first batch (what one host-to-device copy moves).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_bytes: Option<u64>,
@@ -49,8 +53,32 @@ pub struct Measurement {
     pub torch_version: Option<String>,
     #[serde(default)]
     pub cuda_available: Option<bool>,
+    /// The host's CPU count (`os.cpu_count()`), not what the job may use.
     #[serde(default)]
     pub cpu_count: Option<u32>,
+    /// The cores the job may really use: the smallest of the host's count,
+    /// the affinity mask and the cgroup CPU quota (which may be fractional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usable_cores: Option<f64>,
+    /// The loader's worker processes alive at the end of the timed steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_workers: Option<u64>,
+    /// Their resident memory summed (RSS: shared pages counted in each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers_rss_bytes: Option<u64>,
+    /// Their proportional memory summed (PSS: shared pages split among the
+    /// processes that map them): what more workers really add.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers_pss_bytes: Option<u64>,
+    /// The training process's resident memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub main_rss_bytes: Option<u64>,
+    /// The machine's MemAvailable when the timed steps ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_available_bytes: Option<u64>,
+    /// Which of them limited `usable_cores`: "cpu_count", "affinity" or "cgroup_quota".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores_limited_by: Option<String>,
     #[serde(default)]
     pub fingerprint: Option<String>,
     #[serde(default)]
@@ -109,6 +137,22 @@ impl Measurement {
         let wall = self.wall_s.filter(|&w| w > 0.0)?;
         let own = self.loader_cpu_s? + self.main_cpu_s?;
         Some(((self.machine_busy_s? - own) / wall).max(0.0))
+    }
+
+    /// Memory one more worker adds: the live workers' PSS (else RSS) over
+    /// their number.
+    pub fn memory_per_worker(&self) -> Option<f64> {
+        let n = self.live_workers.filter(|&n| n > 0)?;
+        let total = self.workers_pss_bytes.or(self.workers_rss_bytes)?;
+        Some(total as f64 / n as f64)
+    }
+
+    /// The cores the job may use: the harness's usable count, else the
+    /// host's count (an older harness, contract mode: `None`).
+    pub fn job_cores(&self) -> Option<f64> {
+        self.usable_cores
+            .filter(|c| c.is_finite() && *c > 0.0)
+            .or(self.cpu_count.map(f64::from))
     }
 
     pub fn is_cuda(&self) -> bool {

@@ -105,6 +105,64 @@ pub fn decide(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
     Verdict::Undecided
 }
 
+/// The equivalence rule for a cheaper candidate (fewer workers, a setting
+/// dropped): keep it when it is no more than `min_gain` slower — the whole
+/// interval of cheaper/incumbent lies above `1 - min_gain` — at the same
+/// confidence as the keep rule, so noise cannot pass a real loss for "as
+/// fast" more often than it passes a null change for a gain. A candidate
+/// clearly slower than that (the interval's high end below `1 - min_gain`)
+/// stops early; an open call at `max_repeats` is reverted (not shown as fast).
+pub fn decide_cheaper(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
+    let floor = 1.0 - p.min_gain;
+    if pr.pairs() < p.repeats as usize {
+        return Verdict::Undecided;
+    }
+    if pr.ci[0] > floor {
+        return Verdict::Keep;
+    }
+    if pr.ci[1] < floor {
+        return Verdict::Revert;
+    }
+    if pr.pairs() >= p.max_repeats as usize {
+        return Verdict::Revert;
+    }
+    Verdict::Undecided
+}
+
+/// Why the equivalence rule decided as it did, in one line for the table.
+pub fn explain_cheaper(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> String {
+    let ci = format!("[{:.3}, {:.3}]", pr.ci[0], pr.ci[1]);
+    let floor = 1.0 - p.min_gain;
+    match v {
+        Verdict::Keep => format!(
+            "cheaper and as fast: ratio {:.3}, {:.0}% CI {ci} above {floor:.2} (within min_gain)",
+            pr.median,
+            p.confidence * 100.0
+        ),
+        Verdict::Revert if pr.ci[1] < floor => format!(
+            "cheaper but slower: ratio {:.3}, CI {ci} below {floor:.2}",
+            pr.median
+        ),
+        _ => format!(
+            "cheaper, not shown as fast: ratio {:.3}, CI {ci} reaches below {floor:.2}",
+            pr.median
+        ),
+    }
+}
+
+/// Whether a step that was not kept still points up: its median ratio
+/// reaches `1 + min_gain` but its interval is open (its low end is not
+/// above `1 + noise_threshold`, its high end above the gain line). Not proof
+/// of a gain — a noisy box can need more pairs than `max_repeats` — but
+/// evidence of direction: a climb should try the next step before it ends.
+pub fn pointing_up(median: f64, ci: [f64; 2], p: &DecisionPolicy) -> bool {
+    let gain_line = 1.0 + p.min_gain;
+    median.is_finite()
+        && median >= gain_line
+        && ci[0] <= 1.0 + p.noise_threshold
+        && ci[1] >= gain_line
+}
+
 /// Why the verdict was reached, in one line for the table.
 pub fn explain(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> String {
     let ci = format!("[{:.3}, {:.3}]", pr.ci[0], pr.ci[1]);
@@ -123,6 +181,11 @@ pub fn explain(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> String {
             p.min_gain * 100.0,
             pr.median
         ),
+        Verdict::Revert if pointing_up(pr.median, pr.ci, p) => format!(
+            "not shown faster, but pointing up: ratio {:.3} reaches {:.2} and CI {ci} is open (evidence of direction, not of a gain)",
+            pr.median,
+            1.0 + p.min_gain
+        ),
         Verdict::Revert => format!("not shown faster: ratio {:.3}, CI {ci}", pr.median),
         Verdict::Undecided => format!("undecided: ratio {:.3}, CI {ci}", pr.median),
     }
@@ -134,6 +197,55 @@ mod tests {
 
     fn pol() -> DecisionPolicy {
         DecisionPolicy::default()
+    }
+
+    fn pr(ratios: &[f64]) -> PairedRatio {
+        let inc = vec![1000.0; ratios.len()];
+        let cand: Vec<f64> = ratios.iter().map(|r| r * 1000.0).collect();
+        PairedRatio::new(&cand, &inc, pol().confidence)
+    }
+
+    #[test]
+    fn a_cheaper_setting_as_fast_within_min_gain_is_kept() {
+        let p = pol();
+        // Tight pairs around 0.99: the whole interval above 0.97.
+        let same = pr(&[0.99, 0.992, 0.988, 0.991]);
+        assert!(same.ci[0] > 0.97, "{same:?}");
+        assert_eq!(decide_cheaper(&same, &p), Verdict::Keep);
+        assert!(explain_cheaper(&same, Verdict::Keep, &p).contains("within min_gain"));
+        // The keep rule would revert it: no gain at all.
+        assert_eq!(decide(&same, &p), Verdict::Revert);
+        // Tight pairs around 0.90: clearly more than min_gain slower.
+        let slower = pr(&[0.90, 0.902, 0.898, 0.901]);
+        assert_eq!(decide_cheaper(&slower, &p), Verdict::Revert);
+        assert!(explain_cheaper(&slower, Verdict::Revert, &p).contains("slower"));
+        // Noisy pairs around 1.0: open, more pairs until max_repeats.
+        let noisy = pr(&[1.1, 0.9, 1.05, 0.93]);
+        assert_eq!(decide_cheaper(&noisy, &p), Verdict::Undecided);
+        let noisy_cap = pr(&[1.1, 0.9, 1.05, 0.93, 1.08, 0.92, 1.1, 0.9]);
+        assert_eq!(decide_cheaper(&noisy_cap, &p), Verdict::Revert);
+        // Too few pairs: never decided on one.
+        assert_eq!(decide_cheaper(&pr(&[1.0]), &p), Verdict::Undecided);
+    }
+
+    #[test]
+    fn an_open_interval_with_a_median_above_the_gain_line_points_up() {
+        let p = pol();
+        // The issue's case: ×1.14, 99% interval [0.94, 1.36] after 16 runs.
+        assert!(pointing_up(1.14, [0.94, 1.36], &p));
+        // A median under the gain line, a closed interval, a loss: not.
+        assert!(!pointing_up(1.02, [0.94, 1.10], &p));
+        assert!(!pointing_up(1.14, [1.05, 1.30], &p));
+        assert!(!pointing_up(0.9, [0.8, 1.0], &p));
+        assert!(!pointing_up(f64::NAN, [0.0, f64::INFINITY], &p));
+        // The reason of such a revert says so.
+        let pr = PairedRatio {
+            ratios: vec![1.14; 8],
+            median: 1.14,
+            ci: [0.94, 1.36],
+        };
+        let why = explain(&pr, Verdict::Revert, &p);
+        assert!(why.contains("pointing up"), "{why}");
     }
 
     #[test]

@@ -389,7 +389,7 @@ impl Inner {
                 st.last_measure = Some((role.clone(), *samples_per_sec));
             }
             Event::BaselineMeasured { median_sps, .. } => self.incumbent_sps = Some(*median_sps),
-            Event::TurnDecided { row } if row.decision == Decision::Kept => {
+            Event::TurnDecided { row } if row.decision.is_kept() => {
                 self.incumbent_sps = row.after_sps.or(self.incumbent_sps);
             }
             // A failed run's Stopped is its last word; a finished run goes on
@@ -488,7 +488,7 @@ impl Inner {
                     row.decision.as_str()
                 };
                 let d = match row.decision {
-                    Decision::Kept => self.paint("32;1", label),
+                    Decision::Kept | Decision::KeptCheaper => self.paint("32;1", label),
                     Decision::Reverted => self.paint("33", label),
                     Decision::NoChange => self.paint("2", label),
                     _ => self.paint("31", label),

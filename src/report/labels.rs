@@ -28,6 +28,16 @@ pub struct Labels {
     pub of_ceiling: &'static str,
     /// The data path's limit measured by `tuneloop probe` (feature `libtorch`).
     pub data_path: &'static str,
+    /// What the cores the job may use can feed: usable cores / CPU per sample.
+    pub cpu_limit: &'static str,
+    /// How the CPU limit was reached; `{cores}` and `{cost}` are replaced.
+    pub cpu_limit_how: &'static str,
+    /// Cores other processes kept busy; `{n}` is replaced.
+    pub others_busy: &'static str,
+    /// The lower of the ceiling and the CPU limit.
+    pub binding_limit: &'static str,
+    pub binding_step_alone: &'static str,
+    pub binding_cpu: &'static str,
     pub data_wait_share: &'static str,
     pub agent_cost: &'static str,
     pub agent_time: &'static str,
@@ -51,6 +61,7 @@ pub struct Labels {
     pub no_turns: &'static str,
     // Decisions.
     pub kept: &'static str,
+    pub kept_cheaper: &'static str,
     pub reverted: &'static str,
     pub rejected: &'static str,
     pub failed: &'static str,
@@ -69,6 +80,7 @@ pub struct Labels {
     pub plot_rejected_failed: &'static str,
     pub plot_baseline: &'static str,
     pub plot_ceiling: &'static str,
+    pub plot_cpu_limit: &'static str,
 }
 
 impl Labels {
@@ -76,6 +88,7 @@ impl Labels {
     pub fn decision(&self, d: Decision) -> &'static str {
         match d {
             Decision::Kept => self.kept,
+            Decision::KeptCheaper => self.kept_cheaper,
             Decision::Reverted => self.reverted,
             Decision::Rejected => self.rejected,
             Decision::Failed => self.failed,
@@ -100,6 +113,12 @@ pub const EN: Labels = Labels {
     knob_sources: "Its knobs are set at",
     of_ceiling: "final is {pct} of it",
     data_path: "Data-path limit",
+    cpu_limit: "CPU limit",
+    cpu_limit_how: "{cores} ÷ {cost} of CPU per sample",
+    others_busy: "other processes kept {n} cores busy",
+    binding_limit: "Binding limit",
+    binding_step_alone: "the step alone (ceiling)",
+    binding_cpu: "what the cores can feed (CPU limit)",
     data_wait_share: "data_wait share",
     agent_cost: "Agent cost",
     agent_time: "Agent time",
@@ -121,6 +140,7 @@ pub const EN: Labels = Labels {
     col_reason: "reason",
     no_turns: "no turns",
     kept: "kept",
+    kept_cheaper: "kept (cheaper, within min_gain)",
     reverted: "reverted",
     rejected: "rejected",
     failed: "failed",
@@ -136,6 +156,7 @@ pub const EN: Labels = Labels {
     plot_rejected_failed: "rejected / failed",
     plot_baseline: "baseline",
     plot_ceiling: "ceiling",
+    plot_cpu_limit: "CPU limit",
 };
 
 pub const JA: Labels = Labels {
@@ -154,6 +175,12 @@ pub const JA: Labels = Labels {
     knob_sources: "設定値の定義場所",
     of_ceiling: "最終は上限の {pct}",
     data_path: "データ経路の上限 (data-path limit)",
+    cpu_limit: "CPU の上限 (CPU limit)",
+    cpu_limit_how: "{cores} ÷ 1 サンプルあたりの CPU 時間 {cost}",
+    others_busy: "他のプロセスが {n} コアを使用",
+    binding_limit: "律速する上限 (binding limit)",
+    binding_step_alone: "ステップ単体 (上限)",
+    binding_cpu: "コアが供給できる量 (CPU の上限)",
     data_wait_share: "data_wait の割合",
     agent_cost: "エージェント費用",
     agent_time: "エージェント時間",
@@ -175,6 +202,7 @@ pub const JA: Labels = Labels {
     col_reason: "理由",
     no_turns: "ターンなし",
     kept: "採用",
+    kept_cheaper: "採用 (より安価、min_gain 以内)",
     reverted: "差し戻し",
     rejected: "却下",
     failed: "失敗",
@@ -190,6 +218,7 @@ pub const JA: Labels = Labels {
     plot_rejected_failed: "却下 / 失敗",
     plot_baseline: "ベースライン",
     plot_ceiling: "上限",
+    plot_cpu_limit: "CPU の上限",
 };
 
 /// Labels for a language code: "ja" (also "ja-JP", "ja_JP") → Japanese,

@@ -75,6 +75,9 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
     if !r.knob_sources.is_empty() {
         items.push((l.knob_sources, md_inline(&r.knob_sources.join("; "))));
     }
+    if let Some(lim) = &r.limits {
+        items.extend(text::limits(lim, l));
+    }
     if let Some(d) = &r.data_path {
         items.push((l.data_path, text::data_path(d, r.final_sps, l)));
     }

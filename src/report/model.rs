@@ -11,6 +11,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub enum Decision {
     /// Measured faster by the decision rule; the change stays.
     Kept,
+    /// A cheaper setting (fewer workers, a setting dropped) measured no more
+    /// than min_gain slower by the equivalence rule; the change stays.
+    KeptCheaper,
     /// Measured, not faster by the rule; restored byte for byte.
     Reverted,
     /// Failed verification (more than one change, a non-editable file, data changed, ...).
@@ -22,9 +25,15 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// Whether the change stays (faster, or cheaper and as fast).
+    pub fn is_kept(self) -> bool {
+        matches!(self, Decision::Kept | Decision::KeptCheaper)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Decision::Kept => "kept",
+            Decision::KeptCheaper => "kept_cheaper",
             Decision::Reverted => "reverted",
             Decision::Rejected => "rejected",
             Decision::Failed => "failed",
@@ -117,6 +126,10 @@ pub struct RunReport {
     /// line a knob, e.g. "num_workers = args.workers → --workers default=4 (train.py:12)").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub knob_sources: Vec<String>,
+    /// The step-alone ceiling and what the cores can feed, which binds, and
+    /// the final's share of it (absent in reports written before them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::bench::limits::ThroughputLimits>,
 }
 
 /// How fast this machine can move the project's batches at all, measured

@@ -31,6 +31,8 @@ const LEGEND_WIDTH: u32 = 200;
 // Colours (the SVG writes them as upper-case hex, e.g. "#1F77B4").
 pub(crate) const BASELINE_COLOR: RGBColor = RGBColor(0x1F, 0x77, 0xB4);
 pub(crate) const CEILING_COLOR: RGBColor = RGBColor(0x94, 0x67, 0xBD);
+/// What the cores can feed (usable cores / CPU per sample).
+pub(crate) const CPU_LIMIT_COLOR: RGBColor = RGBColor(0xD6, 0x27, 0x28);
 pub(crate) const INCUMBENT_COLOR: RGBColor = RGBColor(0xFF, 0x7F, 0x0E);
 pub(crate) const KEPT_COLOR: RGBColor = RGBColor(0x2C, 0xA0, 0x2C);
 pub(crate) const REVERTED_COLOR: RGBColor = RGBColor(0x9E, 0x9E, 0x9E);
@@ -80,6 +82,8 @@ struct PlotData {
     y_min: Option<f64>,
     baseline: Option<f64>,
     ceiling: Option<f64>,
+    /// What the cores can feed, when measured.
+    cpu_limit: Option<f64>,
     /// Every measurement (x, samples/sec).
     samples: Vec<(f64, f64)>,
     /// Candidate min–max per turn: (x, min, max).
@@ -92,6 +96,7 @@ struct PlotData {
 fn plot_data(r: &RunReport) -> PlotData {
     let baseline = Some(r.baseline_sps).filter(|v| v.is_finite());
     let ceiling = finite(r.ceiling_sps);
+    let cpu_limit = finite(r.limits.as_ref().and_then(|l| l.cpu_limit_sps));
     let max_turn = r.turns.iter().map(|t| t.turn).max().unwrap_or(0);
 
     let mut samples: Vec<(f64, f64)> = r
@@ -134,7 +139,7 @@ fn plot_data(r: &RunReport) -> PlotData {
                 decision: t.decision,
             });
         }
-        if t.decision == Decision::Kept {
+        if t.decision.is_kept() {
             if let Some(a) = after {
                 if let Some(l) = level {
                     incumbent.push((x, l));
@@ -164,6 +169,7 @@ fn plot_data(r: &RunReport) -> PlotData {
     markers.iter().for_each(|m| see(m.y));
     baseline.into_iter().for_each(&mut see);
     ceiling.into_iter().for_each(&mut see);
+    cpu_limit.into_iter().for_each(&mut see);
     see(r.final_sps);
     for t in &r.turns {
         t.before_sps.into_iter().for_each(&mut see);
@@ -177,6 +183,7 @@ fn plot_data(r: &RunReport) -> PlotData {
         y_min,
         baseline,
         ceiling,
+        cpu_limit,
         samples,
         spreads,
         markers,
@@ -309,6 +316,14 @@ fn draw(r: &RunReport, buf: &mut String) -> DrawResult<()> {
             CEILING_COLOR.stroke_width(2),
         ))?;
     }
+    if let Some(c) = d.cpu_limit.and_then(|c| scale.y(c)) {
+        chart.draw_series(DashedLineSeries::new(
+            vec![(x_lo, c), (x_hi, c)],
+            3,
+            3,
+            CPU_LIMIT_COLOR.stroke_width(2),
+        ))?;
+    }
     if let Some(b) = d.baseline.and_then(|b| scale.y(b)) {
         chart.draw_series(DashedLineSeries::new(
             vec![(x_lo, b), (x_hi, b)],
@@ -329,7 +344,7 @@ fn draw(r: &RunReport, buf: &mut String) -> DrawResult<()> {
         let Some(y) = scale.y(m.y) else { continue };
         let p = (m.x, y);
         match m.decision {
-            Decision::Kept => {
+            Decision::Kept | Decision::KeptCheaper => {
                 chart.draw_series(std::iter::once(Circle::new(p, 6, KEPT_COLOR.filled())))?;
             }
             Decision::Reverted => {
@@ -443,6 +458,20 @@ fn draw_legend(area: &Area<'_>, l: &Labels, d: &PlotData) -> DrawResult<()> {
             format!("{} {}", l.plot_ceiling, text::sps(Some(c))),
         )?;
     }
+    if let Some(c) = d.cpu_limit {
+        y += dy;
+        area.draw(&DashedPathElement::new(
+            vec![(x0, y), (x0 + 24, y)],
+            3,
+            3,
+            CPU_LIMIT_COLOR.stroke_width(2),
+        ))?;
+        label(
+            area,
+            y,
+            format!("{} {}", l.plot_cpu_limit, text::sps(Some(c))),
+        )?;
+    }
     Ok(())
 }
 
@@ -494,7 +523,25 @@ mod tests {
             data_path: None,
             measured_loader: None,
             knob_sources: Vec::new(),
+            limits: None,
         }
+    }
+
+    #[test]
+    fn the_cpu_limit_is_a_line_of_its_own_in_the_legend() {
+        let mut r = run(400.0, 800.0, Some(1_000.0));
+        assert!(!render_plot_svg(&r).contains("CPU limit"));
+        r.limits = Some(crate::bench::limits::ThroughputLimits {
+            cpu_limit_sps: Some(900.0),
+            ..Default::default()
+        });
+        let svg = render_plot_svg(&r);
+        assert!(
+            svg.contains("CPU limit 900.0"),
+            "no CPU limit in the legend"
+        );
+        // Within the axis: the limit is drawn, not clipped.
+        assert!(plot_data(&r).y_max >= 900.0);
     }
 
     #[test]

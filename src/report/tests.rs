@@ -139,6 +139,17 @@ fn sample_report() -> RunReport {
         data_path: None,
             measured_loader: None,
             knob_sources: Vec::new(),
+        // 2 cores at 800 µs of CPU a sample feed 2,500/s, under the step alone's 3,000.
+        limits: Some(crate::bench::limits::ThroughputLimits {
+            step_alone_sps: Some(3000.0),
+            cpu_limit_sps: Some(2500.0),
+            cpu_s_per_sample: Some(0.0008),
+            usable_cores: Some(2.0),
+            cores_limited_by: Some("affinity".into()),
+            others_cores: Some(0.4),
+            binding: Some(crate::bench::limits::Binding::Cpu),
+            final_share: Some(0.98),
+        }),
     }
 }
 
@@ -169,6 +180,7 @@ fn bare_report() -> RunReport {
         bench_runs: 5,
         turns: vec![],
         kept_diff: String::new(),
+        limits: None,
         ..sample_report()
     }
 }
@@ -528,4 +540,47 @@ fn render_dispatches_and_formats_parse() {
     assert_eq!("HTML".parse::<Format>(), Ok(Format::Html));
     assert!("pdf".parse::<Format>().is_err());
     assert_eq!(Format::Markdown.extension(), "md");
+}
+
+#[test]
+fn a_cheaper_setting_kept_within_min_gain_renders_as_its_own_decision() {
+    let mut r = sample_report();
+    let last = r.turns.last().unwrap().clone();
+    r.turns.push(TurnRow {
+        turn: 7,
+        change: "num_workers 6 → 4".into(),
+        before_sps: Some(2450.0),
+        after_sps: Some(2440.0),
+        ratio: Some(0.996),
+        ratio_ci: Some([0.985, 1.006]),
+        decision: Decision::KeptCheaper,
+        reason:
+            "cheaper and as fast: ratio 0.996, 99% CI [0.985, 1.006] above 0.97 (within min_gain)"
+                .into(),
+        candidate_samples: vec![2440.0],
+        ..last
+    });
+    // NaN samples do not survive JSON (null): none in this report.
+    for t in &mut r.turns {
+        t.candidate_samples.retain(|v| v.is_finite());
+    }
+    let md = render_markdown(&r);
+    let row = table_rows(&md).into_iter().last().unwrap();
+    assert_eq!(md_cells(row)[7], "kept (cheaper, within min_gain)", "{row}");
+    let ja = render_markdown(&RunReport {
+        language: "ja".into(),
+        ..r.clone()
+    });
+    assert!(ja.contains("採用 (より安価、min_gain 以内)"), "{ja}");
+    let json = render_json(&r);
+    assert!(json.contains("\"decision\": \"kept_cheaper\""), "{json}");
+    let back: RunReport = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.turns.last().unwrap().decision, Decision::KeptCheaper);
+    assert!(back.turns.last().unwrap().decision.is_kept());
+    // The plot draws it as kept (the incumbent line steps to it).
+    let svg = render_plot_svg(&r);
+    assert!(
+        svg.contains(&hex(super::plot::KEPT_COLOR)),
+        "no kept marker"
+    );
 }

@@ -77,6 +77,53 @@ pub fn share_of_ceiling(r: &super::model::RunReport) -> Option<f64> {
     })
 }
 
+/// The headline's CPU limit (what the cores can feed, and how it was
+/// reached) and the binding limit with the final's share of it.
+pub fn limits(
+    lim: &crate::bench::limits::ThroughputLimits,
+    l: &super::labels::Labels,
+) -> Vec<(&'static str, String)> {
+    use crate::bench::limits::{cores_text, Binding};
+    let mut items = Vec::new();
+    if let (Some(c), Some(cores), Some(cost)) =
+        (lim.cpu_limit_sps, lim.usable_cores, lim.cpu_s_per_sample)
+    {
+        let how = l
+            .cpu_limit_how
+            .replace(
+                "{cores}",
+                &cores_text(cores, lim.cores_limited_by.as_deref()),
+            )
+            .replace("{cost}", &format!("{:.0} µs", cost * 1e6));
+        let how = match lim.others_cores.filter(|o| *o >= 0.05) {
+            Some(o) => format!(
+                "{how}; {}",
+                l.others_busy.replace("{n}", &format!("{o:.1}"))
+            ),
+            None => how,
+        };
+        items.push((l.cpu_limit, format!("{} samples/sec ({how})", sps(Some(c)))));
+    }
+    if let Some((b, at)) = lim.lower() {
+        let which = match b {
+            Binding::StepAlone => l.binding_step_alone,
+            Binding::Cpu => l.binding_cpu,
+        };
+        let mut v = format!("{which}: {} samples/sec", sps(Some(at)));
+        if let Some(share) = finite(lim.final_share) {
+            let _ = std::fmt::Write::write_fmt(
+                &mut v,
+                format_args!(
+                    " ({})",
+                    l.of_ceiling.replace("{pct}", &percent(Some(share)))
+                ),
+            );
+        }
+        items.push((l.binding_limit, v));
+    }
+    items
+}
+
 /// The headline's data-path limit: the limit in samples/sec, the bandwidths
 /// behind it, and the final throughput as a share of it.
 pub fn data_path(

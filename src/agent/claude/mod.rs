@@ -147,6 +147,7 @@ impl ClaudeAgent {
             incumbent_sps: ctx.incumbent_sps,
             data_wait_share: ctx.incumbent.data_wait_share,
             cpu_count: ctx.incumbent.cpu_count,
+            limits: limits_evidence(ctx),
             device: ctx.incumbent.device.as_deref(),
             call_sites: &sites,
             knob_sites: &knob_sites,
@@ -464,6 +465,20 @@ fn python_literal(v: &serde_json::Value) -> String {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// The prompt's line on the limits: both, which binds, the incumbent's
+/// share of it, and the cores the job may use when fewer than the host's.
+fn limits_evidence(ctx: &TurnContext<'_>) -> String {
+    let l = ctx.limits();
+    let mut out = l.summary();
+    if let Some(share) = l.final_share {
+        out.push_str(&format!(
+            "; the incumbent is at {:.0}% of the binding one",
+            share * 100.0
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

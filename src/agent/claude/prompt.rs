@@ -77,6 +77,8 @@ pub struct PromptFacts<'a> {
     pub incumbent_sps: f64,
     pub data_wait_share: Option<f64>,
     pub cpu_count: Option<u32>,
+    /// The limits no loader setting passes, in one line ("" when unknown).
+    pub limits: String,
     pub device: Option<&'a str>,
     pub call_sites: &'a [CallSite],
     /// The same calls (and `TrainingArguments` calls) with where each knob's
@@ -119,6 +121,14 @@ pub fn render(template: &str, f: &PromptFacts) -> String {
             f.cpu_count
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| pick("unknown", "不明")),
+        ),
+        (
+            "limits",
+            if f.limits.is_empty() {
+                pick("unknown", "不明")
+            } else {
+                f.limits.clone()
+            },
         ),
         (
             "device",
@@ -528,11 +538,13 @@ fn outlook_text(o: &Outlook, needed: Option<u64>, knob: &str, ja: bool) -> Strin
 fn decision_word(d: Decision, ja: bool) -> &'static str {
     match (d, ja) {
         (Decision::Kept, false) => "kept",
+        (Decision::KeptCheaper, false) => "kept (cheaper, within min_gain)",
         (Decision::Reverted, false) => "reverted",
         (Decision::Rejected, false) => "rejected",
         (Decision::Failed, false) => "failed",
         (Decision::NoChange, false) => "no change",
         (Decision::Kept, true) => "採用",
+        (Decision::KeptCheaper, true) => "採用 (より安価、min_gain 以内)",
         (Decision::Reverted, true) => "差し戻し",
         (Decision::Rejected, true) => "却下",
         (Decision::Failed, true) => "失敗",
@@ -642,6 +654,15 @@ mod tests {
             incumbent_sps: 812.345,
             data_wait_share: Some(0.714),
             cpu_count: Some(8),
+            limits: crate::bench::limits::ThroughputLimits {
+                step_alone_sps: Some(32_000.0),
+                cpu_limit_sps: Some(8_000.0),
+                cpu_s_per_sample: Some(0.001),
+                usable_cores: Some(8.0),
+                binding: Some(crate::bench::limits::Binding::Cpu),
+                ..Default::default()
+            }
+            .summary(),
             device: Some("cpu"),
             call_sites: sites,
             knob_sites: &[],

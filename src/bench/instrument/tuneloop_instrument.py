@@ -309,6 +309,10 @@ class Recorder:
         if self.prof is not None:
             self.stop_profiler()
         tr = self.train
+        # The workers' memory while they are alive, and what the machine has left.
+        live_workers, workers_rss, workers_pss = H.workers_memory(it)
+        main_rss, _ = H._proc_memory(os.getpid())
+        cores, cores_source = H.usable_cores()
         loader_cpu = self.loader_cpu.end(it)
         busy_end = H._machine_busy_s()
         cpu_end = cpu_now()
@@ -348,6 +352,13 @@ class Recorder:
             "torch_version": torch.__version__,
             "cuda_available": bool(torch.cuda.is_available()),
             "cpu_count": os.cpu_count(),
+            "usable_cores": cores,
+            "cores_limited_by": cores_source,
+            "live_workers": live_workers,
+            "workers_rss_bytes": workers_rss,
+            "workers_pss_bytes": workers_pss,
+            "main_rss_bytes": main_rss,
+            "mem_available_bytes": H.mem_available_bytes(),
             "fingerprint": tr.fingerprint.hexdigest() if tr.fingerprint else None,
             "fingerprint_batches": tr.fp_batches,
             "ceiling_sps": None,
