@@ -867,10 +867,8 @@ async fn resume(
             })?,
     };
     // The view speaks the run's own policy (its language, its pairs per turn).
-    let run_policy: Policy = std::fs::read_to_string(dir.join("run.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| serde_json::from_value(v["policy"].clone()).ok())
+    let run_policy: Policy = crate::run_folder::RunRecord::read(&dir)
+        .map(|r| r.policy)
         .unwrap_or_default();
     let mut view =
         view::View::new(&run_policy.agent.language).with_max_pairs(run_policy.decision.max_repeats);
@@ -998,17 +996,15 @@ fn restore(cwd: &Path, run: Option<&str>, to: RestoreTo) -> Result<i32> {
     let runs = ws.runs_dir();
     let dir = store::resolve_run(&runs, run).map_err(|e| anyhow!(e))?;
     let lock = store::Lock::acquire(&runs, "restore").map_err(|e| anyhow!(e))?;
-    let run_json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json"))?)?;
-    let editable: Vec<String> = serde_json::from_value(run_json["editable"].clone())?;
-    let root = PathBuf::from(run_json["project_root"].as_str().unwrap_or("."));
+    let run = crate::run_folder::RunRecord::read(&dir)?;
+    let editable = run.editable.clone();
+    let root = run.project_root();
     let files = match to {
         RestoreTo::Baseline => FileSet::load(&dir.join("baseline").join("files"), &editable),
         RestoreTo::Best => run_loop::best_files(&dir, &editable),
     }
     .with_context(|| format!("cannot read the saved files in {}", dir.display()))?;
-    let state = run_json["state"].as_str().unwrap_or("");
-    if state == "running" || state == "interrupted" {
+    if run.state.is_unfinished() {
         // A killed turn's agent may have touched other files: put them back.
         if let Ok(snap) = crate::verify::ProjectSnapshot::load(&dir.join("snapshot")) {
             let lost = snap.restore_others(&editable);
@@ -1016,7 +1012,7 @@ fn restore(cwd: &Path, run: Option<&str>, to: RestoreTo) -> Result<i32> {
                 eprintln!("warning: could not restore {}", lost.join(", "));
             }
         }
-        store::set_run_state(&dir, "restored")?;
+        crate::run_folder::RunRecord::set_state(&dir, crate::run_folder::RunState::Restored)?;
     }
     files.apply(&root)?;
     drop(lock);

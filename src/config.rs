@@ -419,11 +419,20 @@ impl Workspace {
         }
         if let Some(e) = &b.entry {
             if !e.contains(':') {
-                return Err(bad("bench.entry", format!("`{e}` must look like MODULE:FUNCTION, e.g. train:build")));
+                return Err(bad(
+                    "bench.entry",
+                    format!("`{e}` must look like MODULE:FUNCTION, e.g. train:build"),
+                ));
             }
         }
-        if b.run.as_ref().is_some_and(|r| r.is_empty() || r[0].trim().is_empty()) {
-            return Err(bad("bench.run", "the command is empty; e.g. run = [\"python\", \"train.py\"]".into()));
+        if b.run
+            .as_ref()
+            .is_some_and(|r| r.is_empty() || r[0].trim().is_empty())
+        {
+            return Err(bad(
+                "bench.run",
+                "the command is empty; e.g. run = [\"python\", \"train.py\"]".into(),
+            ));
         }
         if let Some(l) = &b.launcher {
             if b.command.is_some() || b.run.is_some() {

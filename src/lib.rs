@@ -31,6 +31,7 @@ pub mod probe;
 pub mod process;
 pub mod report;
 pub mod review;
+pub mod run_folder;
 pub mod run_loop;
 pub mod store;
 pub mod verify;

@@ -13,6 +13,9 @@ use serde_json::Value;
 
 use crate::bench::stats;
 use crate::report::{self, Decision, RunReport, TurnRow};
+use crate::run_folder::{
+    self, BaselineBench, FinalBench, RunFolderError, RunRecord, RunState, TurnBench, TurnFolder,
+};
 use crate::store::{self, FileSet};
 
 /// Why a run folder cannot be read back.
@@ -32,6 +35,8 @@ pub enum ReviewError {
         #[source]
         source: serde_json::Error,
     },
+    #[error(transparent)]
+    Folder(#[from] RunFolderError),
     #[error(
         "run {run} has no turn {turn} (it has {have}); `tuneloop show {run}` shows the whole run"
     )]
@@ -56,9 +61,14 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReviewErr
     })
 }
 
-/// `run.json`, or null when it is missing or torn.
-fn run_json(dir: &Path) -> Value {
-    read_json(&dir.join("run.json")).unwrap_or(Value::Null)
+/// `run.json`, or `None` when it is missing or torn.
+fn run_record(dir: &Path) -> Option<RunRecord> {
+    RunRecord::read(dir).ok()
+}
+
+/// The run's language for the words of `show` (English when unknown).
+fn run_language(run: Option<&RunRecord>) -> String {
+    run.map_or_else(|| "en".to_string(), |r| r.policy.agent.language.clone())
 }
 
 fn run_id(dir: &Path) -> String {
@@ -68,35 +78,10 @@ fn run_id(dir: &Path) -> String {
         .into_owned()
 }
 
-/// The turn folders (`turns/NN`) in turn order.
-fn turn_dirs(dir: &Path) -> Vec<(u32, PathBuf)> {
-    let mut v: Vec<(u32, PathBuf)> = std::fs::read_dir(dir.join("turns"))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
-/// The decided turns: every `turns/NN/decision.json` (the turn's commit
-/// point); a turn killed before its decision is left out.
-fn decided_turns(dir: &Path) -> Vec<(PathBuf, TurnRow)> {
-    turn_dirs(dir)
-        .into_iter()
-        .filter_map(|(_, d)| {
-            let row = read_json::<TurnRow>(&d.join("decision.json")).ok()?;
-            Some((d, row))
-        })
-        .collect()
-}
-
 fn decided_count(dir: &Path) -> usize {
-    turn_dirs(dir)
+    run_folder::turn_folders(dir)
         .iter()
-        .filter(|(_, d)| d.join("decision.json").is_file())
+        .filter(|t| t.is_decided())
         .count()
 }
 
@@ -124,32 +109,28 @@ pub fn load_report(dir: &Path) -> Result<RunReport, ReviewError> {
 /// decided turn's `decision.json`, `final.json` when the final measurement
 /// was done, and the saved files for the kept diff. Always `interrupted`.
 pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
-    let run = run_json(dir);
-    let bench_path = dir.join("baseline").join("bench.json");
-    if !bench_path.is_file() {
-        return Err(ReviewError::NoBaseline {
-            dir: dir.to_owned(),
-        });
-    }
-    let bench: Value = read_json(&bench_path)?;
-    let base_runs = bench["runs"].as_array().cloned().unwrap_or_default();
-    let baseline_samples: Vec<f64> = base_runs
-        .iter()
-        .filter_map(|m| m["samples_per_sec"].as_f64())
-        .collect();
-    let shares: Vec<f64> = base_runs
-        .iter()
-        .filter_map(|m| m["data_wait_share"].as_f64())
-        .collect();
+    let run = run_record(dir);
+    let bench = match BaselineBench::read(dir) {
+        Ok(b) => b,
+        Err(e) if e.is_missing() => {
+            return Err(ReviewError::NoBaseline {
+                dir: dir.to_owned(),
+            })
+        }
+        Err(e) => return Err(ReviewError::Folder(e)),
+    };
+    let base_runs = &bench.runs;
+    let baseline_samples: Vec<f64> = base_runs.iter().map(|m| m.samples_per_sec).collect();
+    let shares: Vec<f64> = base_runs.iter().filter_map(|m| m.data_wait_share).collect();
     let baseline_share = (!shares.is_empty()).then(|| stats::median(&shares));
-    let ceiling = base_runs.iter().find_map(|m| m["ceiling_sps"].as_f64());
+    let ceiling = base_runs.iter().find_map(|m| m.ceiling_sps);
     let baseline_sps = if baseline_samples.is_empty() {
         f64::NAN
     } else {
         stats::median(&baseline_samples)
     };
 
-    let decided = decided_turns(dir);
+    let decided = run_folder::decided_turns(dir);
     let last_kept = decided
         .iter()
         .rev()
@@ -163,23 +144,15 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
     };
     let mut speedup = final_sps / baseline_sps;
     let mut speedup_ci = None;
-    let mut bench_runs = u32::from(bench["profiled"].is_object())
-        + base_runs.len() as u32
-        + decided.iter().map(|(_, r)| r.runs).sum::<u32>();
+    let mut bench_runs = bench.run_count() + decided.iter().map(|(_, r)| r.runs).sum::<u32>();
     // Killed while writing the report: the final measurement is on disk.
-    if let Ok(f) = read_json::<Value>(&dir.join("final.json")) {
-        let best: Vec<f64> = f["best"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|m| m["samples_per_sec"].as_f64())
-            .collect();
-        if let (Some(m), false) = (f["median"].as_f64(), best.is_empty()) {
+    if let Ok(f) = FinalBench::read(dir) {
+        let best: Vec<f64> = f.best.iter().map(|m| m.samples_per_sec).collect();
+        if let (Some(m), false) = (f.median, best.is_empty()) {
             speedup = m;
             final_sps = stats::median(&best);
-            speedup_ci = serde_json::from_value::<[f64; 2]>(f["ci"].clone()).ok();
-            bench_runs +=
-                best.len() as u32 + f["baseline"].as_array().map_or(0, |a| a.len() as u32);
+            speedup_ci = f.ci;
+            bench_runs += best.len() as u32 + f.baseline.len() as u32;
         }
     }
 
@@ -190,8 +163,8 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
         .find(|e| e["event"] == "stopped")
         .and_then(|e| e["reason"].as_str())
         .map(str::to_string)
-        .unwrap_or_else(|| match run["state"].as_str() {
-            Some("running") => {
+        .unwrap_or_else(|| match run.as_ref().map(|r| r.state) {
+            Some(RunState::Running) => {
                 "not finished: killed, or still running (no report written yet)".to_string()
             }
             Some(s) => format!("not finished ({s}; no report written)"),
@@ -199,28 +172,26 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
         });
     let wall_s = wall_seconds(&events);
 
-    let editable: Vec<String> = serde_json::from_value(run["editable"].clone()).unwrap_or_default();
+    let editable: Vec<String> = run.as_ref().map(|r| r.editable.clone()).unwrap_or_default();
     let kept_diff = kept_diff(
         dir,
         &editable,
-        last_kept.map(|(d, _)| d.as_path()),
+        last_kept.map(|(t, _)| t.candidate_dir()),
         &decided,
     );
     let rows: Vec<TurnRow> = decided.into_iter().map(|(_, r)| r).collect();
-    let str_of = |k: &str| run[k].as_str().unwrap_or_default().to_string();
+    let str_of = |f: fn(&RunRecord) -> &String| run.as_ref().map(f).cloned().unwrap_or_default();
     Ok(RunReport {
         schema_version: report::SCHEMA_VERSION,
-        run_id: run["run_id"]
-            .as_str()
-            .map(str::to_string)
+        run_id: run
+            .as_ref()
+            .map(|r| r.run_id.clone())
+            .filter(|id| !id.is_empty())
             .unwrap_or_else(|| run_id(dir)),
-        project: str_of("project_root"),
-        agent: str_of("agent"),
-        language: run["policy"]["agent"]["language"]
-            .as_str()
-            .unwrap_or("en")
-            .to_string(),
-        started_at: str_of("started_at"),
+        project: str_of(|r| &r.project_root),
+        agent: str_of(|r| &r.agent),
+        language: run_language(run.as_ref()),
+        started_at: str_of(|r| &r.started_at),
         baseline_sps,
         baseline_samples,
         baseline_data_wait_share: baseline_share,
@@ -241,8 +212,7 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
         data_path: crate::probe::read_probe(dir),
         measured_loader: base_runs
             .first()
-            .and_then(|m| serde_json::from_value(m.clone()).ok())
-            .and_then(|m| crate::bench::command::loader_summary(&m)),
+            .and_then(crate::bench::command::loader_summary),
     })
 }
 
@@ -263,14 +233,14 @@ fn wall_seconds(events: &[Value]) -> f64 {
 fn kept_diff(
     dir: &Path,
     editable: &[String],
-    last_kept: Option<&Path>,
-    decided: &[(PathBuf, TurnRow)],
+    last_kept_candidate: Option<PathBuf>,
+    decided: &[(TurnFolder, TurnRow)],
 ) -> String {
-    let Some(kept_dir) = last_kept else {
+    let Some(kept_candidate) = last_kept_candidate else {
         return String::new();
     };
     let base = FileSet::load(&dir.join("baseline").join("files"), editable);
-    let best = FileSet::load(&kept_dir.join("candidate"), editable);
+    let best = FileSet::load(&kept_candidate, editable);
     if let (Ok(a), Ok(b), false) = (&base, &best, editable.is_empty()) {
         return editable
             .iter()
@@ -280,7 +250,7 @@ fn kept_diff(
     decided
         .iter()
         .filter(|(_, r)| r.decision == Decision::Kept)
-        .filter_map(|(d, _)| std::fs::read_to_string(d.join("diff.patch")).ok())
+        .filter_map(|(t, _)| std::fs::read_to_string(t.dir.join("diff.patch")).ok())
         .collect()
 }
 
@@ -319,14 +289,16 @@ pub fn list_runs(runs_dir: &Path) -> Vec<RunSummary> {
 }
 
 fn summarize(dir: &Path, lock_held: bool) -> RunSummary {
-    let run = run_json(dir);
+    let run = run_record(dir);
     let rep = load_report(dir).ok();
-    let mut state = run["state"].as_str().unwrap_or("?").to_string();
-    if state == "running" && !lock_held {
-        state = "killed".into();
-    }
-    let project_root = run["project_root"].as_str().unwrap_or_default();
-    let project = match run["workspace"].as_str().map(Path::new) {
+    let state = match run.as_ref().map(|r| r.state) {
+        Some(RunState::Running) if !lock_held => "killed".to_string(),
+        Some(s) => s.to_string(),
+        None => "?".to_string(),
+    };
+    let project_root = run.as_ref().map_or("", |r| r.project_root.as_str());
+    let workspace = run.as_ref().map(|r| r.workspace.as_str());
+    let project = match workspace.filter(|w| !w.is_empty()).map(Path::new) {
         Some(ws) => match Path::new(project_root).strip_prefix(ws) {
             Ok(p) if p.as_os_str().is_empty() => ".".to_string(),
             Ok(p) => p.display().to_string(),
@@ -336,9 +308,12 @@ fn summarize(dir: &Path, lock_held: bool) -> RunSummary {
     };
     RunSummary {
         id: run_id(dir),
-        date: run["started_at"].as_str().unwrap_or_default().to_string(),
+        date: run
+            .as_ref()
+            .map(|r| r.started_at.clone())
+            .unwrap_or_default(),
         project,
-        agent: run["agent"].as_str().unwrap_or_default().to_string(),
+        agent: run.as_ref().map(|r| r.agent.clone()).unwrap_or_default(),
         turns: rep.as_ref().map(|r| r.turns.len()),
         speedup: rep.as_ref().map(|r| r.speedup).filter(|s| s.is_finite()),
         stop_reason: rep.as_ref().map(|r| r.stop_reason.clone()),
@@ -605,8 +580,8 @@ pub struct TurnFiles {
     /// or else the run log's `agent_tool` events of this turn.
     pub tool_calls: Vec<ToolCall>,
     pub diff: Option<String>,
-    /// bench.json: `candidate`, `incumbent` (measurements), `ratios`, `median`, `ci`, `verdict`.
-    pub bench: Option<Value>,
+    /// bench.json: candidate and incumbent measured interleaved.
+    pub bench: Option<TurnBench>,
     pub bench_error: Option<String>,
     pub decision: Option<TurnRow>,
     /// The policy's `decision.confidence`, for the interval's label.
@@ -615,11 +590,11 @@ pub struct TurnFiles {
 
 /// Reads turn `turn` of the run in `dir`.
 pub fn read_turn(dir: &Path, turn: u32) -> Result<TurnFiles, ReviewError> {
-    let all = turn_dirs(dir);
-    let Some((_, tdir)) = all.iter().find(|(n, _)| *n == turn) else {
+    let all = run_folder::turn_folders(dir);
+    let Some(folder) = all.iter().find(|t| t.turn == turn) else {
         let have = match (all.first(), all.last()) {
-            (Some((a, _)), Some((b, _))) if a == b => format!("turn {a}"),
-            (Some((a, _)), Some((b, _))) => format!("turns {a}–{b}"),
+            (Some(a), Some(b)) if a.turn == b.turn => format!("turn {}", a.turn),
+            (Some(a), Some(b)) => format!("turns {}–{}", a.turn, b.turn),
             _ => "no turns".to_string(),
         };
         return Err(ReviewError::NoTurn {
@@ -628,8 +603,9 @@ pub fn read_turn(dir: &Path, turn: u32) -> Result<TurnFiles, ReviewError> {
             have,
         });
     };
+    let tdir = &folder.dir;
     let text = |f: &str| std::fs::read_to_string(tdir.join(f)).ok();
-    let run = run_json(dir);
+    let run = run_record(dir);
     let raw = tdir.join("events.jsonl");
     let tool_calls = if raw.is_file() {
         let mut st = crate::agent::claude::stream::Stream::default();
@@ -656,10 +632,7 @@ pub fn read_turn(dir: &Path, turn: u32) -> Result<TurnFiles, ReviewError> {
     };
     Ok(TurnFiles {
         run_id: run_id(dir),
-        language: run["policy"]["agent"]["language"]
-            .as_str()
-            .unwrap_or("en")
-            .to_string(),
+        language: run_language(run.as_ref()),
         turn,
         of: all.len(),
         prompt: text("prompt.md"),
@@ -668,10 +641,10 @@ pub fn read_turn(dir: &Path, turn: u32) -> Result<TurnFiles, ReviewError> {
             .unwrap_or(Value::Null),
         tool_calls,
         diff: text("diff.patch"),
-        bench: text("bench.json").and_then(|t| serde_json::from_str(&t).ok()),
+        bench: folder.bench().ok(),
         bench_error: text("bench_error.txt"),
-        decision: text("decision.json").and_then(|t| serde_json::from_str(&t).ok()),
-        confidence: run["policy"]["decision"]["confidence"].as_f64(),
+        decision: folder.decision(),
+        confidence: run.as_ref().map(|r| r.policy.decision.confidence),
     })
 }
 
@@ -837,21 +810,12 @@ fn push_block(out: &mut String, text: &str) {
 
 /// The pair-by-pair table of bench.json: each pair's incumbent and candidate
 /// samples/sec and their ratio, then the medians and the interval.
-fn measurements(out: &mut String, b: &Value, d: Option<&TurnRow>, w: &Words, ci_label: &str) {
-    let sps = |k: &str| -> Vec<Option<f64>> {
-        b[k].as_array()
-            .into_iter()
-            .flatten()
-            .map(|m| m["samples_per_sec"].as_f64())
-            .collect()
+fn measurements(out: &mut String, b: &TurnBench, d: Option<&TurnRow>, w: &Words, ci_label: &str) {
+    let sps = |ms: &[crate::bench::Measurement]| -> Vec<Option<f64>> {
+        ms.iter().map(|m| Some(m.samples_per_sec)).collect()
     };
-    let (cand, inc) = (sps("candidate"), sps("incumbent"));
-    let ratios: Vec<Option<f64>> = b["ratios"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(Value::as_f64)
-        .collect();
+    let (cand, inc) = (sps(&b.candidate), sps(&b.incumbent));
+    let ratios: Vec<Option<f64>> = b.ratios.iter().copied().map(Some).collect();
     let n = cand.len().max(inc.len());
     let f = |x: Option<&Option<f64>>| {
         x.copied()
@@ -884,18 +848,17 @@ fn measurements(out: &mut String, b: &Value, d: Option<&TurnRow>, w: &Words, ci_
         w.median.to_string(),
         fmt_sps(d.and_then(|d| d.before_sps).or(med(&inc))),
         fmt_sps(d.and_then(|d| d.after_sps).or(med(&cand))),
-        b["median"]
-            .as_f64()
-            .map_or("—".into(), |r| format!("{r:.3}")),
+        b.median.map_or("—".into(), |r| format!("{r:.3}")),
     ]);
     out.push_str(&aligned(&rows, &[false, true, true, true]));
-    if let Ok([lo, hi]) = serde_json::from_value::<[f64; 2]>(b["ci"].clone()) {
-        let verdict = b["verdict"].as_str().unwrap_or_default();
-        let verdict = if verdict.is_empty() {
-            String::new()
-        } else {
-            format!(" → {verdict}")
-        };
+    if let Some([lo, hi]) = b.ci {
+        // The verdict as bench.json spells it (keep, revert, undecided).
+        let verdict = b
+            .verdict
+            .and_then(|v| serde_json::to_value(v).ok())
+            .and_then(|v| v.as_str().map(str::to_string))
+            .map(|v| format!(" → {v}"))
+            .unwrap_or_default();
         let _ = writeln!(out, "{ci_label} [{lo:.3}, {hi:.3}]{verdict}");
     }
 }

@@ -18,6 +18,9 @@ use crate::error::{exit, BenchError};
 use crate::event::Event;
 use crate::process::Interrupt;
 use crate::report::{self, Decision, RunReport, TurnRow};
+use crate::run_folder::{
+    self, BaselineBench, FinalBench, RunEnvironment, RunRecord, RunState, TurnBench, TurnFolder,
+};
 use crate::store::{self, FileSet, Lock, RunStore};
 use crate::verify::{self, ProjectSnapshot};
 
@@ -325,23 +328,17 @@ pub fn resume<'a>(
 ) -> Result<Session<'a>, LoopError> {
     let runs_dir = ws.runs_dir();
     let lock = Lock::acquire(&runs_dir, "resume").map_err(LoopError::Config)?;
-    let run: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(run_dir.join("run.json")).map_err(|e| {
-            LoopError::Config(format!("{}: {e}", run_dir.join("run.json").display()))
-        })?,
-    )
-    .map_err(|e| LoopError::Config(format!("{}: {e}", run_dir.join("run.json").display())))?;
-    let state = run["state"].as_str().unwrap_or("");
-    if state == "finished" || state == "restored" {
+    let run = RunRecord::read(run_dir).map_err(|e| LoopError::Config(e.to_string()))?;
+    if run.state.is_closed() {
         return Err(LoopError::Config(format!(
-            "run {} is {state}; nothing to resume",
-            run_dir.display()
+            "run {} is {}; nothing to resume",
+            run_dir.display(),
+            run.state
         )));
     }
-    let policy: Policy = serde_json::from_value(run["policy"].clone())
-        .map_err(|e| LoopError::Config(format!("run.json policy: {e}")))?;
-    let editable: Vec<String> = serde_json::from_value(run["editable"].clone()).unwrap_or_default();
-    let root = PathBuf::from(run["project_root"].as_str().unwrap_or("."));
+    let policy = run.policy.clone();
+    let editable = run.editable.clone();
+    let root = run.project_root();
     let agent = Agent::from_policy(&policy, ws);
     agent.preflight().map_err(LoopError::Agent)?;
     let rec = Recovered::read(run_dir, &editable)?;
@@ -353,13 +350,11 @@ pub fn resume<'a>(
     rec.incumbent_files.save(&run_dir.join("incumbent"))?;
     let store = RunStore::open(run_dir)?;
     let bencher = Bencher::new(ws, &run_dir.join("harness"))?;
-    let git_branch = run["git_branch"].as_str().map(str::to_string);
+    let git_branch = run.git_branch.clone();
     Ok(Session {
         ws,
-        policy_path: PathBuf::from(run["policy_path"].as_str().unwrap_or("")),
-        max_iterations: run["max_iterations"]
-            .as_u64()
-            .unwrap_or(policy.loop_.max_iterations as u64) as u32,
+        policy_path: PathBuf::from(&run.policy_path),
+        max_iterations: run.max_iterations(),
         policy,
         agent,
         bencher,
@@ -369,7 +364,7 @@ pub fn resume<'a>(
         root,
         editable,
         started: Instant::now(),
-        started_at: run["started_at"].as_str().unwrap_or("").to_string(),
+        started_at: run.started_at.clone(),
         incumbent_files: rec.incumbent_files,
         baseline_files: rec.baseline_files,
         baseline_samples: rec.baseline_samples,
@@ -402,33 +397,17 @@ pub struct Recovered {
     pub bench_runs: u32,
 }
 
-/// Turn folders in turn order: "100" comes after "99", not after "10".
-fn sort_turn_dirs(dirs: &mut [PathBuf]) {
-    dirs.sort_by_key(|d| {
-        d.file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.parse::<u32>().ok())
-            .unwrap_or(u32::MAX)
-    });
-}
-
 /// The editable files of a run's best state: the candidate files of its last
 /// kept turn (decision.json is the commit point), else the baseline.
 pub fn best_files(run_dir: &Path, editable: &[String]) -> std::io::Result<FileSet> {
-    let mut turn_dirs: Vec<PathBuf> = std::fs::read_dir(run_dir.join("turns"))
-        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    sort_turn_dirs(&mut turn_dirs);
-    for d in turn_dirs.iter().rev() {
-        let kept = std::fs::read_to_string(d.join("decision.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<TurnRow>(&t).ok())
-            .is_some_and(|r| r.decision == Decision::Kept);
-        if kept {
-            return FileSet::load(&d.join("candidate"), editable);
-        }
+    let last_kept = run_folder::decided_turns(run_dir)
+        .into_iter()
+        .rev()
+        .find(|(_, row)| row.decision == Decision::Kept);
+    match last_kept {
+        Some((t, _)) => FileSet::load(&t.candidate_dir(), editable),
+        None => FileSet::load(&run_dir.join("baseline").join("files"), editable),
     }
-    FileSet::load(&run_dir.join("baseline").join("files"), editable)
 }
 
 impl Recovered {
@@ -443,31 +422,20 @@ impl Recovered {
         let mut rows: Vec<TurnRow> = Vec::new();
         let mut incumbent_files = baseline_files.clone();
         let mut incumbent_meas: Option<Measurement> = None;
-        let tdir = run_dir.join("turns");
-        let mut turn_dirs: Vec<PathBuf> = std::fs::read_dir(&tdir)
-            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-            .unwrap_or_default();
-        sort_turn_dirs(&mut turn_dirs);
-        for d in turn_dirs {
-            let Some(row) = std::fs::read_to_string(d.join("decision.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str::<TurnRow>(&t).ok())
-            else {
+        for t in run_folder::turn_folders(run_dir) {
+            let Some(row) = t.decision() else {
                 // An unfinished turn: done again on resume.
-                let _ = std::fs::remove_dir_all(&d);
+                let _ = std::fs::remove_dir_all(&t.dir);
                 continue;
             };
             if row.decision == Decision::Kept {
-                incumbent_files = FileSet::load(&d.join("candidate"), editable).map_err(|e| {
-                    LoopError::Config(format!("{}: kept files missing: {e}", d.display()))
+                incumbent_files = FileSet::load(&t.candidate_dir(), editable).map_err(|e| {
+                    LoopError::Config(format!("{}: kept files missing: {e}", t.dir.display()))
                 })?;
-                incumbent_meas = std::fs::read_to_string(d.join("bench.json"))
+                incumbent_meas = t
+                    .bench()
                     .ok()
-                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                    .and_then(|v| {
-                        serde_json::from_value::<Vec<Measurement>>(v["candidate"].clone()).ok()
-                    })
-                    .and_then(|v| v.last().cloned())
+                    .and_then(|b| b.candidate.last().cloned())
                     .map(|mut m| {
                         m.data_wait_share = row.data_wait_share;
                         m
@@ -475,20 +443,15 @@ impl Recovered {
             }
             rows.push(row);
         }
-        let bench: serde_json::Value =
-            std::fs::read_to_string(run_dir.join("baseline").join("bench.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .ok_or_else(|| {
-                    LoopError::Config(format!(
-                        "{}: the baseline was not measured yet; start a new run",
-                        run_dir.display()
-                    ))
-                })?;
-        let base_runs: Vec<Measurement> =
-            serde_json::from_value(bench["runs"].clone()).unwrap_or_default();
-        let baseline_samples = sps(&base_runs);
-        let baseline_share = median_share(&base_runs);
+        let bench = BaselineBench::read(run_dir).map_err(|e| {
+            LoopError::Config(format!(
+                "{}: the baseline was not measured yet; start a new run ({e})",
+                run_dir.display()
+            ))
+        })?;
+        let base_runs = &bench.runs;
+        let baseline_samples = sps(base_runs);
+        let baseline_share = median_share(base_runs);
         let mut base_inc = base_runs.last().cloned().unwrap_or_default();
         base_inc.data_wait_share = baseline_share;
         let incumbent_sps = rows
@@ -498,7 +461,7 @@ impl Recovered {
             .and_then(|r| r.after_sps)
             .unwrap_or_else(|| stats::median(&baseline_samples));
         Ok(Recovered {
-            bench_runs: 1 + base_runs.len() as u32 + rows.iter().map(|r| r.runs).sum::<u32>(),
+            bench_runs: bench.run_count() + rows.iter().map(|r| r.runs).sum::<u32>(),
             ceiling: base_runs.iter().find_map(|m| m.ceiling_sps),
             baseline_files,
             incumbent_files,
@@ -542,32 +505,33 @@ impl<'a> Session<'a> {
         });
     }
 
-    fn write_run_json(&self, state: &str) -> std::io::Result<()> {
-        let v = json!({
-            "run_id": self.store.id,
-            "state": state,
-            "started_at": self.started_at,
-            "workspace": self.ws.dir.display().to_string(),
-            "project_root": self.root.display().to_string(),
-            "editable": self.editable,
-            "bench": self.ws.file.bench,
-            "python": self.ws.python(),
-            "agent": self.agent.name(),
-            "policy_path": self.policy_path.display().to_string(),
-            "policy": self.policy,
-            "max_iterations": self.max_iterations,
-            "git_branch": self.git_branch,
-            "environment": {
-                "cpu_count": self.incumbent.cpu_count,
-                "device": self.incumbent.device,
-                "torch_version": self.incumbent.torch_version,
-                "cuda_available": self.incumbent.cuda_available,
-                "world_size": self.incumbent.world_size.unwrap_or(1),
-                "os": std::env::consts::OS,
-                "tuneloop_version": env!("CARGO_PKG_VERSION"),
+    fn write_run_json(&self, state: RunState) -> std::io::Result<()> {
+        let r = RunRecord {
+            format_version: run_folder::RUN_FORMAT_VERSION,
+            run_id: self.store.id.clone(),
+            state,
+            started_at: self.started_at.clone(),
+            workspace: self.ws.dir.display().to_string(),
+            project_root: self.root.display().to_string(),
+            editable: self.editable.clone(),
+            bench: self.ws.file.bench.clone(),
+            python: self.ws.python(),
+            agent: self.agent.name().into(),
+            policy_path: self.policy_path.display().to_string(),
+            policy: self.policy.clone(),
+            max_iterations: Some(self.max_iterations),
+            git_branch: self.git_branch.clone(),
+            environment: RunEnvironment {
+                cpu_count: self.incumbent.cpu_count,
+                device: self.incumbent.device.clone(),
+                torch_version: self.incumbent.torch_version.clone(),
+                cuda_available: self.incumbent.cuda_available,
+                world_size: self.incumbent.world_size.unwrap_or(1),
+                os: std::env::consts::OS.into(),
+                tuneloop_version: env!("CARGO_PKG_VERSION").into(),
             },
-        });
-        store::write_json(&self.store.dir.join("run.json"), &v)
+        };
+        r.write(&self.store.dir)
     }
 
     fn check_interrupt(&self) -> Result<(), LoopError> {
@@ -596,9 +560,9 @@ impl<'a> Session<'a> {
                     reason: reason.clone(),
                 });
                 let state = if matches!(e, LoopError::Interrupted) {
-                    "interrupted"
+                    RunState::Interrupted
                 } else {
-                    "failed"
+                    RunState::Failed
                 };
                 let _ = self.write_run_json(state);
                 if !self.baseline_samples.is_empty() {
@@ -615,7 +579,7 @@ impl<'a> Session<'a> {
                 run_id: self.store.id.clone(),
                 completed_turns: self.rows.len() as u32,
             });
-            self.write_run_json("running")?;
+            self.write_run_json(RunState::Running)?;
         } else {
             self.emit(Event::RunStarted {
                 run_id: self.store.id.clone(),
@@ -628,11 +592,11 @@ impl<'a> Session<'a> {
                     1
                 },
             });
-            self.write_run_json("running")?;
+            self.write_run_json(RunState::Running)?;
             self.baseline().await?;
             // Feature `libtorch` only (a no-op otherwise): runs/<id>/probe.json.
             crate::probe::after_baseline(&self.store.dir);
-            self.write_run_json("running")?;
+            self.write_run_json(RunState::Running)?;
         }
 
         let stop_below = self.policy.decision.stop_when_data_wait_below;
@@ -670,7 +634,7 @@ impl<'a> Session<'a> {
         let final_ = self.final_measurement().await?;
         self.incumbent_files.apply(&self.root)?;
         let report = self.write_report(&stop_reason, false, final_)?;
-        self.write_run_json("finished")?;
+        self.write_run_json(RunState::Finished)?;
         Ok(report)
     }
 
@@ -747,10 +711,11 @@ impl<'a> Session<'a> {
             }
             self.bench_runs += 1;
         }
-        store::write_json(
-            &bdir.join("bench.json"),
-            &json!({ "profiled": prof.measurement, "runs": ms }),
-        )?;
+        BaselineBench {
+            profiled: Some(prof.measurement),
+            runs: ms.clone(),
+        }
+        .write(&self.store.dir)?;
         self.baseline_samples = sps(&ms);
         self.incumbent_sps = stats::median(&self.baseline_samples);
         self.baseline_share = median_share(&ms);
@@ -1050,14 +1015,21 @@ impl<'a> Session<'a> {
         tdir: &Path,
         paired: Option<&Paired>,
     ) -> Result<(), LoopError> {
+        let folder = TurnFolder {
+            turn: row.turn,
+            dir: tdir.to_owned(),
+        };
         if let Some(p) = paired {
-            store::write_json(
-                &tdir.join("bench.json"),
-                &json!({ "candidate": p.candidate, "incumbent": p.incumbent, "ratios": p.ratio.ratios,
-                         "median": p.ratio.median, "ci": p.ratio.ci, "verdict": p.verdict }),
-            )?;
+            folder.write_bench(&TurnBench {
+                candidate: p.candidate.clone(),
+                incumbent: p.incumbent.clone(),
+                ratios: p.ratio.ratios.clone(),
+                median: Some(p.ratio.median),
+                ci: Some(p.ratio.ci),
+                verdict: Some(p.verdict),
+            })?;
         }
-        store::write_json(&tdir.join("decision.json"), &row)?;
+        folder.write_decision(&row)?;
         self.rows.push(row.clone());
         self.emit(Event::TurnDecided { row });
         Ok(())
@@ -1107,11 +1079,14 @@ impl<'a> Session<'a> {
         match res {
             Ok(p) => {
                 self.bench_runs += p.runs();
-                store::write_json(
-                    &self.store.dir.join("final.json"),
-                    &json!({ "best": p.candidate, "baseline": p.incumbent, "ratios": p.ratio.ratios,
-                             "median": p.ratio.median, "ci": p.ratio.ci }),
-                )?;
+                FinalBench {
+                    best: p.candidate.clone(),
+                    baseline: p.incumbent.clone(),
+                    ratios: p.ratio.ratios.clone(),
+                    median: Some(p.ratio.median),
+                    ci: Some(p.ratio.ci),
+                }
+                .write(&self.store.dir)?;
                 self.emit(Event::FinalMeasured {
                     baseline_samples: p.inc_sps(),
                     best_samples: p.cand_sps(),

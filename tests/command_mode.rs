@@ -110,7 +110,9 @@ fn an_argparse_script_is_tuned_at_its_flag_default() {
         "{diff}"
     );
     assert!(changed[1].contains("default=2"), "{diff}");
-    assert!(ws.read("train.py").contains(r#""--workers", type=int, default=2"#));
+    assert!(ws
+        .read("train.py")
+        .contains(r#""--workers", type=int, default=2"#));
     assert!(rep["speedup"].as_f64().unwrap() > 1.0, "{rep:#}");
     // The command's own files (a log it opens at start) are not the agent's change.
     assert!(ws.path().join("checkpoints/train.log").is_file());
@@ -120,7 +122,11 @@ fn an_argparse_script_is_tuned_at_its_flag_default() {
         .current_dir(ws.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("epoch 0:"));
 }
 
@@ -135,7 +141,10 @@ fn a_hugging_face_trainer_script_is_tuned_in_its_training_arguments() {
     // site is the project's line that led there, the origin says where.
     let train_line = line_of(&ws, "train.py", "trainer.train()");
     assert_eq!(m["call_site"], format!("train.py:{train_line}"), "{m:#}");
-    assert!(m["loaders"][0]["origin"].as_str().unwrap().contains("site-packages"));
+    assert!(m["loaders"][0]["origin"]
+        .as_str()
+        .unwrap()
+        .contains("site-packages"));
     let changed = changed_lines(&diff);
     assert_eq!(changed.len(), 2, "{diff}");
     assert!(changed[0].contains("dataloader_num_workers=0"), "{diff}");
@@ -155,7 +164,9 @@ fn a_lightning_script_is_tuned_and_its_logs_are_not_a_change() {
     assert_eq!(m["call_site"], format!("train.py:{train_line}"), "{m:#}");
     let loaders = m["loaders"].as_array().unwrap();
     assert!(
-        loaders.iter().any(|l| l["training"] == false && l["batches"].as_u64().unwrap() > 0),
+        loaders
+            .iter()
+            .any(|l| l["training"] == false && l["batches"].as_u64().unwrap() > 0),
         "the validation loader was seen: {m:#}"
     );
     let changed = changed_lines(&diff);
@@ -201,7 +212,11 @@ fn a_command_that_ends_too_early_says_how_far_it_got() {
     let ws = script_ws(&LOOP.replace("BATCHES", "5"), 120);
     let r = ws.tuneloop(&["bench", "--repeats", "1"]);
     assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("ended after 5 training batches"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("ended after 5 training batches"),
+        "{}",
+        r.stderr
+    );
     assert!(r.stderr.contains("needs 14"), "{}", r.stderr);
     assert!(r.stderr.contains("more epochs"), "{}", r.stderr);
 }
@@ -246,9 +261,10 @@ fn a_command_that_reads_stdin_gets_none_and_is_measured() {
 #[test]
 fn a_measurement_leaves_no_process_behind() {
     // Workers that would outlive a careless end: persistent, several.
-    let script = LOOP
-        .replace("BATCHES", "400")
-        .replace("batch_size=8)", "batch_size=8, num_workers=2, persistent_workers=True)");
+    let script = LOOP.replace("BATCHES", "400").replace(
+        "batch_size=8)",
+        "batch_size=8, num_workers=2, persistent_workers=True)",
+    );
     let ws = script_ws(&script, 120);
     let r = ws.tuneloop(&["bench", "--repeats", "1"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -260,7 +276,10 @@ fn a_measurement_leaves_no_process_behind() {
         .map(|p| p.display().to_string())
         .filter(|p| p.starts_with(&needle))
         .collect();
-    assert!(left.is_empty(), "processes still running in the project: {left:?}");
+    assert!(
+        left.is_empty(),
+        "processes still running in the project: {left:?}"
+    );
 }
 
 #[test]

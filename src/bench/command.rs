@@ -21,7 +21,10 @@ use crate::process::{self, Ending, Interrupt, Spec};
 
 /// Files written next to the harness for command mode (name, text).
 pub const INSTRUMENT_FILES: [(&str, &str); 2] = [
-    ("sitecustomize.py", include_str!("instrument/sitecustomize.py")),
+    (
+        "sitecustomize.py",
+        include_str!("instrument/sitecustomize.py"),
+    ),
     (
         "tuneloop_instrument.py",
         include_str!("instrument/tuneloop_instrument.py"),
@@ -163,9 +166,7 @@ pub async fn measure(
         .await
         .map_err(|e| BenchError::Spawn {
             program: spec.program.clone(),
-            message: format!(
-                "{e} (the head of [bench] run; a `python` there is [project] python)"
-            ),
+            message: format!("{e} (the head of [bench] run; a `python` there is [project] python)"),
         })?;
     if matches!(out.ending, Ending::Interrupted) {
         return Err(BenchError::Interrupted);
@@ -325,11 +326,16 @@ pub fn loader_summary(m: &Measurement) -> Option<String> {
         .filter(|o| o != site)
         .map(|o| format!(", built at {o}"))
         .unwrap_or_default();
-    let settings = ["num_workers", "pin_memory", "prefetch_factor", "persistent_workers"]
-        .iter()
-        .filter_map(|k| m.loader.get(*k).map(|x| format!("{k}={x}")))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let settings = [
+        "num_workers",
+        "pin_memory",
+        "prefetch_factor",
+        "persistent_workers",
+    ]
+    .iter()
+    .filter_map(|k| m.loader.get(*k).map(|x| format!("{k}={x}")))
+    .collect::<Vec<_>>()
+    .join(", ");
     Some(format!("{site}{origin} ({settings})"))
 }
 
@@ -419,7 +425,11 @@ mod tests {
             w(&["/venv/bin/python", "train.py"])
         );
         assert_eq!(
-            resolve(&w(&["python3.12", "-m", "pkg.train"]), "/v/bin/python", root)[0],
+            resolve(
+                &w(&["python3.12", "-m", "pkg.train"]),
+                "/v/bin/python",
+                root
+            )[0],
             "/v/bin/python"
         );
         // Not an interpreter word: left alone when nothing of that name is beside it.
@@ -436,7 +446,11 @@ mod tests {
         std::fs::create_dir_all(&bin).unwrap();
         std::fs::write(bin.join("torchrun"), "#!/bin/sh\n").unwrap();
         let py = bin.join("python").display().to_string();
-        let r = resolve(&w(&["torchrun", "--nproc_per_node", "2", "train.py"]), &py, d.path());
+        let r = resolve(
+            &w(&["torchrun", "--nproc_per_node", "2", "train.py"]),
+            &py,
+            d.path(),
+        );
         assert_eq!(r[0], bin.join("torchrun").display().to_string());
         assert_eq!(resolve(&w(&["srun", "x"]), &py, d.path())[0], "srun");
     }
@@ -477,7 +491,8 @@ mod tests {
         assert_eq!(c["ceiling_sps"], 1900.0);
         assert_eq!(c["data_wait_s"], 1.0, "rank 0's own timings stay");
         assert_eq!(c["per_rank"].as_array().unwrap().len(), 2);
-        let no_ceiling = json!({"rank": 1, "world_size": 2, "samples_per_sec": 1.0, "ceiling_sps": null});
+        let no_ceiling =
+            json!({"rank": 1, "world_size": 2, "samples_per_sec": 1.0, "ceiling_sps": null});
         assert!(combine(&[r0, no_ceiling])["ceiling_sps"].is_null());
     }
 
