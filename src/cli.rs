@@ -2,6 +2,7 @@
 //! the commands themselves (thin: the work lives in the other modules). The
 //! terminal view of a run is here too — it only listens to events.
 
+pub mod scan_view;
 pub mod view;
 
 use std::io::Write;
@@ -516,42 +517,14 @@ fn find_loader_files(dir: &Path) -> Vec<String> {
 // ---------------------------------------------------------------- scan
 
 fn scan(files: &[PathBuf], json_out: bool) -> Result<i32> {
-    let mut all = Vec::new();
-    for f in files {
-        let label = f.display().to_string();
-        let sites = edit::scan_file(f, &label).with_context(|| format!("cannot scan {label}"))?;
-        all.extend(sites);
-    }
+    let scanned = scan_view::scan_files(files)?;
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&all)?);
-        return Ok(exit::OK);
-    }
-    if all.is_empty() {
-        println!("no DataLoader call found");
-    }
-    for s in &all {
-        let kw: Vec<String> = s
-            .kwargs
-            .iter()
-            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-            .collect();
         println!(
-            "{}:{}:{}  {}({} positional{}{})",
-            s.file,
-            s.line,
-            s.column,
-            s.callee,
-            s.positional,
-            if kw.is_empty() {
-                String::new()
-            } else {
-                format!(", {}", kw.join(", "))
-            },
-            if s.has_spread { ", **…" } else { "" }
+            "{}",
+            serde_json::to_string_pretty(&scan_view::to_json(&scanned))?
         );
-        for h in hints(s) {
-            println!("    hint: {h}");
-        }
+    } else {
+        print!("{}", scan_view::to_text(&scanned, hints));
     }
     Ok(exit::OK)
 }

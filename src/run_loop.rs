@@ -174,6 +174,10 @@ fn median_share(ms: &[Measurement]) -> Option<f64> {
 }
 
 /// What the article lists when data_wait is small: compute-side candidates.
+/// Above this share of its ceiling, an incumbent says more about the noise
+/// of the ceiling's one run than about the job having reached it.
+const CREDIBLE_CEILING_SHARE: f64 = 1.10;
+
 pub fn compute_side_advice() -> Vec<String> {
     vec![
         "optimizer.zero_grad(set_to_none=True)".into(),
@@ -216,6 +220,9 @@ pub struct Session<'a> {
     incumbent: Measurement,
     incumbent_sps: f64,
     profile_table: String,
+    /// Command mode: what the user's command itself writes while measured
+    /// (logs, checkpoints, `lightning_logs/`), never an agent's change.
+    command_outputs: Vec<PathBuf>,
     rows: Vec<TurnRow>,
     bench_runs: u32,
     cost: f64,
@@ -306,6 +313,7 @@ pub fn prepare<'a>(
         incumbent: Measurement::default(),
         incumbent_sps: 0.0,
         profile_table: String::new(),
+        command_outputs: Vec::new(),
         rows: vec![],
         bench_runs: 0,
         cost: 0.0,
@@ -339,6 +347,7 @@ pub fn resume<'a>(
     let policy = run.policy.clone();
     let editable = run.editable.clone();
     let root = run.project_root();
+    let outputs = verify::load_command_outputs(run_dir, &root);
     let agent = Agent::from_policy(&policy, ws);
     agent.preflight().map_err(LoopError::Agent)?;
     let rec = Recovered::read(run_dir, &editable)?;
@@ -373,6 +382,7 @@ pub fn resume<'a>(
         incumbent: rec.incumbent,
         incumbent_sps: rec.incumbent_sps,
         profile_table: rec.profile_table,
+        command_outputs: outputs,
         bench_runs: rec.bench_runs,
         cost: rec.rows.iter().filter_map(|r| r.agent.cost_usd).sum(),
         agent_ms: rec.rows.iter().map(|r| r.agent.duration_ms).sum(),
@@ -485,6 +495,7 @@ impl<'a> Session<'a> {
     fn snapshot_skip(&self) -> Vec<PathBuf> {
         std::fs::canonicalize(self.ws.runs_dir())
             .into_iter()
+            .chain(self.command_outputs.iter().cloned())
             .collect()
     }
 
@@ -672,12 +683,16 @@ impl<'a> Session<'a> {
                 }
             }
         }
-        if let Some(c) = self.ceiling {
-            if c > 0.0 && self.incumbent_sps >= d.stop_when_ceiling_share_above * c {
-                return Some(format!(
-                    "within {:.0}% of the ceiling",
-                    (1.0 - self.incumbent_sps / c) * 100.0
-                ));
+        if let Some(c) = self.ceiling.filter(|c| *c > 0.0) {
+            let share = self.incumbent_sps / c;
+            // Far above the step-alone ceiling while data_wait is still a real
+            // share (checked above), the ceiling run was disturbed: not a reason to stop.
+            if share >= d.stop_when_ceiling_share_above && share <= CREDIBLE_CEILING_SHARE {
+                return Some(if share < 1.0 {
+                    format!("within {:.0}% of the ceiling", (1.0 - share) * 100.0)
+                } else {
+                    format!("at the ceiling ({:.0}% of it)", share * 100.0)
+                });
             }
         }
         None
@@ -685,6 +700,10 @@ impl<'a> Session<'a> {
 
     async fn baseline(&mut self) -> Result<(), LoopError> {
         let bdir = self.store.dir.join("baseline");
+        let before = match self.bencher.run {
+            Some(_) => Some(ProjectSnapshot::capture(&self.root, &self.snapshot_skip())?),
+            None => None,
+        };
         self.phase("baseline", None, "profiled run");
         let prof = match self.bencher.profile(&self.interrupt).await {
             Ok(p) => p,
@@ -716,6 +735,12 @@ impl<'a> Session<'a> {
             runs: ms.clone(),
         }
         .write(&self.store.dir)?;
+        if let Some(before) = before {
+            let after = ProjectSnapshot::capture(&self.root, &self.snapshot_skip())?;
+            let outputs = verify::command_outputs(&before, &after, &self.editable);
+            verify::save_command_outputs(&self.store.dir, &outputs)?;
+            self.command_outputs = outputs.iter().map(|o| self.root.join(o)).collect();
+        }
         self.baseline_samples = sps(&ms);
         self.incumbent_sps = stats::median(&self.baseline_samples);
         self.baseline_share = median_share(&ms);

@@ -1,6 +1,9 @@
 //! Checking what an agent did, from the files, never from its word: only the
-//! editable files changed, they still parse, and exactly ONE keyword argument
-//! of ONE DataLoader call changed, naming a knob the policy allows. Also the
+//! editable files changed, they still parse, and exactly ONE knob changed at
+//! its source (a keyword of a DataLoader call, the default of a flag that
+//! feeds one, a config value that feeds one, a `TrainingArguments`
+//! `dataloader_*` keyword: see [`crate::edit::knobs`]), naming a knob the
+//! policy allows. Also the
 //! project snapshot that lets a turn put back files an agent had no right to
 //! touch.
 
@@ -8,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::edit::{self, KwargChange};
+use crate::edit;
 use crate::store::FileSet;
 
 /// Files bigger than this are tracked by size and time only (not restorable).
@@ -58,7 +61,11 @@ impl ProjectSnapshot {
                     }
                     continue;
                 }
-                if !ft.is_file() || name.starts_with(".tuneloop") || name.ends_with(".pyc") {
+                if !ft.is_file()
+                    || name.starts_with(".tuneloop")
+                    || name.ends_with(".pyc")
+                    || skip.contains(&path)
+                {
                     continue;
                 }
                 let md = e.metadata()?;
@@ -190,6 +197,47 @@ impl ProjectSnapshot {
     }
 }
 
+/// What a command wrote while it was measured (command mode), as paths
+/// relative to the project root to leave out of every later snapshot: a
+/// folder it wrote into (`lightning_logs`, `checkpoints`) as a whole, unless
+/// an editable file lies in it, else the file itself. Editable files are
+/// never left out.
+pub fn command_outputs(
+    before: &ProjectSnapshot,
+    after: &ProjectSnapshot,
+    editable: &[String],
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for rel in before.changes(after, editable) {
+        let top = rel.split('/').next().unwrap_or(&rel).to_string();
+        let folder_is_safe =
+            top != rel && !editable.iter().any(|e| e.starts_with(&format!("{top}/")));
+        let path = if folder_is_safe { top } else { rel };
+        if !out.contains(&path) {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+const COMMAND_OUTPUTS_FILE: &str = "baseline/command_outputs.json";
+
+pub fn save_command_outputs(run_dir: &Path, outputs: &[String]) -> std::io::Result<()> {
+    crate::store::write_json(&run_dir.join(COMMAND_OUTPUTS_FILE), &outputs)
+}
+
+/// The command's outputs recorded by a run's baseline, as absolute paths.
+pub fn load_command_outputs(run_dir: &Path, root: &Path) -> Vec<PathBuf> {
+    std::fs::read_to_string(run_dir.join(COMMAND_OUTPUTS_FILE))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Vec<String>>(&t).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| root.join(r))
+        .collect()
+}
+
 /// What a turn's edit amounts to.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
@@ -234,11 +282,46 @@ pub fn check_turn(
     if changed.is_empty() {
         return Verdict::NoChange;
     }
-    let mut found: Vec<(String, KwargChange, usize)> = Vec::new();
+    // (file, knob or keyword, one-line change, line)
+    let mut found: Vec<(String, String, String, usize)> = Vec::new();
     let mut preprocessing: Vec<(String, String, usize)> = Vec::new();
+    // Knob sites of the editable scripts before the turn: which config
+    // values feed a knob.
+    let knob_sites = || -> Vec<edit::KnobSite> {
+        let read = |f: &str| {
+            before
+                .0
+                .get(f)
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+        };
+        before
+            .0
+            .keys()
+            .filter(|f| f.ends_with(".py"))
+            .flat_map(|f| edit::knob_sites(f, &before.text(f), &read).unwrap_or_default())
+            .collect()
+    };
     for file in &changed {
         let old = before.text(file);
         let new = after.text(file);
+        if edit::config_file::ConfigKind::of(file).is_some() {
+            match edit::knobs::config_edit(file, &old, &new, &knob_sites()) {
+                Ok(changes) => {
+                    found.extend(
+                        changes
+                            .into_iter()
+                            .map(|c| (c.file, c.knob, c.change, c.line)),
+                    );
+                    continue;
+                }
+                Err(reason) => {
+                    return Verdict::Rejected {
+                        reason,
+                        change: format!("edit of {file}"),
+                    }
+                }
+            }
+        }
         if !file.ends_with(".py") {
             return Verdict::Rejected {
                 reason: format!("{file} is not Python; only DataLoader arguments may change"),
@@ -250,6 +333,30 @@ pub fn check_turn(
                 reason: format!("{file} no longer parses: {e}"),
                 change: format!("edit of {file}"),
             };
+        }
+        // A flag default or TrainingArguments keyword: the knob at its source.
+        let read = |f: &str| {
+            before
+                .0
+                .get(f)
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+        };
+        match edit::knobs::python_edit(file, &old, &new, &read) {
+            edit::knobs::PythonEdit::Changes(changes) => {
+                found.extend(
+                    changes
+                        .into_iter()
+                        .map(|c| (c.file, c.knob, c.change, c.line)),
+                );
+                continue;
+            }
+            edit::knobs::PythonEdit::Rejected(reason) => {
+                return Verdict::Rejected {
+                    reason,
+                    change: format!("code edit in {file}"),
+                }
+            }
+            edit::knobs::PythonEdit::NotAtSource => {}
         }
         let (Ok(s_old), Ok(s_new)) = (edit::scan_source(file, &old), edit::scan_source(file, &new))
         else {
@@ -296,7 +403,7 @@ pub fn check_turn(
             }
             let line = s_new.get(d.site_index).map(|s| s.line).unwrap_or(0);
             for c in d.changes {
-                found.push((file.to_string(), c, line));
+                found.push((file.to_string(), c.name().to_string(), c.describe(), line));
             }
         }
     }
@@ -321,9 +428,7 @@ pub fn check_turn(
             change: "no argument changed".into(),
         },
         1 => {
-            let (file, c, line) = found.remove(0);
-            let knob = c.name().to_string();
-            let change = c.describe();
+            let (file, knob, change, line) = found.remove(0);
             if !knobs.iter().any(|k| k == &knob) {
                 let why = if knob == "batch_size" || knob == "drop_last" || knob == "sampler" || knob == "shuffle" {
                     format!("`{knob}` is part of the measurement, not a DataLoader tuning")
@@ -336,7 +441,7 @@ pub fn check_turn(
         }
         n => Verdict::Rejected {
             reason: format!("{n} DataLoader arguments changed; one change per turn"),
-            change: found.iter().map(|(_, c, _)| c.describe()).collect::<Vec<_>>().join("; "),
+            change: found.iter().map(|(_, _, c, _)| c.as_str()).collect::<Vec<_>>().join("; "),
         },
     }
 }
@@ -393,6 +498,45 @@ mod tests {
     }
 
     const BASE: &str = "from torch.utils.data import DataLoader\nloader = DataLoader(ds, batch_size=32)\nsteps = 10\n";
+
+    #[test]
+    fn what_a_command_writes_is_left_out_of_later_snapshots() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        let w = |rel: &str, text: &str| {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        w("train.py", "x = 1\n");
+        w("conf/data.yaml", "num_workers: 0\n");
+        w("logs/old.txt", "old\n");
+        let editable = vec!["train.py".to_string(), "conf/data.yaml".to_string()];
+        let before = ProjectSnapshot::capture(root, &[]).unwrap();
+        // The command: a log folder, a checkpoint at the top, a file beside an editable one.
+        w("logs/run.txt", "epoch 0\n");
+        w("lightning_logs/version_0/hparams.yaml", "{}\n");
+        w("last.pt", "weights");
+        w("conf/cache.json", "{}");
+        let after = ProjectSnapshot::capture(root, &[]).unwrap();
+        let out = command_outputs(&before, &after, &editable);
+        assert_eq!(
+            out,
+            ["conf/cache.json", "last.pt", "lightning_logs", "logs"]
+        );
+        // Skipped from then on: the next run of the command is no change at all...
+        let skip: Vec<PathBuf> = out.iter().map(|o| root.join(o)).collect();
+        let s1 = ProjectSnapshot::capture(root, &skip).unwrap();
+        w("logs/run.txt", "epoch 0\nepoch 1\n");
+        w("lightning_logs/version_1/hparams.yaml", "{}\n");
+        w("last.pt", "new weights");
+        let s2 = ProjectSnapshot::capture(root, &skip).unwrap();
+        assert!(s1.changes(&s2, &editable).is_empty());
+        // ...while any other file still counts.
+        w("conf/other.yaml", "a: 1\n");
+        let s3 = ProjectSnapshot::capture(root, &skip).unwrap();
+        assert_eq!(s1.changes(&s3, &editable), ["conf/other.yaml"]);
+    }
 
     #[test]
     fn one_argument_is_one_change() {
@@ -488,6 +632,162 @@ mod tests {
             check_turn(&fs(BASE), &fs(BASE), &[], &knobs()),
             Verdict::NoChange
         );
+    }
+
+    fn files(f: &[(&str, &str)]) -> FileSet {
+        FileSet(
+            f.iter()
+                .map(|(p, t)| (p.to_string(), t.as_bytes().to_vec()))
+                .collect(),
+        )
+    }
+
+    const FLAGS: &str = "import argparse\nfrom torch.utils.data import DataLoader\nparser = argparse.ArgumentParser()\nparser.add_argument('--epochs', type=int, default=3)\nparser.add_argument('--workers', type=int, default=0)\nargs = parser.parse_args()\ntrain = DataLoader(ds, batch_size=32, num_workers=args.workers)\nval = DataLoader(vs, batch_size=32)\n";
+
+    #[test]
+    fn a_flag_default_that_feeds_a_knob_is_the_one_change() {
+        let after = FLAGS.replace("type=int, default=0", "type=int, default=4");
+        match check_turn(&fs(FLAGS), &fs(&after), &[], &knobs()) {
+            Verdict::OneChange {
+                knob,
+                change,
+                line,
+                file,
+            } => {
+                assert_eq!(
+                    (knob.as_str(), line, file.as_str()),
+                    ("num_workers", 5, "train.py")
+                );
+                assert_eq!(change, "num_workers 0 → 4 (--workers default, train.py:5)");
+            }
+            v => panic!("{v:?}"),
+        }
+        let epochs = FLAGS.replace("default=3", "default=1");
+        assert!(
+            matches!(check_turn(&fs(FLAGS), &fs(&epochs), &[], &knobs()),
+            Verdict::Rejected { ref reason, .. } if reason.contains("--epochs feeds no DataLoader knob"))
+        );
+        let two = after.replace(
+            "val = DataLoader(vs, batch_size=32)",
+            "val = DataLoader(vs, batch_size=32, num_workers=2)",
+        );
+        assert!(matches!(check_turn(&fs(FLAGS), &fs(&two), &[], &knobs()),
+            Verdict::Rejected { ref reason, .. } if reason.contains("one change per turn")));
+        let code = after.replace("args = parser.parse_args()", "args = parser.parse_args([])");
+        assert!(matches!(
+            check_turn(&fs(FLAGS), &fs(&code), &[], &knobs()),
+            Verdict::Rejected { .. }
+        ));
+        // Not a knob the policy allows.
+        let only_pin = vec!["pin_memory".to_string()];
+        assert!(
+            matches!(check_turn(&fs(FLAGS), &fs(&after), &[], &only_pin),
+            Verdict::Rejected { ref reason, .. } if reason.contains("not a knob the policy allows"))
+        );
+    }
+
+    #[test]
+    fn a_config_value_that_feeds_a_knob_is_the_one_change() {
+        let script = "import yaml\nfrom torch.utils.data import DataLoader\ncfg = yaml.safe_load(open('config.yaml'))\nloader = DataLoader(ds, batch_size=cfg['batch_size'], num_workers=cfg['loader']['workers'])\n";
+        let yaml = "batch_size: 32\nloader:\n  workers: 0  # per GPU\n";
+        let before = files(&[("train.py", script), ("config.yaml", yaml)]);
+        let after = files(&[
+            ("train.py", script),
+            ("config.yaml", &yaml.replace("workers: 0", "workers: 6")),
+        ]);
+        match check_turn(&before, &after, &[], &knobs()) {
+            Verdict::OneChange {
+                knob,
+                change,
+                file,
+                line,
+            } => {
+                assert_eq!(
+                    (knob.as_str(), file.as_str(), line),
+                    ("num_workers", "config.yaml", 3)
+                );
+                assert_eq!(change, "num_workers 0 → 6 (loader.workers, config.yaml:3)");
+            }
+            v => panic!("{v:?}"),
+        }
+        let bs = files(&[
+            ("train.py", script),
+            (
+                "config.yaml",
+                &yaml.replace("batch_size: 32", "batch_size: 8"),
+            ),
+        ]);
+        assert!(matches!(
+            check_turn(&before, &bs, &[], &knobs()),
+            Verdict::Rejected { .. }
+        ));
+        let comment = files(&[
+            ("train.py", script),
+            (
+                "config.yaml",
+                &yaml.replace("workers: 0  # per GPU", "workers: 6"),
+            ),
+        ]);
+        assert!(matches!(check_turn(&before, &comment, &[], &knobs()),
+            Verdict::Rejected { ref reason, .. } if reason.contains("beyond")));
+        // A non-Python file no knob reads is still rejected.
+        let other = files(&[
+            ("train.py", script),
+            ("config.yaml", yaml),
+            ("notes.txt", "a"),
+        ]);
+        let other_after = files(&[
+            ("train.py", script),
+            ("config.yaml", yaml),
+            ("notes.txt", "b"),
+        ]);
+        assert!(matches!(check_turn(&other, &other_after, &[], &knobs()),
+            Verdict::Rejected { ref reason, .. } if reason.contains("not Python")));
+    }
+
+    #[test]
+    fn a_keyword_of_an_imported_dataloader_subclass_is_the_one_change() {
+        let loaders =
+            "from torch.utils.data import DataLoader\n\nclass FastLoader(DataLoader):\n    pass\n";
+        let script = "from loaders import FastLoader\nloader = FastLoader(ds, batch_size=8)\n";
+        let after = script.replace("batch_size=8)", "batch_size=8, num_workers=2)");
+        let before = files(&[("train.py", script), ("loaders.py", loaders)]);
+        let edited = files(&[("train.py", &after), ("loaders.py", loaders)]);
+        match check_turn(&before, &edited, &[], &knobs()) {
+            Verdict::OneChange {
+                knob, change, line, ..
+            } => {
+                assert_eq!(
+                    (knob.as_str(), change.as_str(), line),
+                    ("num_workers", "num_workers (default) → 2", 2)
+                );
+            }
+            v => panic!("{v:?}"),
+        }
+        // Without the module among the editable files the call is unknown.
+        assert!(matches!(
+            check_turn(&fs(script), &fs(&after), &[], &knobs()),
+            Verdict::Rejected { .. }
+        ));
+    }
+
+    #[test]
+    fn a_training_arguments_keyword_is_the_one_change() {
+        let src = "from transformers import TrainingArguments\nargs = TrainingArguments(\n    output_dir='out',\n    num_train_epochs=1,\n)\n";
+        let after = src.replace(
+            "num_train_epochs=1,\n",
+            "num_train_epochs=1,\n    dataloader_num_workers=4,\n",
+        );
+        match check_turn(&fs(src), &fs(&after), &[], &knobs()) {
+            Verdict::OneChange { knob, change, .. } => {
+                assert_eq!(knob, "num_workers");
+                assert_eq!(change, "num_workers (default) → 4 (TrainingArguments dataloader_num_workers, train.py:2)");
+            }
+            v => panic!("{v:?}"),
+        }
+        let epochs = src.replace("num_train_epochs=1", "num_train_epochs=2");
+        assert!(matches!(check_turn(&fs(src), &fs(&epochs), &[], &knobs()),
+            Verdict::Rejected { ref reason, .. } if reason.contains("not a DataLoader knob")));
     }
 
     #[test]

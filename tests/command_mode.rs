@@ -56,7 +56,12 @@ fn init_command(ws: &Ws, command: &[&str], steps: u32) {
         .replace("steps = 40", &format!("steps = {steps}"))
         .replace("warmup_steps = 5", "warmup_steps = 2");
     ws.write("tuneloop.toml", &toml);
-    ws.write("policies/default.toml", FAST_POLICY);
+    // One turn, up to 6 pairs: these jobs start transformers or Lightning in
+    // every run, and a loaded box needs a few pairs to show a 2× gain.
+    ws.write(
+        "policies/default.toml",
+        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 6"),
+    );
 }
 
 /// The one turn of a fast `start`: kept, and its diff.
@@ -133,7 +138,7 @@ fn an_argparse_script_is_tuned_at_its_flag_default() {
 #[test]
 fn a_hugging_face_trainer_script_is_tuned_in_its_training_arguments() {
     let ws = example("hf_trainer");
-    init_command(&ws, &["python", "train.py"], 12);
+    init_command(&ws, &["python", "train.py"], 8);
     let (dir, _rep, diff) = start_and_keep(&ws);
     let base = json_file(&dir.join("baseline/bench.json"));
     let m = &base["runs"][0];

@@ -556,3 +556,89 @@ fn bench_aa_reports_the_noise_and_a_threshold() {
     assert!(v["suggested_noise_threshold"].as_f64().unwrap() >= 0.005);
     assert!(r.stderr.contains("A/A calibration"), "{}", r.stderr);
 }
+
+// ---------------------------------------------------------------- knob sources
+
+/// `num_workers` comes from an argparse flag's default, as in an ordinary
+/// script; a validation loader sits next to the training one.
+const FLAG_TRAIN: &str = r#"import argparse
+import time
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+
+class Items(Dataset):
+    def __len__(self):
+        return 256
+
+    def __getitem__(self, i):
+        time.sleep(0.004)  # storage latency
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(32, generator=g), i % 4
+
+
+def get_args(argv=None):
+    parser = argparse.ArgumentParser(description="train a classifier")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=0, help="loader processes")
+    return parser.parse_args(argv)
+
+
+def build():
+    torch.set_num_threads(1)
+    args = get_args([])
+    loader = DataLoader(Items(), batch_size=16, shuffle=True, num_workers=args.workers)
+    val_loader = DataLoader(Items(), batch_size=64)
+    model = nn.Linear(32, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    return {"loader": loader, "model": model, "optimizer": opt}
+"#;
+
+#[test]
+fn a_change_at_the_flag_default_is_kept_and_is_that_one_line() {
+    let ws = Ws::managed(FLAG_TRAIN, "", FAST_POLICY);
+    let scan = ws.tuneloop(&["scan", "train.py"]);
+    assert!(
+        scan.stdout
+            .contains("knob: num_workers = args.workers → --workers default=0 (train.py:21)"),
+        "{}",
+        scan.stdout
+    );
+    let r = ws.tuneloop(&["start"]);
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let rep = json_file(&r.run_dir().join("report.json"));
+    let turn = &rep["turns"][0];
+    assert_eq!(turn["decision"], "kept", "{rep:#}");
+    let change = turn["change"].as_str().unwrap();
+    let workers = change
+        .strip_prefix("num_workers 0 → ")
+        .and_then(|c| c.strip_suffix(" (--workers default, train.py:21)"))
+        .unwrap_or_else(|| panic!("{change}"));
+    assert!(workers.parse::<u32>().unwrap() >= 2, "{change}");
+    // The file differs from the original by that default alone.
+    assert_eq!(
+        ws.read("train.py"),
+        FLAG_TRAIN.replace(
+            "default=0, help=\"loader processes\"",
+            &format!("default={workers}, help=\"loader processes\"")
+        )
+    );
+    let diff = std::fs::read_to_string(r.run_dir().join("turns/01/diff.patch")).unwrap();
+    let changed: Vec<&str> = diff
+        .lines()
+        .filter(|l| {
+            (l.starts_with('+') || l.starts_with('-'))
+                && !l.starts_with("+++")
+                && !l.starts_with("---")
+        })
+        .collect();
+    assert_eq!(
+        changed,
+        vec![
+            "-    parser.add_argument(\"--workers\", type=int, default=0, help=\"loader processes\")".to_string(),
+            format!("+    parser.add_argument(\"--workers\", type=int, default={workers}, help=\"loader processes\")"),
+        ],
+        "{diff}"
+    );
+}

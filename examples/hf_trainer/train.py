@@ -16,7 +16,7 @@ class Reviews(Dataset):
         return self.n
 
     def __getitem__(self, i):
-        time.sleep(0.002)  # the item comes from remote storage
+        time.sleep(0.01)  # the item comes from remote storage
         ids = (torch.arange(self.seq) * (i + 1)) % 100
         return {"input_ids": ids, "attention_mask": torch.ones(self.seq, dtype=torch.long),
                 "labels": torch.tensor(i % 2)}

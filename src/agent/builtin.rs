@@ -1,7 +1,10 @@
 //! The offline agent: deterministic, needs no network and no account, and is
 //! the baseline any LLM agent must beat. It follows the article's order —
 //! num_workers, pin_memory (CUDA only), prefetch_factor, persistent_workers —
-//! and edits the DataLoader call in place through the syntax tree.
+//! and edits each knob where its value is defined (the DataLoader call's
+//! keyword, the default of the flag that feeds it, the config value, the
+//! `TrainingArguments` keyword: [`crate::edit::knobs`]), so the user's own
+//! command, run again unchanged, gets the new setting.
 //!
 //! num_workers starts at the CPU count the harness reports. From there the
 //! next count comes from the incumbent's own figures ([`LoaderModel`]): how long
@@ -27,7 +30,7 @@ use std::path::Path;
 
 use crate::bench::Measurement;
 use crate::config::Workspace;
-use crate::edit::{self, CallSite};
+use crate::edit::{self, CallSite, KnobSite, SiteKind};
 use crate::report::{AgentInfo, Decision, TurnRow};
 
 /// The loader's arithmetic lives in [`super::evidence`], shared with the Claude agent's prompt.
@@ -70,53 +73,90 @@ impl BuiltinAgent {
             },
             ..Default::default()
         };
-        let target = match self.find_site(ctx.project_root, &ctx.ws.file.project.editable) {
+        let site = match self.find_site(
+            ctx.project_root,
+            &ctx.ws.file.project.editable,
+            ctx.incumbent.call_site.as_deref(),
+        ) {
             Ok(t) => t,
             Err(e) => {
                 report.failure = Some(e);
                 return report;
             }
         };
-        let (file, src, site) = target;
-        let knobs: Vec<&str> = ctx.policy.loop_.knobs.iter().map(|s| s.as_str()).collect();
+        // The knobs' values where they are defined (a flag default, a config
+        // value), not the expressions written in the call.
+        let call = site.effective_call();
+        // A knob whose value is computed has no place to write a setting.
+        let not_editable: Vec<&edit::KnobOrigin> =
+            site.knobs.iter().filter(|o| !o.editable()).collect();
+        let knobs: Vec<&str> = ctx
+            .policy
+            .loop_
+            .knobs
+            .iter()
+            .map(|s| s.as_str())
+            .filter(|k| !not_editable.iter().any(|o| o.knob == *k))
+            .collect();
         let Some(p) = next_proposal(
             ctx.incumbent,
-            &site,
+            &call,
             ctx.history,
             &knobs,
             ctx.policy.decision.stop_when_data_wait_below,
         ) else {
             report.exhausted = true;
             report.summary = "no candidates left".into();
+            for o in not_editable {
+                report
+                    .summary
+                    .push_str(&format!("; {}", o.describe(&site.at())));
+            }
             return report;
         };
-        match edit::set_kwarg(&src, &site, p.knob, Some(&p.value)) {
-            Ok(new_src) => {
+        let read = edit::knobs::read_under(ctx.project_root);
+        match edit::knobs::set_knob(&site, p.knob, &p.value, &read) {
+            Ok((file, new_src)) => {
                 if let Err(e) =
                     crate::store::write_atomic(&ctx.project_root.join(&file), new_src.as_bytes())
                 {
                     report.failure = Some(format!("cannot write {file}: {e}"));
                 } else {
-                    report.summary = format!(
-                        "set {}={} in {file}:{} ({})",
-                        p.knob, p.value, site.line, p.why
-                    );
+                    let origin = site.origin(p.knob);
+                    report.summary = match origin.map(|o| &o.source) {
+                        Some(edit::Source::Keyword) | None => format!(
+                            "set {}={} in {}:{} ({})",
+                            p.knob, p.value, site.file, site.line, p.why
+                        ),
+                        Some(_) => format!(
+                            "set {}={} where it is defined: {} ({})",
+                            p.knob,
+                            p.value,
+                            origin.map(|o| o.describe(&site.at())).unwrap_or_default(),
+                            p.why
+                        ),
+                    };
                 }
             }
-            Err(e) => report.failure = Some(format!("cannot edit {file}:{}: {e}", site.line)),
+            Err(e) => report.failure = Some(e),
         }
         report.info.exit_code = Some(if report.failure.is_some() { 1 } else { 0 });
         report.info.duration_ms = started.elapsed().as_millis() as u64;
         report
     }
 
-    /// The DataLoader call to tune: the first in the entry's module, else the
-    /// first in any editable file.
+    /// The call whose knobs to tune: the DataLoader call the measurement saw
+    /// build the training loader (`call_site`); when that call is outside
+    /// the editable files (inside transformers), a `TrainingArguments` call;
+    /// otherwise the first DataLoader call of the entry's module, else of any
+    /// editable file (a Lightning `train_dataloader()` first), else a
+    /// `TrainingArguments` call.
     fn find_site(
         &self,
         root: &Path,
         editable: &[String],
-    ) -> Result<(String, String, CallSite), String> {
+        call_site: Option<&str>,
+    ) -> Result<KnobSite, String> {
         let mut order: Vec<&String> = Vec::new();
         if let Some(p) = &self.preferred_file {
             order.push(p);
@@ -126,18 +166,38 @@ impl BuiltinAgent {
                 .iter()
                 .filter(|f| Some(*f) != self.preferred_file.as_ref()),
         );
+        let read = edit::knobs::read_under(root);
+        let mut all: Vec<KnobSite> = Vec::new();
         for f in order {
             if !f.ends_with(".py") {
                 continue;
             }
             let src = std::fs::read_to_string(root.join(f))
                 .map_err(|e| format!("cannot read {f}: {e}"))?;
-            let sites = edit::scan_source(f, &src).map_err(|e| format!("cannot parse {f}: {e}"))?;
-            if let Some(site) = sites.into_iter().next() {
-                return Ok((f.clone(), src, site));
+            all.extend(
+                edit::knob_sites(f, &src, &read).map_err(|e| format!("cannot parse {f}: {e}"))?,
+            );
+        }
+        let loader = |s: &&KnobSite| s.kind == SiteKind::DataLoader;
+        let training_args = |s: &&KnobSite| s.kind == SiteKind::TrainingArguments;
+        let measured = call_site
+            .and_then(|c| c.rsplit_once(':'))
+            .and_then(|(f, l)| Some((f, l.parse::<usize>().ok()?)));
+        if let Some((file, line)) = measured {
+            if let Some(s) = all.iter().filter(loader).find(|s| s.matches(file, line)) {
+                return Ok(s.clone());
+            }
+            if let Some(s) = all.iter().find(training_args) {
+                return Ok(s.clone());
             }
         }
-        Err("no DataLoader call found in the editable files".into())
+        all.iter()
+            .filter(loader)
+            .find(|s| s.function.as_deref() == Some("train_dataloader"))
+            .or_else(|| all.iter().find(loader))
+            .or_else(|| all.iter().find(training_args))
+            .cloned()
+            .ok_or_else(|| "no DataLoader call found in the editable files".into())
     }
 }
 
@@ -156,10 +216,14 @@ fn tried(history: &[TurnRow]) -> Vec<Tried> {
         .filter_map(|r| {
             let (head, to) = r.change.split_once('→')?;
             let (knob, from) = head.trim().split_once(' ')?;
+            // A change made at its source ends with where:
+            // "num_workers 0 → 4 (--workers default, train.py:12)".
+            let to = to.trim();
+            let to = to.split_once(" (").map_or(to, |(v, _)| v);
             Some(Tried {
                 knob: knob.to_string(),
                 from: from.trim().to_string(),
-                to: to.trim().to_string(),
+                to: to.to_string(),
                 decision: r.decision,
             })
         })
@@ -740,5 +804,133 @@ mod tests {
         let h = vec![row(1, "num_workers 0 → 2", Decision::Kept)];
         let p = next_proposal(&meas(2, 0.05, false), &s, &h, &ALL, 0.1).unwrap();
         assert_eq!(p.knob, "persistent_workers");
+    }
+
+    #[test]
+    fn a_change_made_at_its_source_is_read_back_with_its_values() {
+        let t = tried(&[row(
+            1,
+            "num_workers 0 → 4 (--workers default, train.py:12)",
+            Decision::Kept,
+        )]);
+        assert_eq!(
+            (t[0].knob.as_str(), t[0].from.as_str(), t[0].to.as_str()),
+            ("num_workers", "0", "4")
+        );
+        let t = tried(&[row(1, "pin_memory (default) → True", Decision::Reverted)]);
+        assert_eq!(
+            (t[0].from.as_str(), t[0].to.as_str()),
+            ("(default)", "True")
+        );
+    }
+
+    #[test]
+    fn the_measured_call_site_and_training_arguments_choose_the_site() {
+        let d = tempfile::tempdir().unwrap();
+        let train = "import argparse\nfrom torch.utils.data import DataLoader\np = argparse.ArgumentParser()\np.add_argument('--workers', type=int, default=0)\nargs = p.parse_args()\nval = DataLoader(vs, batch_size=8)\ntrain = DataLoader(\n    ds,\n    num_workers=args.workers,\n)\n";
+        std::fs::write(d.path().join("train.py"), train).unwrap();
+        let hf = "from transformers import TrainingArguments\nta = TrainingArguments('out', dataloader_num_workers=1)\n";
+        std::fs::write(d.path().join("hf.py"), hf).unwrap();
+        let agent = BuiltinAgent {
+            preferred_file: None,
+        };
+        let editable = vec!["train.py".to_string(), "hf.py".to_string()];
+        let pick = |cs: Option<&str>| agent.find_site(d.path(), &editable, cs).unwrap();
+        // Without a call site: the first DataLoader call.
+        assert_eq!(pick(None).line, 6);
+        // The measured one, by any line of the call and an absolute path.
+        let abs = format!("{}:9", d.path().join("train.py").display());
+        let s = pick(Some(&abs));
+        assert_eq!(s.line, 7);
+        let nw = s.origin("num_workers").unwrap();
+        assert!(matches!(&nw.source, edit::Source::Flag { flag, .. } if flag == "--workers"));
+        // Its knob values as the proposal reads them: the flag's default.
+        assert_eq!(s.effective_call().kwarg("num_workers"), Some("0"));
+        // Built inside transformers: the TrainingArguments call.
+        let s = pick(Some(
+            "/venv/lib/python3.12/site-packages/transformers/trainer.py:1042",
+        ));
+        assert_eq!(
+            (s.file.as_str(), s.kind),
+            ("hf.py", SiteKind::TrainingArguments)
+        );
+        assert_eq!(s.effective_call().kwarg("num_workers"), Some("1"));
+    }
+
+    /// Run one builtin turn on a project folder with a tuneloop.toml.
+    fn propose_in(dir: &Path, m: &Measurement, knobs: &[&str]) -> AgentReport {
+        let ws = crate::config::Workspace::load(dir).unwrap();
+        let mut policy = crate::config::Policy::default();
+        policy.loop_.knobs = knobs.iter().map(|k| k.to_string()).collect();
+        let interrupt = crate::process::Interrupt::new();
+        let ctx = TurnContext {
+            turn: 1,
+            max_iterations: 4,
+            ws: &ws,
+            policy: &policy,
+            project_root: dir,
+            incumbent: m,
+            incumbent_sps: 100.0,
+            ceiling_sps: None,
+            history: &[],
+            profile_table: "",
+            turn_dir: dir.join("turn"),
+            interrupt: &interrupt,
+        };
+        BuiltinAgent::new(&ws).propose(&ctx)
+    }
+
+    #[test]
+    fn a_turn_writes_the_config_value_the_loader_reads() {
+        let d = tempfile::tempdir().unwrap();
+        let script = "import yaml\nfrom torch.utils.data import DataLoader\ncfg = yaml.safe_load(open('config.yaml'))\nloader = DataLoader(ds, batch_size=cfg['batch_size'], num_workers=cfg['loader']['workers'])\n";
+        let yaml = "batch_size: 32\nloader:\n  workers: 0  # per GPU\n";
+        std::fs::write(d.path().join("train.py"), script).unwrap();
+        std::fs::write(d.path().join("config.yaml"), yaml).unwrap();
+        std::fs::write(
+            d.path().join("tuneloop.toml"),
+            "[project]\nroot = \".\"\neditable = [\"train.py\", \"config.yaml\"]\n\n[bench]\nentry = \"train:build\"\n",
+        )
+        .unwrap();
+        let r = propose_in(d.path(), &meas(0, 0.8, false), &ALL);
+        assert!(r.failure.is_none(), "{:?}", r.failure);
+        assert!(
+            r.summary.starts_with("set num_workers=2 where it is defined: num_workers = cfg['loader']['workers'] → loader.workers: 0 (config.yaml:3)"),
+            "{}",
+            r.summary
+        );
+        // The script is untouched; the config holds the new value, comment kept.
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("train.py")).unwrap(),
+            script
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("config.yaml")).unwrap(),
+            yaml.replace("workers: 0  #", "workers: 2  #")
+        );
+    }
+
+    #[test]
+    fn computed_knobs_are_left_alone_and_named_when_nothing_is_left() {
+        let d = tempfile::tempdir().unwrap();
+        let script = "import os\nfrom torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=os.cpu_count() // 2)\n";
+        std::fs::write(d.path().join("train.py"), script).unwrap();
+        std::fs::write(
+            d.path().join("tuneloop.toml"),
+            "[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\nentry = \"train:build\"\n",
+        )
+        .unwrap();
+        let r = propose_in(d.path(), &meas(0, 0.8, false), &["num_workers"]);
+        assert!(r.exhausted, "{r:?}");
+        assert!(
+            r.summary
+                .contains("num_workers = os.cpu_count() // 2: not editable"),
+            "{}",
+            r.summary
+        );
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("train.py")).unwrap(),
+            script
+        );
     }
 }

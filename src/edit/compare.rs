@@ -109,7 +109,7 @@ pub fn compare_sites(
         .collect())
 }
 
-fn site_delta(site_index: usize, b: &CallSite, a: &CallSite) -> SiteDelta {
+pub(crate) fn site_delta(site_index: usize, b: &CallSite, a: &CallSite) -> SiteDelta {
     let value = |v: &serde_json::Value| match v {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),

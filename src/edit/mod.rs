@@ -12,6 +12,11 @@
 //!   syntax tree, touching no other byte, and refuses edits that would break
 //!   the file or change anything else.
 //! * [`diff`] renders a git-style unified diff of an edit.
+//! * [`knobs`] follows each knob's value to where it is defined (the call's
+//!   keyword, an argparse flag's `default=`, a config file's value, a Hugging
+//!   Face `TrainingArguments` keyword), edits it there, and classifies a
+//!   turn's edit as knob changes at their sources; [`config_file`] finds and
+//!   edits one value of a YAML, JSON or TOML file.
 //! * [`compare`] matches a file's call sites before and after a change, so the
 //!   caller can check that exactly one DataLoader argument changed and nothing
 //!   outside the calls did.
@@ -20,7 +25,9 @@
 //! a file); nothing spawns processes or writes files.
 
 pub mod compare;
+pub mod config_file;
 pub mod diff;
+pub mod knobs;
 pub mod rewrite;
 pub mod scan;
 pub mod scope;
@@ -29,12 +36,7 @@ pub use compare::{
     compare_sites, compare_sources, non_call_changes, CompareError, KwargChange, SiteDelta,
 };
 pub use diff::unified_diff;
+pub use knobs::{knob_files, knob_sites, KnobOrigin, KnobSite, SiteKind, Source};
 pub use rewrite::{find_site, set_kwarg, RewriteError};
 pub use scan::{check_syntax, scan_file, scan_source, CallSite, ScanError, SyntaxError};
 pub use scope::{changed_ranges, enclosing_functions};
-
-/// Config files a script's knob values come from (to be editable too).
-/// Placeholder until knob sources land: none.
-pub fn knob_files(_project_root: &std::path::Path, _script_rel: &str) -> Vec<String> {
-    vec![]
-}

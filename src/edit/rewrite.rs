@@ -482,6 +482,86 @@ fn verify(
     Ok(())
 }
 
+/// Set (`Some`) or remove (`None`) keyword argument `name` of *any* call
+/// that starts at byte `call_start` (an `add_argument(...)`, a
+/// `TrainingArguments(...)`), with the same layout rules as [`set_kwarg`].
+/// The result must parse and the call must come out with exactly that
+/// keyword changed; the caller checks the rest of the file.
+pub(crate) fn set_call_kwarg(
+    src: &str,
+    call_start: usize,
+    name: &str,
+    value: Option<&str>,
+) -> Result<String, RewriteError> {
+    if !is_identifier(name) {
+        return Err(RewriteError::InvalidName(name.to_string()));
+    }
+    let value = value.map(str::trim);
+    if value == Some("") {
+        return Err(RewriteError::EmptyValue {
+            name: name.to_string(),
+        });
+    }
+    check_syntax(src).map_err(RewriteError::SourceSyntax)?;
+    let tree = parse_python(src, "<source>")?;
+    let (line, column) = super::scan::line_col(src, call_start);
+    let not_found = || RewriteError::SiteNotFound {
+        file: "<source>".into(),
+        line,
+        column,
+    };
+    let mut node = tree
+        .root_node()
+        .descendant_for_byte_range(call_start, call_start)
+        .ok_or_else(not_found)?;
+    while !(node.kind() == "call" && node.start_byte() == call_start) {
+        node = node.parent().ok_or_else(not_found)?;
+    }
+    let args = node
+        .child_by_field_name("arguments")
+        .ok_or_else(not_found)?;
+    if args.kind() != "argument_list" {
+        return Err(RewriteError::GeneratorArgument { line });
+    }
+    let ctx = Ctx {
+        src,
+        tree: &tree,
+        args,
+        arg_nodes: argument_nodes(args),
+        nl: if src.contains("\r\n") { "\r\n" } else { "\n" },
+    };
+    let matching: Vec<Node<'_>> = ctx
+        .arg_nodes
+        .iter()
+        .copied()
+        .filter(|a| {
+            a.kind() == "keyword_argument"
+                && a.child_by_field_name("name").map(|n| text(n, src)) == Some(name)
+        })
+        .collect();
+    if matching.len() > 1 {
+        return Err(RewriteError::DuplicateKwarg {
+            name: name.to_string(),
+            line,
+        });
+    }
+    let edits = match (matching.first(), value) {
+        (Some(kw), Some(v)) => {
+            let val = kw.child_by_field_name("value").ok_or_else(not_found)?;
+            vec![(val.byte_range(), v.to_string())]
+        }
+        (None, Some(v)) => ctx.insert(&format!("{name}={v}")),
+        (Some(kw), None) => ctx.remove(*kw),
+        (None, None) => return Ok(src.to_string()),
+    };
+    let out = apply(src, edits);
+    check_syntax(&out).map_err(|source| RewriteError::BrokenSyntax {
+        name: name.to_string(),
+        source,
+    })?;
+    Ok(out)
+}
+
 const PYTHON_KEYWORDS: &[&str] = &[
     "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
     "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",

@@ -14,7 +14,14 @@
 //! * a simple alias assignment: `DL = torch.utils.data.DataLoader`;
 //! * an attribute chain rooted at a torch module: `torch.utils.data.DataLoader`,
 //!   `tud.DataLoader` after `import torch.utils.data as tud`, `data.DataLoader`
-//!   after `from torch.utils import data`, `torch.utils.data.dataloader.DataLoader`.
+//!   after `from torch.utils import data`, `torch.utils.data.dataloader.DataLoader`;
+//! * PyTorch Geometric's loaders (`torch_geometric.loader.DataLoader`,
+//!   `torch_geometric.data.DataLoader`, `NeighborLoader`, …), which pass the
+//!   knobs on to torch's;
+//! * a class of the file whose base (one named `…Loader`) resolves to a
+//!   DataLoader: `class FastLoader(DataLoader)`, and its own subclasses;
+//!   with `scan_tree_with`, also such classes imported from other project
+//!   files.
 //!
 //! Names are resolved with Python's scoping rules, approximately: module,
 //! class, function, lambda and comprehension scopes; a name bound anywhere in a
@@ -39,6 +46,14 @@ use tree_sitter::{Node, Parser, Tree};
 const DATALOADER_PATHS: &[&str] = &[
     "torch.utils.data.DataLoader",
     "torch.utils.data.dataloader.DataLoader",
+    // PyTorch Geometric's loaders derive from torch's and pass num_workers,
+    // pin_memory, prefetch_factor and persistent_workers through to it.
+    "torch_geometric.loader.DataLoader",
+    "torch_geometric.data.DataLoader",
+    "torch_geometric.loader.dataloader.DataLoader",
+    "torch_geometric.loader.NeighborLoader",
+    "torch_geometric.loader.LinkNeighborLoader",
+    "torch_geometric.loader.DenseDataLoader",
 ];
 
 /// One DataLoader call expression found in a file.
@@ -251,7 +266,22 @@ pub fn scan_source(file_label: &str, src: &str) -> Result<Vec<CallSite>, ScanErr
 
 /// Scan an already parsed tree of `src`.
 pub(crate) fn scan_tree(file_label: &str, src: &str, tree: &Tree) -> Vec<CallSite> {
+    scan_tree_with(file_label, src, tree, &[])
+}
+
+/// [`scan_tree`], also counting as DataLoaders the classes named in
+/// `project_loaders`: `module.Class` as the file imports it
+/// (`from loaders import FastLoader` → `loaders.FastLoader`,
+/// `from .loaders import FastLoader` → `.loaders.FastLoader`), for
+/// DataLoader subclasses defined in another file of the project.
+pub(crate) fn scan_tree_with(
+    file_label: &str,
+    src: &str,
+    tree: &Tree,
+    project_loaders: &[String],
+) -> Vec<CallSite> {
     let mut walk = Walk::new(src);
+    walk.project_loaders = project_loaders.to_vec();
     walk.run(tree.root_node());
     walk.resolve_pending();
     let mut sites: Vec<CallSite> = walk
@@ -266,6 +296,25 @@ pub(crate) fn scan_tree(file_label: &str, src: &str, tree: &Tree) -> Vec<CallSit
         .collect();
     sites.sort_by_key(|s| (s.call_range.start, std::cmp::Reverse(s.call_range.end)));
     sites
+}
+
+/// Module-level names of `src` that are DataLoader classes (subclasses
+/// defined there, aliases), for files that import them.
+pub(crate) fn loader_classes(src: &str) -> Vec<String> {
+    let Ok(tree) = parse_python(src, "<module>") else {
+        return Vec::new();
+    };
+    let mut walk = Walk::new(src);
+    walk.run(tree.root_node());
+    walk.resolve_pending();
+    let mut names: Vec<String> = walk.scopes[0]
+        .bindings
+        .iter()
+        .filter(|(_, b)| walk.meaning_of(b) == Some(Meaning::DataLoader))
+        .map(|(n, _)| n.clone())
+        .collect();
+    names.sort();
+    names
 }
 
 /// The argument nodes of a call's `argument_list` (comments left out).
@@ -292,7 +341,7 @@ pub(crate) fn call_node<'t>(tree: &'t Tree, range: &Range<usize>) -> Option<Node
     }
 }
 
-fn call_site(file_label: &str, src: &str, call: Node<'_>) -> CallSite {
+pub(crate) fn call_site(file_label: &str, src: &str, call: Node<'_>) -> CallSite {
     let callee = call
         .child_by_field_name("function")
         .map(|f| text(f, src).to_string())
@@ -380,6 +429,8 @@ struct Walk<'s, 't> {
     /// (scope the right-hand side is evaluated in, right-hand side)
     pending: Vec<(usize, Node<'t>)>,
     pending_state: Vec<PendingState>,
+    /// Classes of other project files known to be DataLoaders (`module.Class`).
+    project_loaders: Vec<String>,
 }
 
 impl<'s, 't> Walk<'s, 't> {
@@ -390,6 +441,7 @@ impl<'s, 't> Walk<'s, 't> {
             calls: Vec::new(),
             pending: Vec::new(),
             pending_state: Vec::new(),
+            project_loaders: Vec::new(),
         }
     }
 
@@ -449,7 +501,17 @@ impl<'s, 't> Walk<'s, 't> {
                 }
                 "class_definition" => {
                     if let Some(name) = node.child_by_field_name("name") {
-                        self.bind(scope, text(name, self.src), Binding::Other);
+                        // `class FastLoader(DataLoader)`: calls of the subclass
+                        // take the same keywords, so they are call sites too.
+                        let binding = match loader_base(node, self.src) {
+                            Some(base) => {
+                                self.pending.push((scope, base));
+                                self.pending_state.push(PendingState::Unknown);
+                                Binding::Pending(self.pending.len() - 1)
+                            }
+                            None => Binding::Other,
+                        };
+                        self.bind(scope, text(name, self.src), binding);
                     }
                     let inner = self.new_scope(scope, true);
                     let body = node.child_by_field_name("body").map(|b| b.id());
@@ -552,10 +614,9 @@ impl<'s, 't> Walk<'s, 't> {
                 "dotted_name" => {
                     let path = dotted(name, self.src);
                     let first = path.split('.').next().unwrap_or("").to_string();
-                    let binding = if first == "torch" {
-                        Binding::Torch(Meaning::Module("torch".into()))
-                    } else {
-                        Binding::Other
+                    let binding = match torch_meaning(&first) {
+                        Some(m) => Binding::Torch(m),
+                        None => Binding::Other,
                     };
                     self.bind(scope, &first, binding);
                 }
@@ -602,6 +663,17 @@ impl<'s, 't> Walk<'s, 't> {
                     .map(Binding::Torch)
                     .unwrap_or(Binding::Other),
                 None => Binding::Other,
+            };
+            let as_written = module.map(|m| {
+                format!(
+                    "{}.{}",
+                    text(m, self.src).split_whitespace().collect::<String>(),
+                    dotted(imported, self.src)
+                )
+            });
+            let binding = match as_written {
+                Some(w) if self.project_loaders.contains(&w) => Binding::Torch(Meaning::DataLoader),
+                _ => binding,
             };
             self.bind(scope, text(bound, self.src), binding);
         }
@@ -691,11 +763,26 @@ impl<'s, 't> Walk<'s, 't> {
     }
 }
 
-/// The meaning of a fully qualified path, if it is under `torch`.
+/// The base class of a class definition that may be a DataLoader: the first
+/// positional base whose name ends in `Loader` (mixins come first or last).
+fn loader_base<'t>(class: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let bases = class.child_by_field_name("superclasses")?;
+    argument_nodes(bases)
+        .into_iter()
+        .filter(|b| matches!(b.kind(), "identifier" | "attribute"))
+        .find(|b| text(*b, src).ends_with("Loader"))
+}
+
+/// The meaning of a fully qualified path, if it is under `torch` (or
+/// `torch_geometric`, whose loaders are DataLoaders).
 fn torch_meaning(path: &str) -> Option<Meaning> {
     if DATALOADER_PATHS.contains(&path) {
         Some(Meaning::DataLoader)
-    } else if path == "torch" || path.starts_with("torch.") {
+    } else if path == "torch"
+        || path.starts_with("torch.")
+        || path == "torch_geometric"
+        || path.starts_with("torch_geometric.")
+    {
         Some(Meaning::Module(path.to_string()))
     } else {
         None
@@ -931,6 +1018,63 @@ class Module:
         let sites = scan_source("t.py", src).unwrap();
         assert_eq!(sites.len(), 1);
         assert_eq!(sites[0].line, 7);
+    }
+
+    #[test]
+    fn dataloader_subclasses_are_call_sites() {
+        let src = r#"
+import torch.utils.data as tud
+from torch.utils.data import DataLoader
+
+class FastLoader(DataLoader):
+    pass
+
+class CachedLoader(FastLoader):
+    pass
+
+class QualifiedLoader(tud.DataLoader):
+    pass
+
+class NotALoader(Base):
+    pass
+
+class OtherLoader(mylib.Loader):
+    pass
+
+a = FastLoader(ds, num_workers=2)
+b = CachedLoader(ds)
+c = QualifiedLoader(ds)
+d = NotALoader(ds, num_workers=2)
+e = OtherLoader(ds, num_workers=2)
+"#;
+        assert_eq!(
+            callees(src),
+            vec!["FastLoader", "CachedLoader", "QualifiedLoader"]
+        );
+    }
+
+    #[test]
+    fn torch_geometric_loaders_are_call_sites() {
+        let src = r#"
+import torch_geometric.loader as gl
+from torch_geometric.data import DataLoader as OldLoader
+from torch_geometric.loader import NeighborLoader
+import torch_geometric
+a = gl.DataLoader(ds, batch_size=32)
+b = OldLoader(ds)
+c = NeighborLoader(data, num_neighbors=[5])
+d = torch_geometric.loader.DataLoader(ds)
+e = gl.ClusterData(data)
+"#;
+        assert_eq!(
+            callees(src),
+            vec![
+                "gl.DataLoader",
+                "OldLoader",
+                "NeighborLoader",
+                "torch_geometric.loader.DataLoader"
+            ]
+        );
     }
 
     #[test]

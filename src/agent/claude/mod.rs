@@ -137,6 +137,7 @@ impl ClaudeAgent {
         let sites = scan_call_sites(ctx.project_root, editable);
         let evidence =
             crate::agent::evidence::Evidence::of(ctx.incumbent, ctx.incumbent_sps, ctx.ceiling_sps);
+        let knob_sites = scan_knob_sites(ctx.project_root, editable);
         let facts = prompt::PromptFacts {
             language: &ap.language,
             turn: ctx.turn,
@@ -148,6 +149,7 @@ impl ClaudeAgent {
             cpu_count: ctx.incumbent.cpu_count,
             device: ctx.incumbent.device.as_deref(),
             call_sites: &sites,
+            knob_sites: &knob_sites,
             loader_settings: ctx
                 .incumbent
                 .loader
@@ -438,6 +440,17 @@ fn scan_call_sites(root: &Path, editable: &[String]) -> Vec<crate::edit::CallSit
             let src = std::fs::read_to_string(root.join(f)).ok()?;
             crate::edit::scan_source(f, &src).ok()
         })
+        .flatten()
+        .collect()
+}
+
+/// Every knob-taking call of the editable files, with where each knob's value is defined.
+fn scan_knob_sites(root: &Path, editable: &[String]) -> Vec<crate::edit::KnobSite> {
+    let read = crate::edit::knobs::read_under(root);
+    editable
+        .iter()
+        .filter(|f| f.ends_with(".py"))
+        .filter_map(|f| crate::edit::knob_sites(f, &read(f)?, &read).ok())
         .flatten()
         .collect()
 }

@@ -79,6 +79,9 @@ pub struct PromptFacts<'a> {
     pub cpu_count: Option<u32>,
     pub device: Option<&'a str>,
     pub call_sites: &'a [CallSite],
+    /// The same calls (and `TrainingArguments` calls) with where each knob's
+    /// value is defined; empty when not known.
+    pub knob_sites: &'a [crate::edit::KnobSite],
     /// The DataLoader's settings as the harness saw them at run time.
     pub loader_settings: Vec<(String, String)>,
     pub history: &'a [TurnRow],
@@ -221,9 +224,42 @@ fn call_sites(f: &PromptFacts, ja: bool) -> String {
             } else {
                 format!("{} line {}", s.file, s.line)
             };
-            format!("  - {at}: {}({})", s.callee, args.join(", "))
+            let mut line = format!("  - {at}: {}({})", s.callee, args.join(", "));
+            let ks = f.knob_sites.iter().find(|k| {
+                k.kind == crate::edit::SiteKind::DataLoader && k.file == s.file && k.line == s.line
+            });
+            for o in ks.iter().flat_map(|k| &k.knobs) {
+                // Keywords written in the call are in the line above.
+                if !matches!(o.source, crate::edit::Source::Keyword) {
+                    line.push_str(&format!(
+                        "\n      {}",
+                        o.describe(&format!("{}:{}", s.file, s.line))
+                    ));
+                }
+            }
+            line
         })
         .collect();
+    for k in f
+        .knob_sites
+        .iter()
+        .filter(|k| k.kind == crate::edit::SiteKind::TrainingArguments)
+    {
+        lines.push(if ja {
+            format!(
+                "  - {} の {} 行目: {}(…) — DataLoader は transformers の中で作られる。設定はこの dataloader_* キーワード:",
+                k.file, k.line, k.callee
+            )
+        } else {
+            format!(
+                "  - {} line {}: {}(…) — the DataLoader is built inside transformers; its knobs are these dataloader_* keywords:",
+                k.file, k.line, k.callee
+            )
+        });
+        for d in k.describe_knobs() {
+            lines.push(format!("      {d}"));
+        }
+    }
     if lines.is_empty() {
         lines.push(
             if ja {
@@ -608,6 +644,7 @@ mod tests {
             cpu_count: Some(8),
             device: Some("cpu"),
             call_sites: sites,
+            knob_sites: &[],
             loader_settings: vec![
                 ("num_workers".into(), "2".into()),
                 ("pin_memory".into(), "False".into()),
@@ -825,5 +862,27 @@ mod tests {
         let (t, src) = load_template(d.path(), "prompts/turn.{language}.md", "en");
         assert_eq!(t, "mine {{turn}}");
         assert!(src.ends_with("prompts/turn.en.md"));
+    }
+
+    #[test]
+    fn call_sites_show_where_each_knob_is_defined() {
+        let src = "import argparse\nfrom torch.utils.data import DataLoader\nfrom transformers import TrainingArguments\np = argparse.ArgumentParser()\np.add_argument('--workers', type=int, default=0)\nargs = p.parse_args()\nloader = DataLoader(ds, batch_size=8, num_workers=args.workers, pin_memory=True)\nta = TrainingArguments('out')\n";
+        let sites = crate::edit::scan_source("train.py", src).unwrap();
+        let read = |_: &str| None;
+        let knob_sites = crate::edit::knob_sites("train.py", src, &read).unwrap();
+        let (_, hist, knobs) = setup();
+        let mut f = facts("en", &sites, &hist, &knobs, &TableDelivery::Stdin);
+        f.knob_sites = &knob_sites;
+        let text = call_sites(&f, false);
+        assert!(text.contains("  - train.py line 7: DataLoader(1 positional, batch_size=8, num_workers=args.workers, pin_memory=True)\n      num_workers = args.workers → --workers default=0 (train.py:5)\n"), "{text}");
+        // A literal in the call is not repeated.
+        assert!(!text.contains("pin_memory = True"), "{text}");
+        assert!(text.contains("  - train.py line 8: TrainingArguments(…) — the DataLoader is built inside transformers"), "{text}");
+        assert!(
+            text.contains(
+                "      num_workers not set: the default; set dataloader_num_workers= at train.py:8"
+            ),
+            "{text}"
+        );
     }
 }

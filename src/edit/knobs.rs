@@ -1,0 +1,1657 @@
+//! Where each DataLoader knob's value is defined, changing it there, and
+//! checking that a turn changed exactly one knob at its source.
+//!
+//! Real training scripts seldom write `num_workers=4` in the call. This
+//! module follows a knob's value from the call that takes it to the place a
+//! reviewer would edit:
+//!
+//! * a literal keyword of the call (or none: the library default), edited in
+//!   the call;
+//! * `num_workers=args.workers`, where `args` holds `parser.parse_args()`: the
+//!   `add_argument("--workers", default=N)` of the same file, edited at its
+//!   `default=`;
+//! * `cfg.data.num_workers` / `cfg["data"]["num_workers"]`, where the script
+//!   names a config file (YAML, JSON, TOML) of the project: the value at that
+//!   key path, edited in place ([`super::config_file`]);
+//! * Hugging Face `TrainingArguments(...)` / `Seq2SeqTrainingArguments(...)`,
+//!   whose `dataloader_*` keywords are the knobs of the loader transformers
+//!   builds; a keyword there may itself come from a flag or a config file.
+//!
+//! Anything else (a computed expression, a local variable) stays "not
+//! editable", with the reason. Call sites themselves come from
+//! [`super::scan`], which also counts DataLoader subclasses and PyTorch
+//! Geometric's loaders.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::Serialize;
+use tree_sitter::{Node, Tree};
+
+use super::config_file::{self, ConfigKind};
+use super::rewrite::{set_call_kwarg, set_kwarg, RewriteError};
+use super::scan::{
+    argument_nodes, call_node, call_site, line_col, named_children, parse_python, scan_tree,
+    scan_tree_with, text, CallSite, ScanError,
+};
+use crate::verify::DATA_PRESERVING;
+
+/// Reads a project file by its path relative to the project root.
+pub type ReadFile<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The kind of call that takes the knobs.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SiteKind {
+    /// A DataLoader (or subclass, or PyG loader) call: keywords `num_workers`, ….
+    DataLoader,
+    /// `TrainingArguments(...)`: keywords `dataloader_num_workers`, ….
+    TrainingArguments,
+}
+
+/// Where a knob's value is defined.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    /// The call's own keyword: a literal, or absent (the library default).
+    Keyword,
+    /// The `default=` of an argparse flag of the same file.
+    Flag {
+        file: String,
+        line: usize,
+        /// The option as written: `--workers`.
+        flag: String,
+        /// The attribute it sets on the parsed arguments: `workers`.
+        dest: String,
+        /// The `default=` text, if the flag has one.
+        default: Option<String>,
+        #[serde(skip)]
+        call_start: usize,
+    },
+    /// A value in a config file the script loads.
+    Config {
+        file: String,
+        line: usize,
+        /// Dotted key path: `data.num_workers`.
+        key: String,
+        /// The value as written in the file.
+        value: String,
+    },
+    /// Not editable: the value is computed.
+    Unresolved { reason: String },
+}
+
+/// One knob of one call site and where its value comes from.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct KnobOrigin {
+    /// `num_workers`, `pin_memory`, `prefetch_factor`, `persistent_workers`.
+    pub knob: String,
+    /// The keyword that carries it at the call (`dataloader_num_workers` for
+    /// TrainingArguments).
+    pub keyword: String,
+    /// The keyword's value as written at the call; `None` when absent.
+    pub expr: Option<String>,
+    pub source: Source,
+}
+
+impl KnobOrigin {
+    /// The value now, as Python source (`None`: not set, or not known).
+    pub fn current(&self) -> Option<String> {
+        match &self.source {
+            Source::Keyword => self.expr.clone(),
+            Source::Flag { default, .. } => default.clone(),
+            Source::Config { value, .. } => Some(config_file::python_value(value)),
+            Source::Unresolved { .. } => None,
+        }
+    }
+
+    /// Whether tuneloop can change the value where it is defined.
+    pub fn editable(&self) -> bool {
+        !matches!(self.source, Source::Unresolved { .. })
+    }
+
+    /// One line: `num_workers = args.workers → --workers default=0 (train.py:12)`.
+    /// `at` is the call's `file:line`.
+    pub fn describe(&self, at: &str) -> String {
+        let lhs = match &self.expr {
+            Some(e) if self.keyword == self.knob => format!("{} = {e}", self.knob),
+            Some(e) => format!("{}: {}={e}", self.knob, self.keyword),
+            None => format!("{} not set", self.knob),
+        };
+        match &self.source {
+            Source::Keyword if self.expr.is_some() => format!("{lhs} ({at})"),
+            Source::Keyword => format!("{lhs}: the default; set {}= at {at}", self.keyword),
+            Source::Flag {
+                file,
+                line,
+                flag,
+                default,
+                ..
+            } => format!(
+                "{lhs} → {flag} default={} ({file}:{line})",
+                default.as_deref().unwrap_or("(none)")
+            ),
+            Source::Config {
+                file,
+                line,
+                key,
+                value,
+            } => format!("{lhs} → {key}: {value} ({file}:{line})"),
+            Source::Unresolved { reason } => format!("{lhs}: not editable ({reason})"),
+        }
+    }
+}
+
+/// A call that takes DataLoader knobs, with each knob's origin.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct KnobSite {
+    pub file: String,
+    /// 1-based first and last line of the call.
+    pub line: usize,
+    pub end_line: usize,
+    pub callee: String,
+    pub kind: SiteKind,
+    /// The function the call is in (`train_dataloader` for Lightning).
+    pub function: Option<String>,
+    pub knobs: Vec<KnobOrigin>,
+    /// The scanned DataLoader call (not for TrainingArguments).
+    #[serde(skip)]
+    pub call: Option<CallSite>,
+    #[serde(skip)]
+    pub call_start: usize,
+}
+
+impl KnobSite {
+    pub fn origin(&self, knob: &str) -> Option<&KnobOrigin> {
+        self.knobs.iter().find(|o| o.knob == knob)
+    }
+
+    /// `file:line` of the call.
+    pub fn at(&self) -> String {
+        format!("{}:{}", self.file, self.line)
+    }
+
+    /// Whether `file:line` (as the instrumentation reports it) is this call.
+    pub fn matches(&self, file: &str, line: usize) -> bool {
+        let same_file = self.file == file
+            || Path::new(file).ends_with(&self.file)
+            || Path::new(&self.file).ends_with(file);
+        same_file && (self.line..=self.end_line).contains(&line)
+    }
+
+    /// The lines `scan`, the prompt and the agent show about where values
+    /// come from: one per knob.
+    pub fn describe_knobs(&self) -> Vec<String> {
+        let at = self.at();
+        self.knobs.iter().map(|o| o.describe(&at)).collect()
+    }
+
+    /// A [`CallSite`] whose keywords hold the knobs' present values (as
+    /// Python source), for code that reasons about values, not text.
+    pub fn effective_call(&self) -> CallSite {
+        let mut kwargs = serde_json::Map::new();
+        for o in &self.knobs {
+            if let Some(v) = o.current() {
+                kwargs.insert(o.knob.clone(), serde_json::Value::String(v));
+            }
+        }
+        CallSite {
+            file: self.file.clone(),
+            line: self.line,
+            column: 1,
+            callee: self.callee.clone(),
+            positional: 0,
+            kwargs,
+            has_spread: false,
+            call_range: 0..0,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Facts about one file
+// ---------------------------------------------------------------------------
+
+/// One `add_argument(...)` call.
+#[derive(Clone, Debug)]
+struct Flag {
+    option: String,
+    dest: String,
+    default: Option<String>,
+    line: usize,
+    call_start: usize,
+}
+
+struct FileFacts {
+    flags: Vec<Flag>,
+    /// Names that hold parsed arguments (and parameters, which may).
+    args_names: BTreeSet<String>,
+    params: BTreeSet<String>,
+    /// Config files the file names that exist in the project.
+    configs: Vec<String>,
+}
+
+/// Every `call` node, in source order.
+fn all_calls(tree: &Tree) -> Vec<Node<'_>> {
+    let mut out = Vec::new();
+    let mut stack = vec![tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "call" {
+            out.push(n);
+        }
+        let mut kids = named_children(n);
+        kids.reverse();
+        stack.extend(kids);
+    }
+    out.sort_by_key(|n| n.start_byte());
+    out
+}
+
+/// The last name of a callee: `add_argument` of `parser.add_argument`.
+fn callee_name<'s>(call: Node<'_>, src: &'s str) -> &'s str {
+    let Some(f) = call.child_by_field_name("function") else {
+        return "";
+    };
+    match f.kind() {
+        "attribute" => f
+            .child_by_field_name("attribute")
+            .map(|a| text(a, src))
+            .unwrap_or(""),
+        _ => text(f, src),
+    }
+}
+
+fn is_training_arguments(call: Node<'_>, src: &str) -> bool {
+    matches!(
+        callee_name(call, src),
+        "TrainingArguments" | "Seq2SeqTrainingArguments"
+    )
+}
+
+fn is_add_argument(call: Node<'_>, src: &str) -> bool {
+    callee_name(call, src) == "add_argument"
+}
+
+/// The content of a plain string literal (no f-string interpolation).
+fn string_value(node: Node<'_>, src: &str) -> Option<String> {
+    if node.kind() != "string"
+        || named_children(node)
+            .iter()
+            .any(|c| c.kind() == "interpolation")
+    {
+        return None;
+    }
+    let t = text(node, src);
+    let t = t.trim_start_matches(|c: char| "rRbBuU".contains(c));
+    for q in ["\"\"\"", "'''", "\"", "'"] {
+        if t.len() >= 2 * q.len() && t.starts_with(q) && t.ends_with(q) {
+            return Some(t[q.len()..t.len() - q.len()].to_string());
+        }
+    }
+    None
+}
+
+/// The keyword argument `name` of a call, as a node.
+fn keyword<'t>(call: Node<'t>, src: &str, name: &str) -> Option<Node<'t>> {
+    let args = call.child_by_field_name("arguments")?;
+    argument_nodes(args).into_iter().find(|a| {
+        a.kind() == "keyword_argument"
+            && a.child_by_field_name("name").map(|n| text(n, src)) == Some(name)
+    })
+}
+
+fn keyword_value<'t>(call: Node<'t>, src: &str, name: &str) -> Option<Node<'t>> {
+    keyword(call, src, name).and_then(|k| k.child_by_field_name("value"))
+}
+
+fn flag_of(call: Node<'_>, src: &str) -> Option<Flag> {
+    let args = call.child_by_field_name("arguments")?;
+    let options: Vec<String> = argument_nodes(args)
+        .into_iter()
+        .filter(|a| a.kind() == "string")
+        .filter_map(|a| string_value(a, src))
+        .collect();
+    let first = options.first()?.clone();
+    let long = options.iter().find(|o| o.starts_with("--"));
+    let dest = match keyword_value(call, src, "dest").and_then(|d| string_value(d, src)) {
+        Some(d) => d,
+        None => match long {
+            Some(l) => l.trim_start_matches('-').replace('-', "_"),
+            None => first.trim_start_matches('-').replace('-', "_"),
+        },
+    };
+    Some(Flag {
+        option: long.cloned().unwrap_or(first),
+        dest,
+        default: keyword_value(call, src, "default")
+            .map(|d| text(d, src).to_string())
+            .or_else(|| {
+                // argparse's own default of a switch.
+                match keyword_value(call, src, "action").and_then(|a| string_value(a, src)) {
+                    Some(a) if a == "store_true" => Some("False".into()),
+                    Some(a) if a == "store_false" => Some("True".into()),
+                    _ => None,
+                }
+            }),
+        line: line_col(src, call.start_byte()).0,
+        call_start: call.start_byte(),
+    })
+}
+
+/// Normalise `a/./b/../c` to `a/c` (relative, `/`-separated).
+fn normalise(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in path.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            other => parts.push(other),
+        }
+    }
+    parts.join("/")
+}
+
+fn file_facts(file: &str, src: &str, tree: &Tree, read: ReadFile<'_>) -> FileFacts {
+    let calls = all_calls(tree);
+    let flags: Vec<Flag> = calls
+        .iter()
+        .filter(|c| is_add_argument(**c, src))
+        .filter_map(|c| flag_of(*c, src))
+        .collect();
+    // Functions that return parsed arguments: `args = get_args()`.
+    let mut parsers: BTreeSet<String> = BTreeSet::new();
+    let mut args_names = BTreeSet::new();
+    let mut params = BTreeSet::new();
+    let mut configs = Vec::new();
+    let dir = Path::new(file)
+        .parent()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut stack = vec![tree.root_node()];
+    let mut assignments = Vec::new();
+    while let Some(n) = stack.pop() {
+        match n.kind() {
+            "function_definition" => {
+                let body = text(n, src);
+                if body.contains("parse_args(") || body.contains("parse_known_args(") {
+                    if let Some(name) = n.child_by_field_name("name") {
+                        parsers.insert(text(name, src).to_string());
+                    }
+                }
+                if let Some(ps) = n.child_by_field_name("parameters") {
+                    for p in named_children(ps) {
+                        let id = match p.kind() {
+                            "identifier" => Some(p),
+                            _ => p
+                                .child_by_field_name("name")
+                                .or_else(|| named_children(p).into_iter().next()),
+                        };
+                        if let Some(id) = id.filter(|i| i.kind() == "identifier") {
+                            params.insert(text(id, src).to_string());
+                        }
+                    }
+                }
+            }
+            "assignment" => assignments.push(n),
+            // `@hydra.main(config_path="conf", config_name="train")`.
+            "call"
+                if callee_name(n, src) == "main"
+                    && n.child_by_field_name("function")
+                        .is_some_and(|f| text(f, src).contains("hydra")) =>
+            {
+                let value = |k: &str| keyword_value(n, src, k).and_then(|v| string_value(v, src));
+                if let (Some(path), Some(name)) = (value("config_path"), value("config_name")) {
+                    let name = if ConfigKind::of(&name).is_some() {
+                        name
+                    } else {
+                        format!("{name}.yaml")
+                    };
+                    let c = normalise(&format!("{dir}/{path}/{name}"));
+                    if read(&c).is_some() && !configs.contains(&c) {
+                        configs.push(c);
+                    }
+                }
+            }
+            "string" => {
+                if let Some(s) = string_value(n, src) {
+                    if ConfigKind::of(&s).is_some() && !s.contains('\n') {
+                        let mut candidates = vec![normalise(&s)];
+                        if !dir.is_empty() {
+                            candidates.push(normalise(&format!("{dir}/{s}")));
+                        }
+                        if let Some(c) = candidates.into_iter().find(|c| read(c).is_some()) {
+                            if !configs.contains(&c) {
+                                configs.push(c);
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        stack.extend(named_children(n));
+    }
+    for a in assignments {
+        let (Some(left), Some(right)) = (
+            a.child_by_field_name("left"),
+            a.child_by_field_name("right"),
+        ) else {
+            continue;
+        };
+        if right.kind() != "call" {
+            continue;
+        }
+        let name = callee_name(right, src);
+        let parsed = matches!(
+            name,
+            "parse_args" | "parse_known_args" | "parse_intermixed_args"
+        ) || parsers.contains(name);
+        if !parsed {
+            continue;
+        }
+        let target = match left.kind() {
+            "identifier" => Some(left),
+            // `args, rest = parser.parse_known_args()`
+            _ => named_children(left).into_iter().next(),
+        };
+        if let Some(t) = target.filter(|t| t.kind() == "identifier") {
+            args_names.insert(text(t, src).to_string());
+        }
+    }
+    FileFacts {
+        flags,
+        args_names,
+        params,
+        configs,
+    }
+}
+
+/// DataLoader classes the file imports from other project files:
+/// (`module.Class` as written in the import, for [`scan_tree_with`]; the
+/// file that defines it).
+fn project_loaders(
+    file: &str,
+    src: &str,
+    tree: &Tree,
+    read: ReadFile<'_>,
+) -> Vec<(String, String)> {
+    let dir = Path::new(file)
+        .parent()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    let mut stack = vec![tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if n.kind() != "import_from_statement" {
+            stack.extend(named_children(n));
+            continue;
+        }
+        let Some(module) = n.child_by_field_name("module_name") else {
+            continue;
+        };
+        let written: String = text(module, src).split_whitespace().collect();
+        if written.starts_with("torch") || written == "transformers" {
+            continue;
+        }
+        // `.a.b` → `<dir>/a/b`, `..a` → the parent of `<dir>`; `a.b` → `a/b`
+        // from the project root or from the script's folder.
+        let dots = written.len() - written.trim_start_matches('.').len();
+        let rest = written.trim_start_matches('.').replace('.', "/");
+        let bases: Vec<String> = if dots > 0 {
+            let mut base = dir.clone();
+            for _ in 1..dots {
+                base = format!("{base}/..");
+            }
+            vec![base]
+        } else {
+            vec![String::new(), dir.clone()]
+        };
+        let mut defined: Option<(String, Vec<String>)> = None;
+        for base in bases {
+            for candidate in [
+                format!("{base}/{rest}.py"),
+                format!("{base}/{rest}/__init__.py"),
+            ] {
+                let candidate = normalise(&candidate);
+                if candidate == normalise(file) {
+                    continue;
+                }
+                if let Some(text) = read(&candidate) {
+                    defined = Some((candidate, super::scan::loader_classes(&text)));
+                    break;
+                }
+            }
+            if defined.is_some() {
+                break;
+            }
+        }
+        let Some((module_file, classes)) = defined else {
+            continue;
+        };
+        let mut cursor = n.walk();
+        for name in n.children_by_field_name("name", &mut cursor) {
+            let imported = match name.kind() {
+                "aliased_import" => name.child_by_field_name("name"),
+                _ => Some(name),
+            };
+            if let Some(imported) = imported {
+                let class = text(imported, src).to_string();
+                if classes.contains(&class) {
+                    out.push((format!("{written}.{class}"), module_file.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `a.b["c"].d` → `["a", "b", "c", "d"]`; `None` for anything else.
+fn chain(node: Node<'_>, src: &str) -> Option<Vec<String>> {
+    match node.kind() {
+        "identifier" => Some(vec![text(node, src).to_string()]),
+        "attribute" => {
+            let mut c = chain(node.child_by_field_name("object")?, src)?;
+            c.push(text(node.child_by_field_name("attribute")?, src).to_string());
+            Some(c)
+        }
+        "subscript" => {
+            let mut c = chain(node.child_by_field_name("value")?, src)?;
+            let key = node.child_by_field_name("subscript")?;
+            c.push(string_value(key, src)?);
+            Some(c)
+        }
+        "parenthesized_expression" => chain(argument_nodes(node).into_iter().next()?, src),
+        _ => None,
+    }
+}
+
+fn is_literal(node: Node<'_>, src: &str) -> bool {
+    match node.kind() {
+        "integer" | "float" | "true" | "false" | "none" => true,
+        "string" => string_value(node, src).is_some(),
+        "unary_operator" => node
+            .child_by_field_name("argument")
+            .is_some_and(|a| matches!(a.kind(), "integer" | "float")),
+        _ => false,
+    }
+}
+
+fn resolve(
+    value: Node<'_>,
+    src: &str,
+    file: &str,
+    facts: &FileFacts,
+    read: ReadFile<'_>,
+) -> Source {
+    if is_literal(value, src) {
+        return Source::Keyword;
+    }
+    let written = text(value, src);
+    let Some(parts) = chain(value, src) else {
+        return Source::Unresolved {
+            reason: format!("`{written}` is computed; change it where it is computed"),
+        };
+    };
+    if parts.len() == 2
+        && (facts.args_names.contains(&parts[0]) || facts.params.contains(&parts[0]))
+    {
+        if let Some(f) = facts.flags.iter().find(|f| f.dest == parts[1]) {
+            return Source::Flag {
+                file: file.to_string(),
+                line: f.line,
+                flag: f.option.clone(),
+                dest: f.dest.clone(),
+                default: f.default.clone(),
+                call_start: f.call_start,
+            };
+        }
+    }
+    for start in 1..parts.len() {
+        let path = &parts[start..];
+        for cfg in &facts.configs {
+            let (Some(kind), Some(text)) = (ConfigKind::of(cfg), read(cfg)) else {
+                continue;
+            };
+            if let Some(v) = config_file::lookup(kind, &text, path) {
+                return Source::Config {
+                    file: cfg.clone(),
+                    line: v.line,
+                    key: path.join("."),
+                    value: v.text,
+                };
+            }
+        }
+    }
+    let reason = if facts.args_names.contains(&parts[0]) {
+        format!("no add_argument in {file} sets `{}`", parts[1..].join("."))
+    } else if facts.configs.is_empty() {
+        format!("`{written}` is not a literal, a flag default or a value of a config file the script names")
+    } else {
+        format!(
+            "`{written}` is not a literal, a flag default, nor a key of {}",
+            facts.configs.join(", ")
+        )
+    };
+    Source::Unresolved { reason }
+}
+
+fn enclosing_function(node: Node<'_>, src: &str) -> Option<String> {
+    let mut n = node.parent();
+    while let Some(p) = n {
+        if p.kind() == "function_definition" {
+            return p
+                .child_by_field_name("name")
+                .map(|x| text(x, src).to_string());
+        }
+        n = p.parent();
+    }
+    None
+}
+
+fn site_of(
+    file: &str,
+    src: &str,
+    call: Node<'_>,
+    kind: SiteKind,
+    scanned: Option<CallSite>,
+    facts: &FileFacts,
+    read: ReadFile<'_>,
+) -> KnobSite {
+    let knobs = DATA_PRESERVING
+        .iter()
+        .map(|knob| {
+            let kw = match kind {
+                SiteKind::DataLoader => knob.to_string(),
+                SiteKind::TrainingArguments => format!("dataloader_{knob}"),
+            };
+            let value = keyword_value(call, src, &kw);
+            KnobOrigin {
+                knob: knob.to_string(),
+                keyword: kw,
+                expr: value.map(|v| text(v, src).to_string()),
+                source: match value {
+                    None => Source::Keyword,
+                    Some(v) => resolve(v, src, file, facts, read),
+                },
+            }
+        })
+        .collect();
+    let callee = call
+        .child_by_field_name("function")
+        .map(|f| text(f, src).to_string())
+        .unwrap_or_default();
+    KnobSite {
+        file: file.to_string(),
+        line: line_col(src, call.start_byte()).0,
+        end_line: line_col(src, call.end_byte()).0,
+        callee,
+        kind,
+        function: enclosing_function(call, src),
+        knobs,
+        call: scanned,
+        call_start: call.start_byte(),
+    }
+}
+
+/// Every call of `src` that takes DataLoader knobs (DataLoader calls and
+/// TrainingArguments calls, in source order), each knob with its origin.
+/// `read` reads project files (for config files the script names).
+pub fn knob_sites(file: &str, src: &str, read: ReadFile<'_>) -> Result<Vec<KnobSite>, ScanError> {
+    let tree = parse_python(src, file)?;
+    let facts = file_facts(file, src, &tree, read);
+    let loaders: Vec<String> = project_loaders(file, src, &tree, read)
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
+    let mut sites = Vec::new();
+    for s in scan_tree_with(file, src, &tree, &loaders) {
+        if let Some(call) = call_node(&tree, &s.call_range) {
+            sites.push(site_of(
+                file,
+                src,
+                call,
+                SiteKind::DataLoader,
+                Some(s.clone()),
+                &facts,
+                read,
+            ));
+        }
+    }
+    for call in all_calls(&tree) {
+        if is_training_arguments(call, src) {
+            sites.push(site_of(
+                file,
+                src,
+                call,
+                SiteKind::TrainingArguments,
+                None,
+                &facts,
+                read,
+            ));
+        }
+    }
+    sites.sort_by_key(|s| s.call_start);
+    Ok(sites)
+}
+
+/// A reader of files under `root`, for [`knob_sites`].
+pub fn read_under(root: &Path) -> impl Fn(&str) -> Option<String> + '_ {
+    move |rel: &str| std::fs::read_to_string(root.join(rel)).ok()
+}
+
+/// The files a script's knob values come from, besides the script: the
+/// config files it reads them from, and the project files that define the
+/// DataLoader subclasses it imports (paths relative to the project root),
+/// for `[project] editable`, so that verification can read them.
+pub fn knob_files(project_root: &Path, script_rel: &str) -> Vec<String> {
+    let read = read_under(project_root);
+    let Some(src) = read(script_rel) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = Vec::new();
+    // The file that defines an imported DataLoader subclass: verification
+    // reads it to know the class's calls are DataLoader calls.
+    if let Ok(tree) = parse_python(&src, script_rel) {
+        for (_, module_file) in project_loaders(script_rel, &src, &tree, &read) {
+            if !out.contains(&module_file) {
+                out.push(module_file);
+            }
+        }
+    }
+    for site in knob_sites(script_rel, &src, &read).unwrap_or_default() {
+        for o in site.knobs {
+            if let Source::Config { file, .. } = o.source {
+                if !out.contains(&file) {
+                    out.push(file);
+                }
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Editing at the source
+// ---------------------------------------------------------------------------
+
+/// Set `knob` of `site` to `value` (Python source) where it is defined.
+/// Returns the file to write and its new text.
+pub fn set_knob(
+    site: &KnobSite,
+    knob: &str,
+    value: &str,
+    read: ReadFile<'_>,
+) -> Result<(String, String), String> {
+    let origin = site
+        .origin(knob)
+        .ok_or_else(|| format!("`{knob}` is not a DataLoader knob"))?;
+    let read_file = |f: &str| read(f).ok_or_else(|| format!("cannot read {f}"));
+    match &origin.source {
+        Source::Keyword => {
+            let src = read_file(&site.file)?;
+            let out = match (&site.call, site.kind) {
+                (Some(call), SiteKind::DataLoader) => {
+                    match set_kwarg(&src, call, knob, Some(value)) {
+                        // A subclass imported from another file: only this
+                        // file's scan with its imports knows the call.
+                        Err(RewriteError::SiteNotFound { .. }) => {
+                            set_call_kwarg(&src, site.call_start, knob, Some(value))
+                        }
+                        other => other,
+                    }
+                }
+                _ => set_call_kwarg(&src, site.call_start, &origin.keyword, Some(value)),
+            }
+            .map_err(|e| format!("cannot edit {}: {e}", site.at()))?;
+            Ok((site.file.clone(), out))
+        }
+        Source::Flag {
+            file, call_start, ..
+        } => {
+            let src = read_file(file)?;
+            let out = set_call_kwarg(&src, *call_start, "default", Some(value))
+                .map_err(|e| format!("cannot edit the flag's default in {file}: {e}"))?;
+            Ok((file.clone(), out))
+        }
+        Source::Config { file, key, .. } => {
+            let src = read_file(file)?;
+            let kind = ConfigKind::of(file).ok_or_else(|| format!("{file} is not a config file"))?;
+            let path: Vec<String> = key.split('.').map(str::to_string).collect();
+            let out = config_file::set_value(kind, &src, &path, value)
+                .map_err(|e| format!("cannot edit {file}: {e}"))?;
+            Ok((file.clone(), out))
+        }
+        Source::Unresolved { reason } => Err(format!(
+            "{knob} at {} is not editable: {reason}; write the value as a literal, a flag default or a config value",
+            site.at()
+        )),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Verifying a turn's edit
+// ---------------------------------------------------------------------------
+
+/// One knob change found in a turn's edit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceChange {
+    pub file: String,
+    /// The knob, or the keyword name when it is none (`batch_size`).
+    pub knob: String,
+    /// `num_workers 0 → 4 (--workers default, train.py:12)`.
+    pub change: String,
+    pub line: usize,
+}
+
+/// What a Python file's edit amounts to, seen through the knob sources.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PythonEdit {
+    /// It touches no flag default or TrainingArguments keyword (or changes
+    /// code outside calls): the DataLoader-only check decides.
+    NotAtSource,
+    /// Only keywords of knob-taking calls and flag defaults changed.
+    Changes(Vec<SourceChange>),
+    /// It touched a flag or TrainingArguments in a way that is no knob change.
+    Rejected(String),
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum CallRole {
+    DataLoader,
+    Flag,
+    TrainingArguments,
+}
+
+fn role_calls<'t>(
+    tree: &'t Tree,
+    src: &str,
+    label: &str,
+    project_loaders: &[String],
+) -> Vec<(Node<'t>, CallRole)> {
+    let loaders: Vec<usize> = scan_tree_with(label, src, tree, project_loaders)
+        .iter()
+        .map(|s| s.call_range.start)
+        .collect();
+    all_calls(tree)
+        .into_iter()
+        .filter_map(|c| {
+            let role = if loaders.contains(&c.start_byte()) {
+                CallRole::DataLoader
+            } else if is_add_argument(c, src) {
+                CallRole::Flag
+            } else if is_training_arguments(c, src) {
+                CallRole::TrainingArguments
+            } else {
+                return None;
+            };
+            Some((c, role))
+        })
+        .collect()
+}
+
+/// The text outside the given (possibly nested) byte ranges.
+fn outside<'s>(src: &'s str, ranges: &[std::ops::Range<usize>]) -> Vec<&'s str> {
+    let mut sorted = ranges.to_vec();
+    sorted.sort_by_key(|r| r.start);
+    let mut pieces = Vec::new();
+    let mut pos = 0;
+    for r in sorted {
+        if r.start < pos {
+            continue;
+        }
+        pieces.push(&src[pos..r.start]);
+        pos = r.end;
+    }
+    pieces.push(&src[pos..]);
+    pieces
+}
+
+/// Positional and `**` argument texts of a call.
+fn other_args(call: Node<'_>, src: &str) -> Vec<String> {
+    call.child_by_field_name("arguments")
+        .map(|a| {
+            argument_nodes(a)
+                .into_iter()
+                .filter(|n| n.kind() != "keyword_argument")
+                .map(|n| text(n, src).to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Classify the edit of Python file `file` from `old` to `new`: which knob
+/// changes it makes at their sources (flag defaults, TrainingArguments
+/// keywords, DataLoader keywords). `read` reads other project files (as
+/// they were before the edit), for DataLoader subclasses defined there.
+pub fn python_edit(file: &str, old: &str, new: &str, read: ReadFile<'_>) -> PythonEdit {
+    let (Ok(old_tree), Ok(new_tree)) = (parse_python(old, file), parse_python(new, file)) else {
+        return PythonEdit::NotAtSource;
+    };
+    let loaders: Vec<String> = project_loaders(file, old, &old_tree, read)
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
+    let before = role_calls(&old_tree, old, file, &loaders);
+    let after = role_calls(&new_tree, new, file, &loaders);
+    // Calls of an imported subclass are DataLoader calls only here: the
+    // DataLoader-only check would count their keywords as code.
+    let imported_loader_calls = before
+        .iter()
+        .filter(|(_, r)| *r == CallRole::DataLoader)
+        .count()
+        > scan_tree(file, old, &old_tree).len();
+    if before.len() != after.len() || before.iter().zip(&after).any(|(b, a)| b.1 != a.1) {
+        return PythonEdit::NotAtSource;
+    }
+    let ranges = |calls: &[(Node<'_>, CallRole)]| -> Vec<std::ops::Range<usize>> {
+        calls.iter().map(|(c, _)| c.byte_range()).collect()
+    };
+    if outside(old, &ranges(&before)) != outside(new, &ranges(&after)) {
+        return PythonEdit::NotAtSource;
+    }
+    // Which knobs each flag feeds, from the file before the edit.
+    let no_files = |_: &str| None;
+    let sites = knob_sites(file, old, &no_files).unwrap_or_default();
+    let feeds = |dest: &str| -> Vec<String> {
+        let mut k: Vec<String> = Vec::new();
+        for s in &sites {
+            for o in &s.knobs {
+                if matches!(&o.source, Source::Flag { dest: d, .. } if d == dest)
+                    && !k.contains(&o.knob)
+                {
+                    k.push(o.knob.clone());
+                }
+            }
+        }
+        k
+    };
+    let mut changes = Vec::new();
+    let mut at_source = imported_loader_calls;
+    for ((b, role), (a, _)) in before.iter().zip(&after) {
+        let old_site = call_site(file, old, *b);
+        let new_site = call_site(file, new, *a);
+        let delta = super::compare::site_delta(0, &old_site, &new_site);
+        if delta.changes.is_empty()
+            && old_site.callee == new_site.callee
+            && other_args(*b, old) == other_args(*a, new)
+        {
+            continue;
+        }
+        let line = line_col(new, a.start_byte()).0;
+        if old_site.callee != new_site.callee || other_args(*b, old) != other_args(*a, new) {
+            if *role == CallRole::DataLoader {
+                // The DataLoader-only check reports this as it always has.
+                return PythonEdit::NotAtSource;
+            }
+            return PythonEdit::Rejected(format!(
+                "{file}:{line}: `{}` changed beyond one keyword",
+                old_site.callee
+            ));
+        }
+        for c in delta.changes {
+            let (from, to) = match &c {
+                super::KwargChange::Added { value, .. } => ("(default)".to_string(), value.clone()),
+                super::KwargChange::Changed { from, to, .. } => (from.clone(), to.clone()),
+                super::KwargChange::Removed { from, .. } => (from.clone(), "(default)".to_string()),
+            };
+            match role {
+                CallRole::DataLoader => changes.push(SourceChange {
+                    file: file.to_string(),
+                    knob: c.name().to_string(),
+                    change: c.describe(),
+                    line,
+                }),
+                CallRole::Flag => {
+                    at_source = true;
+                    let flag = flag_of(*b, old);
+                    let option = flag.as_ref().map(|f| f.option.clone()).unwrap_or_default();
+                    if c.name() != "default" {
+                        return PythonEdit::Rejected(format!(
+                            "{file}:{line}: `{}=` of the {option} flag changed; only a flag's default= that feeds a DataLoader knob may change",
+                            c.name()
+                        ));
+                    }
+                    let knobs = flag.map(|f| feeds(&f.dest)).unwrap_or_default();
+                    if knobs.len() != 1 {
+                        return PythonEdit::Rejected(if knobs.is_empty() {
+                            format!("{file}:{line}: the default of {option} changed, but {option} feeds no DataLoader knob")
+                        } else {
+                            format!(
+                                "{file}:{line}: {option} feeds several knobs ({})",
+                                knobs.join(", ")
+                            )
+                        });
+                    }
+                    changes.push(SourceChange {
+                        file: file.to_string(),
+                        knob: knobs[0].clone(),
+                        change: format!(
+                            "{} {from} → {to} ({option} default, {file}:{line})",
+                            knobs[0]
+                        ),
+                        line,
+                    });
+                }
+                CallRole::TrainingArguments => {
+                    at_source = true;
+                    let knob = c.name().strip_prefix("dataloader_").unwrap_or("");
+                    if !DATA_PRESERVING.contains(&knob) {
+                        return PythonEdit::Rejected(format!(
+                            "{file}:{line}: `{}` of {} is not a DataLoader knob (only dataloader_num_workers, dataloader_pin_memory, dataloader_prefetch_factor, dataloader_persistent_workers)",
+                            c.name(),
+                            old_site.callee
+                        ));
+                    }
+                    changes.push(SourceChange {
+                        file: file.to_string(),
+                        knob: knob.to_string(),
+                        change: format!(
+                            "{knob} {from} → {to} ({} {}, {file}:{line})",
+                            old_site.callee,
+                            c.name()
+                        ),
+                        line,
+                    });
+                }
+            }
+        }
+    }
+    if at_source {
+        PythonEdit::Changes(changes)
+    } else {
+        PythonEdit::NotAtSource
+    }
+}
+
+/// The knob changes an edit of config file `file` makes, given the knob
+/// sites of the project's scripts (before the edit). Any other difference
+/// is an error with the reason.
+pub fn config_edit(
+    file: &str,
+    old: &str,
+    new: &str,
+    sites: &[KnobSite],
+) -> Result<Vec<SourceChange>, String> {
+    let kind = ConfigKind::of(file).ok_or_else(|| format!("{file} is not a config file"))?;
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for s in sites {
+        for o in &s.knobs {
+            if let Source::Config { file: f, key, .. } = &o.source {
+                if f == file && !keys.iter().any(|(k, _)| k == key) {
+                    keys.push((key.clone(), o.knob.clone()));
+                }
+            }
+        }
+    }
+    if keys.is_empty() {
+        return Err(format!(
+            "{file} changed, but no DataLoader knob reads its value from it"
+        ));
+    }
+    let mut changes = Vec::new();
+    let mut rebuilt = old.to_string();
+    for (key, knob) in &keys {
+        let path: Vec<String> = key.split('.').map(str::to_string).collect();
+        let (Some(b), Some(a)) = (
+            config_file::lookup(kind, old, &path),
+            config_file::lookup(kind, new, &path),
+        ) else {
+            return Err(format!("{file}: the key `{key}` that feeds {knob} is gone"));
+        };
+        if a.text == b.text {
+            continue;
+        }
+        rebuilt = match config_file::lookup(kind, &rebuilt, &path) {
+            Some(r) => format!(
+                "{}{}{}",
+                &rebuilt[..r.range.start],
+                a.text,
+                &rebuilt[r.range.end..]
+            ),
+            None => return Err(format!("{file}: `{key}` cannot be located")),
+        };
+        changes.push(SourceChange {
+            file: file.to_string(),
+            knob: knob.clone(),
+            change: format!("{knob} {} → {} ({key}, {file}:{})", b.text, a.text, a.line),
+            line: a.line,
+        });
+    }
+    if rebuilt != new {
+        return Err(if changes.is_empty() {
+            format!("{file} changed, but no value that feeds a DataLoader knob did")
+        } else {
+            format!("{file} changed beyond the values that feed DataLoader knobs")
+        });
+    }
+    Ok(changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// A project held in memory: path → text.
+    fn project(files: &[(&str, &str)]) -> HashMap<String, String> {
+        files
+            .iter()
+            .map(|(p, t)| (p.to_string(), t.to_string()))
+            .collect()
+    }
+
+    fn sites_in(files: &HashMap<String, String>, file: &str) -> Vec<KnobSite> {
+        let read = |p: &str| files.get(p).cloned();
+        knob_sites(file, &files[file], &read).unwrap()
+    }
+
+    fn set(
+        files: &HashMap<String, String>,
+        site: &KnobSite,
+        knob: &str,
+        v: &str,
+    ) -> (String, String) {
+        let read = |p: &str| files.get(p).cloned();
+        set_knob(site, knob, v, &read).unwrap()
+    }
+
+    /// Lines that differ between two texts of equal line count.
+    fn changed_lines(a: &str, b: &str) -> Vec<(String, String)> {
+        assert_eq!(a.lines().count(), b.lines().count(), "{b}");
+        a.lines()
+            .zip(b.lines())
+            .filter(|(x, y)| x != y)
+            .map(|(x, y)| (x.to_string(), y.to_string()))
+            .collect()
+    }
+
+    const ARGPARSE: &str = r#"import argparse
+
+import torch
+from torch.utils.data import DataLoader
+
+
+def get_args():
+    parser = argparse.ArgumentParser(description="train a classifier")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("-j", "--workers", type=int, default=0, help="data loading workers")
+    parser.add_argument("--pin", dest="pin_memory", action="store_true")
+    return parser.parse_args()
+
+
+def main():
+    args = get_args()
+    train_loader = DataLoader(
+        train_ds,
+        batch_size=args.batch_size,
+        shuffle=True,
+        num_workers=args.workers,
+        pin_memory=args.pin_memory,
+    )
+    val_loader = DataLoader(val_ds, batch_size=64, num_workers=2)
+    for epoch in range(args.epochs):
+        train_one_epoch(train_loader)
+        evaluate(val_loader)
+
+
+if __name__ == "__main__":
+    main()
+"#;
+
+    #[test]
+    fn argparse_flags_feed_the_training_loader() {
+        let p = project(&[("train.py", ARGPARSE)]);
+        let sites = sites_in(&p, "train.py");
+        assert_eq!(sites.len(), 2);
+        let train = &sites[0];
+        assert_eq!((train.line, train.end_line), (18, 24));
+        assert!(train.matches("train.py", 22) && !train.matches("train.py", 25));
+        assert_eq!(train.function.as_deref(), Some("main"));
+        let nw = train.origin("num_workers").unwrap();
+        assert_eq!(
+            nw.source,
+            Source::Flag {
+                file: "train.py".into(),
+                line: 11,
+                flag: "--workers".into(),
+                dest: "workers".into(),
+                default: Some("0".into()),
+                call_start: ARGPARSE.find("parser.add_argument(\"-j\"").unwrap(),
+            }
+        );
+        assert_eq!(nw.current().as_deref(), Some("0"));
+        assert_eq!(
+            nw.describe(&train.at()),
+            "num_workers = args.workers → --workers default=0 (train.py:11)"
+        );
+        let pin = train.origin("pin_memory").unwrap();
+        // A store_true switch defaults to False.
+        assert!(
+            matches!(&pin.source, Source::Flag { flag, default: Some(d), .. } if flag == "--pin" && d == "False")
+        );
+        let pf = train.origin("prefetch_factor").unwrap();
+        assert_eq!(
+            (pf.source.clone(), pf.expr.clone()),
+            (Source::Keyword, None)
+        );
+        assert!(pf
+            .describe("train.py:18")
+            .contains("the default; set prefetch_factor= at train.py:18"));
+        // The validation loader keeps its literal.
+        let val = sites[1].origin("num_workers").unwrap();
+        assert_eq!(
+            (val.source.clone(), val.current()),
+            (Source::Keyword, Some("2".into()))
+        );
+        assert_eq!(sites[0].effective_call().kwarg("num_workers"), Some("0"));
+    }
+
+    #[test]
+    fn argparse_edit_is_the_default_and_is_one_change() {
+        let p = project(&[("train.py", ARGPARSE)]);
+        let sites = sites_in(&p, "train.py");
+        let (file, out) = set(&p, &sites[0], "num_workers", "4");
+        assert_eq!(file, "train.py");
+        assert_eq!(
+            changed_lines(ARGPARSE, &out),
+            vec![(
+                r#"    parser.add_argument("-j", "--workers", type=int, default=0, help="data loading workers")"#.to_string(),
+                r#"    parser.add_argument("-j", "--workers", type=int, default=4, help="data loading workers")"#.to_string()
+            )]
+        );
+        assert_eq!(
+            python_edit("train.py", ARGPARSE, &out, &|_: &str| None),
+            PythonEdit::Changes(vec![SourceChange {
+                file: "train.py".into(),
+                knob: "num_workers".into(),
+                change: "num_workers 0 → 4 (--workers default, train.py:11)".into(),
+                line: 11,
+            }])
+        );
+        // A flag without default= gets one.
+        let (_, out) = set(&p, &sites[0], "pin_memory", "True");
+        assert!(
+            out.contains(
+                r#"add_argument("--pin", dest="pin_memory", action="store_true", default=True)"#
+            ),
+            "{out}"
+        );
+        match python_edit("train.py", ARGPARSE, &out, &|_: &str| None) {
+            PythonEdit::Changes(c) => {
+                assert_eq!(c.len(), 1);
+                assert_eq!(
+                    c[0].change,
+                    "pin_memory (default) → True (--pin default, train.py:12)"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn argparse_edits_that_are_not_one_knob_are_told_apart() {
+        // The default of a flag that feeds no knob.
+        let epochs = ARGPARSE.replace("type=int, default=3", "type=int, default=1");
+        match python_edit("train.py", ARGPARSE, &epochs, &|_: &str| None) {
+            PythonEdit::Rejected(r) => {
+                assert!(r.contains("--epochs feeds no DataLoader knob"), "{r}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // Another keyword of a knob's flag.
+        let help = ARGPARSE.replace("help=\"data loading workers\"", "help=\"workers\"");
+        assert!(
+            matches!(python_edit("train.py", ARGPARSE, &help, &|_: &str| None), PythonEdit::Rejected(r) if r.contains("`help=`"))
+        );
+        // The flag default and the validation loader: two changes.
+        let two = ARGPARSE
+            .replace("default=0, help", "default=4, help")
+            .replace(
+                "batch_size=64, num_workers=2",
+                "batch_size=64, num_workers=4",
+            );
+        match python_edit("train.py", ARGPARSE, &two, &|_: &str| None) {
+            PythonEdit::Changes(c) => assert_eq!(c.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        // A code edit next to the default is not a source edit at all.
+        let code = ARGPARSE
+            .replace("default=0, help", "default=4, help")
+            .replace("evaluate(val_loader)", "pass");
+        assert_eq!(
+            python_edit("train.py", ARGPARSE, &code, &|_: &str| None),
+            PythonEdit::NotAtSource
+        );
+        // Only a DataLoader keyword: left to the DataLoader-only check.
+        let kw = ARGPARSE.replace(
+            "batch_size=64, num_workers=2",
+            "batch_size=64, num_workers=4",
+        );
+        assert_eq!(
+            python_edit("train.py", ARGPARSE, &kw, &|_: &str| None),
+            PythonEdit::NotAtSource
+        );
+    }
+
+    #[test]
+    fn parse_known_args_and_main_parameters_count_as_parsed_arguments() {
+        let src = "import argparse\nfrom torch.utils.data import DataLoader\np = argparse.ArgumentParser()\np.add_argument('--num-workers', type=int, default=1)\n\ndef run(opt):\n    return DataLoader(ds, num_workers=opt.num_workers)\n\nif __name__ == '__main__':\n    opt, _ = p.parse_known_args()\n    run(opt)\n";
+        let p = project(&[("t.py", src)]);
+        let s = &sites_in(&p, "t.py")[0];
+        assert!(matches!(&s.origin("num_workers").unwrap().source,
+            Source::Flag { flag, default: Some(d), line: 4, .. } if flag == "--num-workers" && d == "1"));
+    }
+
+    #[test]
+    fn computed_values_are_not_editable_and_say_why() {
+        let src = "import os\nfrom torch.utils.data import DataLoader\nn = 4\nDataLoader(ds, num_workers=os.cpu_count() // 2, pin_memory=n > 2, prefetch_factor=n)\n";
+        let p = project(&[("t.py", src)]);
+        let s = &sites_in(&p, "t.py")[0];
+        let nw = s.origin("num_workers").unwrap();
+        assert!(!nw.editable());
+        assert!(
+            nw.describe("t.py:4")
+                .contains("not editable (`os.cpu_count() // 2` is computed"),
+            "{}",
+            nw.describe("t.py:4")
+        );
+        assert!(!s.origin("prefetch_factor").unwrap().editable());
+        let read = |f: &str| p.get(f).cloned();
+        let err = set_knob(s, "num_workers", "4", &read).unwrap_err();
+        assert!(
+            err.contains("not editable") && err.contains("write the value as a literal"),
+            "{err}"
+        );
+    }
+
+    const YAML_SCRIPT: &str = r#"import yaml
+from torch.utils.data import DataLoader
+
+with open("configs/train.yaml") as f:
+    cfg = yaml.safe_load(f)
+
+loader = DataLoader(
+    dataset,
+    batch_size=cfg["data"]["batch_size"],
+    num_workers=cfg["data"]["num_workers"],
+    pin_memory=cfg["data"]["pin_memory"],
+)
+"#;
+    const YAML: &str = "# experiment 12\ndata:\n  root: /data/items\n  batch_size: 64\n  num_workers: 0   # bump on the cluster\n  pin_memory: false\ntrain:\n  epochs: 2\n";
+
+    #[test]
+    fn yaml_config_values_feed_the_knobs() {
+        let p = project(&[("train.py", YAML_SCRIPT), ("configs/train.yaml", YAML)]);
+        let s = &sites_in(&p, "train.py")[0];
+        let nw = s.origin("num_workers").unwrap();
+        assert_eq!(
+            nw.source,
+            Source::Config {
+                file: "configs/train.yaml".into(),
+                line: 5,
+                key: "data.num_workers".into(),
+                value: "0".into()
+            }
+        );
+        assert_eq!(
+            nw.describe(&s.at()),
+            r#"num_workers = cfg["data"]["num_workers"] → data.num_workers: 0 (configs/train.yaml:5)"#
+        );
+        assert_eq!(
+            s.origin("pin_memory").unwrap().current().as_deref(),
+            Some("False")
+        );
+        let (file, out) = set(&p, s, "num_workers", "8");
+        assert_eq!(file, "configs/train.yaml");
+        assert_eq!(
+            out,
+            YAML.replace("num_workers: 0   #", "num_workers: 8   #")
+        );
+        let sites = sites_in(&p, "train.py");
+        let c = config_edit("configs/train.yaml", YAML, &out, &sites).unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            c[0].change,
+            "num_workers 0 → 8 (data.num_workers, configs/train.yaml:5)"
+        );
+        let (_, pinned) = set(&p, s, "pin_memory", "True");
+        assert!(pinned.contains("  pin_memory: true\n"));
+        assert_eq!(
+            knob_files_in(&p, "train.py"),
+            vec!["configs/train.yaml".to_string()]
+        );
+    }
+
+    fn knob_files_in(p: &HashMap<String, String>, script: &str) -> Vec<String> {
+        let d = tempfile::tempdir().unwrap();
+        for (path, text) in p {
+            let f = d.path().join(path);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, text).unwrap();
+        }
+        knob_files(d.path(), script)
+    }
+
+    #[test]
+    fn yaml_edits_other_than_one_knob_value_are_rejected() {
+        let p = project(&[("train.py", YAML_SCRIPT), ("configs/train.yaml", YAML)]);
+        let sites = sites_in(&p, "train.py");
+        let check = |new: &str| config_edit("configs/train.yaml", YAML, new, &sites);
+        // batch_size is read by the loader but is no knob; epochs by nothing.
+        assert!(check(&YAML.replace("batch_size: 64", "batch_size: 32"))
+            .unwrap_err()
+            .contains("no value that feeds"));
+        assert!(check(&YAML.replace("epochs: 2", "epochs: 1")).is_err());
+        assert!(check(&YAML.replace("# bump", "# raise")).is_err());
+        let both = YAML
+            .replace("num_workers: 0", "num_workers: 4")
+            .replace("epochs: 2", "epochs: 1");
+        assert!(check(&both).unwrap_err().contains("beyond"));
+        let two = YAML
+            .replace("num_workers: 0", "num_workers: 4")
+            .replace("pin_memory: false", "pin_memory: true");
+        assert_eq!(check(&two).unwrap().len(), 2);
+        // A config no knob reads.
+        assert!(config_edit("other.yaml", "a: 1\n", "a: 2\n", &sites)
+            .unwrap_err()
+            .contains("no DataLoader knob"));
+    }
+
+    #[test]
+    fn attribute_style_config_and_json_next_to_the_script() {
+        let script = "from omegaconf import OmegaConf\nfrom torch.utils.data import DataLoader\ncfg = OmegaConf.load('loader.json')\ndl = DataLoader(ds, num_workers=cfg.loader.workers, persistent_workers=cfg.loader.keep)\n";
+        let json = "{\n  \"loader\": {\"workers\": 2, \"keep\": false}\n}\n";
+        let p = project(&[("src/train.py", script), ("src/loader.json", json)]);
+        let s = &sites_in(&p, "src/train.py")[0];
+        assert!(matches!(&s.origin("num_workers").unwrap().source,
+            Source::Config { file, key, value, .. } if file == "src/loader.json" && key == "loader.workers" && value == "2"));
+        let (_, out) = set(&p, s, "persistent_workers", "True");
+        assert_eq!(out, json.replace("\"keep\": false", "\"keep\": true"));
+    }
+
+    const HF: &str = r#"from transformers import AutoConfig, AutoModelForSequenceClassification, Trainer, TrainingArguments
+
+model = AutoModelForSequenceClassification.from_config(AutoConfig.for_model("bert", num_hidden_layers=1))
+training_args = TrainingArguments(
+    output_dir="out",
+    per_device_train_batch_size=16,
+    num_train_epochs=1,
+    report_to=[],
+)
+trainer = Trainer(model=model, args=training_args, train_dataset=train_ds)
+trainer.train()
+"#;
+
+    #[test]
+    fn training_arguments_keywords_are_the_knobs() {
+        let p = project(&[("train.py", HF)]);
+        let sites = sites_in(&p, "train.py");
+        assert_eq!(sites.len(), 1);
+        let s = &sites[0];
+        assert_eq!(
+            (s.kind, s.line, s.callee.as_str()),
+            (SiteKind::TrainingArguments, 4, "TrainingArguments")
+        );
+        let nw = s.origin("num_workers").unwrap();
+        assert_eq!(
+            (nw.keyword.as_str(), nw.expr.clone()),
+            ("dataloader_num_workers", None)
+        );
+        assert_eq!(
+            nw.describe(&s.at()),
+            "num_workers not set: the default; set dataloader_num_workers= at train.py:4"
+        );
+        let (_, out) = set(&p, s, "num_workers", "4");
+        assert_eq!(
+            out,
+            HF.replace(
+                "    report_to=[],\n",
+                "    report_to=[],\n    dataloader_num_workers=4,\n"
+            )
+        );
+        assert_eq!(
+            python_edit("train.py", HF, &out, &|_: &str| None),
+            PythonEdit::Changes(vec![SourceChange {
+                file: "train.py".into(),
+                knob: "num_workers".into(),
+                change: "num_workers (default) → 4 (TrainingArguments dataloader_num_workers, train.py:4)".into(),
+                line: 4,
+            }])
+        );
+        // Changing it again: the keyword's value.
+        let p2 = project(&[("train.py", &out)]);
+        let s2 = &sites_in(&p2, "train.py")[0];
+        assert_eq!(
+            s2.origin("num_workers").unwrap().current().as_deref(),
+            Some("4")
+        );
+        let (_, again) = set(&p2, s2, "num_workers", "8");
+        assert!(again.contains("dataloader_num_workers=8,"));
+        // Other TrainingArguments keywords are not knobs.
+        let lr = HF.replace(
+            "num_train_epochs=1,",
+            "num_train_epochs=1,\n    learning_rate=1e-3,",
+        );
+        assert!(
+            matches!(python_edit("train.py", HF, &lr, &|_: &str| None), PythonEdit::Rejected(r) if r.contains("`learning_rate`"))
+        );
+        let bs = HF.replace(
+            "per_device_train_batch_size=16",
+            "per_device_train_batch_size=32",
+        );
+        assert!(matches!(
+            python_edit("train.py", HF, &bs, &|_: &str| None),
+            PythonEdit::Rejected(_)
+        ));
+    }
+
+    #[test]
+    fn training_arguments_keyword_from_a_flag_and_seq2seq() {
+        let src = "import argparse\nfrom transformers import Seq2SeqTrainingArguments\nparser = argparse.ArgumentParser()\nparser.add_argument('--workers', type=int, default=0)\nargs = parser.parse_args()\nta = Seq2SeqTrainingArguments('out', dataloader_num_workers=args.workers, dataloader_pin_memory=False)\n";
+        let p = project(&[("t.py", src)]);
+        let s = &sites_in(&p, "t.py")[0];
+        assert_eq!(s.kind, SiteKind::TrainingArguments);
+        assert!(
+            matches!(&s.origin("num_workers").unwrap().source, Source::Flag { flag, .. } if flag == "--workers")
+        );
+        assert_eq!(
+            s.origin("pin_memory").unwrap().current().as_deref(),
+            Some("False")
+        );
+        let (_, out) = set(&p, s, "num_workers", "2");
+        assert!(out.contains("default=2)"));
+        assert!(
+            matches!(python_edit("t.py", src, &out, &|_: &str| None), PythonEdit::Changes(c) if c.len() == 1 && c[0].knob == "num_workers")
+        );
+    }
+
+    #[test]
+    fn subclass_pyg_and_lightning_loaders_are_knob_sites() {
+        let sub = "from torch.utils.data import DataLoader\n\nclass FastLoader(DataLoader):\n    def __init__(self, ds, **kw):\n        super().__init__(ds, **kw)\n\nloader = FastLoader(ds, batch_size=8, num_workers=0)\n";
+        let p = project(&[("t.py", sub)]);
+        let s = sites_in(&p, "t.py");
+        assert_eq!(s.len(), 1);
+        assert_eq!((s[0].callee.as_str(), s[0].line), ("FastLoader", 7));
+        let (_, out) = set(&p, &s[0], "num_workers", "4");
+        assert!(out.contains("FastLoader(ds, batch_size=8, num_workers=4)"));
+
+        let pyg = "from torch_geometric.loader import DataLoader\nimport torch_geometric\nfrom torch_geometric.loader import NeighborLoader\na = DataLoader(dataset, batch_size=32, shuffle=True)\nb = torch_geometric.loader.DataLoader(dataset)\nc = NeighborLoader(data, num_neighbors=[10], num_workers=2)\n";
+        let p = project(&[("gnn.py", pyg)]);
+        let s = sites_in(&p, "gnn.py");
+        assert_eq!(s.iter().map(|x| x.line).collect::<Vec<_>>(), vec![4, 5, 6]);
+        assert_eq!(
+            s[2].origin("num_workers").unwrap().current().as_deref(),
+            Some("2")
+        );
+
+        let lit = "import lightning as L\nfrom torch.utils.data import DataLoader\n\nclass Data(L.LightningDataModule):\n    def __init__(self, num_workers=0):\n        super().__init__()\n        self.save_hyperparameters()\n\n    def train_dataloader(self):\n        return DataLoader(self.train_ds, batch_size=32, num_workers=4)\n\n    def val_dataloader(self):\n        return DataLoader(self.val_ds, batch_size=32, num_workers=self.hparams.num_workers)\n";
+        let p = project(&[("lit.py", lit)]);
+        let s = sites_in(&p, "lit.py");
+        assert_eq!(s[0].function.as_deref(), Some("train_dataloader"));
+        assert_eq!(s[0].origin("num_workers").unwrap().source, Source::Keyword);
+        assert!(!s[1].origin("num_workers").unwrap().editable());
+    }
+
+    const LOADERS: &str = "from torch.utils.data import DataLoader\n\n\nclass FastLoader(DataLoader):\n    \"\"\"Pins and shuffles by default.\"\"\"\n\n\nclass Helper:\n    pass\n";
+
+    #[test]
+    fn a_subclass_imported_from_a_project_file_is_a_knob_site() {
+        let script = "from loaders import FastLoader, Helper\nfrom mylib import OtherLoader\nloader = FastLoader(ds, batch_size=8, num_workers=0)\nh = Helper(ds, num_workers=1)\no = OtherLoader(ds, num_workers=1)\n";
+        let p = project(&[("train.py", script), ("loaders.py", LOADERS)]);
+        let sites = sites_in(&p, "train.py");
+        assert_eq!(sites.len(), 1, "{sites:?}");
+        assert_eq!((sites[0].callee.as_str(), sites[0].line), ("FastLoader", 3));
+        let (file, out) = set(&p, &sites[0], "num_workers", "4");
+        assert_eq!(file, "train.py");
+        assert_eq!(out, script.replace("num_workers=0)", "num_workers=4)"));
+        // Verification knows the call through the module it reads.
+        let read = |f: &str| p.get(f).cloned();
+        match python_edit("train.py", script, &out, &read) {
+            PythonEdit::Changes(c) => {
+                assert_eq!(c.len(), 1);
+                assert_eq!(
+                    (c[0].knob.as_str(), c[0].change.as_str()),
+                    ("num_workers", "num_workers 0 → 4")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let two = script.replace("batch_size=8, num_workers=0", "batch_size=4, num_workers=0");
+        assert!(
+            matches!(python_edit("train.py", script, &two, &read), PythonEdit::Changes(c) if c[0].knob == "batch_size")
+        );
+        assert_eq!(
+            knob_files_in(&p, "train.py"),
+            vec!["loaders.py".to_string()]
+        );
+        // A relative import inside a package.
+        let pkg = project(&[
+            (
+                "pkg/train.py",
+                "from .loaders import FastLoader as FL\nFL(ds, num_workers=2)\n",
+            ),
+            ("pkg/loaders.py", LOADERS),
+        ]);
+        let s = sites_in(&pkg, "pkg/train.py");
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            s[0].origin("num_workers").unwrap().current().as_deref(),
+            Some("2")
+        );
+    }
+
+    #[test]
+    fn a_hydra_config_feeds_the_knobs() {
+        let script = "import hydra\nfrom torch.utils.data import DataLoader\n\n@hydra.main(version_base=None, config_path=\"conf\", config_name=\"train\")\ndef main(cfg):\n    loader = DataLoader(ds, num_workers=cfg.loader.num_workers)\n";
+        let p = project(&[
+            ("train.py", script),
+            ("conf/train.yaml", "loader:\n  num_workers: 1\n"),
+        ]);
+        let s = &sites_in(&p, "train.py")[0];
+        assert!(matches!(&s.origin("num_workers").unwrap().source,
+            Source::Config { file, key, .. } if file == "conf/train.yaml" && key == "loader.num_workers"));
+    }
+}
