@@ -33,5 +33,6 @@ pub mod report;
 pub mod review;
 pub mod run_folder;
 pub mod run_loop;
+pub mod run_report;
 pub mod store;
 pub mod verify;

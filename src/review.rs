@@ -13,10 +13,9 @@ use serde_json::Value;
 
 use crate::bench::stats;
 use crate::report::{self, Decision, RunReport, TurnRow};
-use crate::run_folder::{
-    self, BaselineBench, FinalBench, RunFolderError, RunRecord, RunState, TurnBench, TurnFolder,
-};
-use crate::store::{self, FileSet};
+use crate::run_folder::{self, RunFolderError, RunRecord, RunState, TurnBench};
+use crate::run_report::{self, RunFacts};
+use crate::store;
 
 /// Why a run folder cannot be read back.
 #[derive(Debug, thiserror::Error)]
@@ -109,9 +108,8 @@ pub fn load_report(dir: &Path) -> Result<RunReport, ReviewError> {
 /// decided turn's `decision.json`, `final.json` when the final measurement
 /// was done, and the saved files for the kept diff. Always `interrupted`.
 pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
-    let run = run_record(dir);
-    let bench = match BaselineBench::read(dir) {
-        Ok(b) => b,
+    let facts = match RunFacts::read(dir) {
+        Ok(f) => f,
         Err(e) if e.is_missing() => {
             return Err(ReviewError::NoBaseline {
                 dir: dir.to_owned(),
@@ -119,139 +117,7 @@ pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
         }
         Err(e) => return Err(ReviewError::Folder(e)),
     };
-    let base_runs = &bench.runs;
-    let baseline_samples: Vec<f64> = base_runs.iter().map(|m| m.samples_per_sec).collect();
-    let shares: Vec<f64> = base_runs.iter().filter_map(|m| m.data_wait_share).collect();
-    let baseline_share = (!shares.is_empty()).then(|| stats::median(&shares));
-    let ceiling = base_runs.iter().find_map(|m| m.ceiling_sps);
-    let baseline_sps = if baseline_samples.is_empty() {
-        f64::NAN
-    } else {
-        stats::median(&baseline_samples)
-    };
-
-    let decided = run_folder::decided_turns(dir);
-    let last_kept = decided
-        .iter()
-        .rev()
-        .find(|(_, r)| r.decision == Decision::Kept);
-    let mut final_sps = last_kept
-        .and_then(|(_, r)| r.after_sps)
-        .unwrap_or(baseline_sps);
-    let final_share = match last_kept {
-        Some((_, r)) => r.data_wait_share,
-        None => baseline_share,
-    };
-    let mut speedup = final_sps / baseline_sps;
-    let mut speedup_ci = None;
-    let mut bench_runs = bench.run_count() + decided.iter().map(|(_, r)| r.runs).sum::<u32>();
-    // Killed while writing the report: the final measurement is on disk.
-    if let Ok(f) = FinalBench::read(dir) {
-        let best: Vec<f64> = f.best.iter().map(|m| m.samples_per_sec).collect();
-        if let (Some(m), false) = (f.median, best.is_empty()) {
-            speedup = m;
-            final_sps = stats::median(&best);
-            speedup_ci = f.ci;
-            bench_runs += best.len() as u32 + f.baseline.len() as u32;
-        }
-    }
-
-    let events = store::read_events(dir).unwrap_or_default();
-    let stop_reason = events
-        .iter()
-        .rev()
-        .find(|e| e["event"] == "stopped")
-        .and_then(|e| e["reason"].as_str())
-        .map(str::to_string)
-        .unwrap_or_else(|| match run.as_ref().map(|r| r.state) {
-            Some(RunState::Running) => {
-                "not finished: killed, or still running (no report written yet)".to_string()
-            }
-            Some(s) => format!("not finished ({s}; no report written)"),
-            None => "not finished (no report written)".to_string(),
-        });
-    let wall_s = wall_seconds(&events);
-
-    let editable: Vec<String> = run.as_ref().map(|r| r.editable.clone()).unwrap_or_default();
-    let kept_diff = kept_diff(
-        dir,
-        &editable,
-        last_kept.map(|(t, _)| t.candidate_dir()),
-        &decided,
-    );
-    let rows: Vec<TurnRow> = decided.into_iter().map(|(_, r)| r).collect();
-    let str_of = |f: fn(&RunRecord) -> &String| run.as_ref().map(f).cloned().unwrap_or_default();
-    Ok(RunReport {
-        schema_version: report::SCHEMA_VERSION,
-        run_id: run
-            .as_ref()
-            .map(|r| r.run_id.clone())
-            .filter(|id| !id.is_empty())
-            .unwrap_or_else(|| run_id(dir)),
-        project: str_of(|r| &r.project_root),
-        agent: str_of(|r| &r.agent),
-        language: run_language(run.as_ref()),
-        started_at: str_of(|r| &r.started_at),
-        baseline_sps,
-        baseline_samples,
-        baseline_data_wait_share: baseline_share,
-        final_sps,
-        final_data_wait_share: final_share,
-        speedup,
-        speedup_ci,
-        ceiling_sps: ceiling,
-        final_share_of_ceiling: ceiling.filter(|c| *c > 0.0).map(|c| final_sps / c),
-        stop_reason,
-        interrupted: true,
-        total_cost_usd: rows.iter().filter_map(|r| r.agent.cost_usd).sum(),
-        agent_time_ms: rows.iter().map(|r| r.agent.duration_ms).sum(),
-        wall_s,
-        bench_runs,
-        turns: rows,
-        kept_diff,
-        data_path: crate::probe::read_probe(dir),
-        measured_loader: base_runs
-            .first()
-            .and_then(crate::bench::command::loader_summary),
-    })
-}
-
-/// Seconds from the first event to the last, by their time stamps.
-fn wall_seconds(events: &[Value]) -> f64 {
-    let ts = |e: Option<&Value>| {
-        e.and_then(|e| e["ts"].as_str())
-            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-    };
-    match (ts(events.first()), ts(events.last())) {
-        (Some(a), Some(b)) => (b - a).num_milliseconds().max(0) as f64 / 1000.0,
-        _ => f64::NAN,
-    }
-}
-
-/// Baseline → best as one diff: the saved baseline files against the last
-/// kept turn's candidate files; without them, the kept turns' own diffs.
-fn kept_diff(
-    dir: &Path,
-    editable: &[String],
-    last_kept_candidate: Option<PathBuf>,
-    decided: &[(TurnFolder, TurnRow)],
-) -> String {
-    let Some(kept_candidate) = last_kept_candidate else {
-        return String::new();
-    };
-    let base = FileSet::load(&dir.join("baseline").join("files"), editable);
-    let best = FileSet::load(&kept_candidate, editable);
-    if let (Ok(a), Ok(b), false) = (&base, &best, editable.is_empty()) {
-        return editable
-            .iter()
-            .map(|f| crate::edit::unified_diff(f, &a.text(f), &b.text(f)))
-            .collect();
-    }
-    decided
-        .iter()
-        .filter(|(_, r)| r.decision == Decision::Kept)
-        .filter_map(|(t, _)| std::fs::read_to_string(t.dir.join("diff.patch")).ok())
-        .collect()
+    Ok(run_report::assemble(dir, facts, None))
 }
 
 // ---------------------------------------------------------------- runs

@@ -21,6 +21,7 @@ use crate::report::{self, Decision, RunReport, TurnRow};
 use crate::run_folder::{
     self, BaselineBench, FinalBench, RunEnvironment, RunRecord, RunState, TurnBench, TurnFolder,
 };
+use crate::run_report::{self, LiveFigures, RunFacts};
 use crate::store::{self, FileSet, Lock, RunStore};
 use crate::verify::{self, ProjectSnapshot};
 
@@ -215,6 +216,8 @@ pub struct Session<'a> {
     baseline_files: FileSet,
     incumbent_files: FileSet,
     baseline_samples: Vec<f64>,
+    /// baseline/bench.json as written (the report is assembled from it).
+    baseline_bench: BaselineBench,
     baseline_share: Option<f64>,
     ceiling: Option<f64>,
     incumbent: Measurement,
@@ -308,6 +311,7 @@ pub fn prepare<'a>(
         incumbent_files: baseline_files.clone(),
         baseline_files,
         baseline_samples: vec![],
+        baseline_bench: BaselineBench::default(),
         baseline_share: None,
         ceiling: None,
         incumbent: Measurement::default(),
@@ -377,6 +381,7 @@ pub fn resume<'a>(
         incumbent_files: rec.incumbent_files,
         baseline_files: rec.baseline_files,
         baseline_samples: rec.baseline_samples,
+        baseline_bench: rec.baseline_bench,
         baseline_share: rec.baseline_share,
         ceiling: rec.ceiling,
         incumbent: rec.incumbent,
@@ -398,6 +403,7 @@ pub struct Recovered {
     pub baseline_files: FileSet,
     pub incumbent_files: FileSet,
     pub baseline_samples: Vec<f64>,
+    pub baseline_bench: BaselineBench,
     pub baseline_share: Option<f64>,
     pub ceiling: Option<f64>,
     pub incumbent: Measurement,
@@ -459,9 +465,9 @@ impl Recovered {
                 run_dir.display()
             ))
         })?;
-        let base_runs = &bench.runs;
-        let baseline_samples = sps(base_runs);
-        let baseline_share = median_share(base_runs);
+        let base_runs = bench.runs.clone();
+        let baseline_samples = sps(&base_runs);
+        let baseline_share = median_share(&base_runs);
         let mut base_inc = base_runs.last().cloned().unwrap_or_default();
         base_inc.data_wait_share = baseline_share;
         let incumbent_sps = rows
@@ -476,6 +482,7 @@ impl Recovered {
             baseline_files,
             incumbent_files,
             baseline_samples,
+            baseline_bench: bench,
             baseline_share,
             incumbent: incumbent_meas.unwrap_or(base_inc),
             incumbent_sps,
@@ -730,11 +737,11 @@ impl<'a> Session<'a> {
             }
             self.bench_runs += 1;
         }
-        BaselineBench {
+        self.baseline_bench = BaselineBench {
             profiled: Some(prof.measurement),
             runs: ms.clone(),
-        }
-        .write(&self.store.dir)?;
+        };
+        self.baseline_bench.write(&self.store.dir)?;
         if let Some(before) = before {
             let after = ProjectSnapshot::capture(&self.root, &self.snapshot_skip())?;
             let outputs = verify::command_outputs(&before, &after, &self.editable);
@@ -1068,7 +1075,7 @@ impl<'a> Session<'a> {
     }
 
     /// Best vs baseline, interleaved: the headline speedup.
-    async fn final_measurement(&mut self) -> Result<Option<(f64, [f64; 2], f64)>, LoopError> {
+    async fn final_measurement(&mut self) -> Result<Option<FinalBench>, LoopError> {
         if self.incumbent_files == self.baseline_files {
             return Ok(None);
         }
@@ -1104,25 +1111,21 @@ impl<'a> Session<'a> {
         match res {
             Ok(p) => {
                 self.bench_runs += p.runs();
-                FinalBench {
+                let fin = FinalBench {
                     best: p.candidate.clone(),
                     baseline: p.incumbent.clone(),
                     ratios: p.ratio.ratios.clone(),
                     median: Some(p.ratio.median),
                     ci: Some(p.ratio.ci),
-                }
-                .write(&self.store.dir)?;
+                };
+                fin.write(&self.store.dir)?;
                 self.emit(Event::FinalMeasured {
                     baseline_samples: p.inc_sps(),
                     best_samples: p.cand_sps(),
                     speedup: p.ratio.median,
                     ci: p.ratio.ci,
                 });
-                Ok(Some((
-                    p.ratio.median,
-                    p.ratio.ci,
-                    stats::median(&p.cand_sps()),
-                )))
+                Ok(Some(fin))
             }
             Err(f) if matches!(f.error, BenchError::Interrupted) => Err(LoopError::Interrupted),
             Err(f) => {
@@ -1139,40 +1142,32 @@ impl<'a> Session<'a> {
         &mut self,
         stop_reason: &str,
         interrupted: bool,
-        final_: Option<(f64, [f64; 2], f64)>,
+        final_bench: Option<FinalBench>,
     ) -> Result<RunReport, LoopError> {
-        let baseline_sps = stats::median(&self.baseline_samples);
-        let (speedup, speedup_ci, final_sps) = match final_ {
-            Some((s, ci, f)) => (s, Some(ci), f),
-            None => (self.incumbent_sps / baseline_sps, None, self.incumbent_sps),
-        };
-        let r = RunReport {
-            schema_version: report::SCHEMA_VERSION,
+        // The run folder's records as this session holds them (no re-parse),
+        // plus what only the live session knows.
+        let facts = RunFacts {
             run_id: self.store.id.clone(),
             project: self.root.display().to_string(),
             agent: self.agent.name().into(),
             language: self.policy.agent.language.clone(),
             started_at: self.started_at.clone(),
-            baseline_sps,
-            baseline_samples: self.baseline_samples.clone(),
-            baseline_data_wait_share: self.baseline_share,
-            final_sps,
-            final_data_wait_share: self.incumbent.data_wait_share,
-            speedup,
-            speedup_ci,
-            ceiling_sps: self.ceiling,
-            final_share_of_ceiling: self.ceiling.map(|c| final_sps / c),
-            stop_reason: stop_reason.into(),
-            interrupted,
-            total_cost_usd: self.cost,
-            agent_time_ms: self.agent_ms,
-            wall_s: self.started.elapsed().as_secs_f64(),
-            bench_runs: self.bench_runs,
+            state: None,
+            baseline: self.baseline_bench.clone(),
             turns: self.rows.clone(),
             kept_diff: self.diff(&self.baseline_files, &self.incumbent_files),
-            data_path: crate::probe::read_probe(&self.store.dir),
-            measured_loader: crate::bench::command::loader_summary(&self.incumbent),
+            final_bench,
+            incumbent: Some(self.incumbent.clone()),
         };
+        let live = LiveFigures {
+            stop_reason: stop_reason.into(),
+            interrupted,
+            wall_s: self.started.elapsed().as_secs_f64(),
+            bench_runs: self.bench_runs,
+            total_cost_usd: self.cost,
+            agent_time_ms: self.agent_ms,
+        };
+        let r = run_report::assemble(&self.store.dir, facts, Some(live));
         test_stall("report");
         write_report_files(&self.store.dir, &r)?;
         self.emit(Event::ReportWritten {
