@@ -36,3 +36,4 @@ pub mod run_loop;
 pub mod run_report;
 pub mod store;
 pub mod verify;
+pub mod words;

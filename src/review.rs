@@ -16,6 +16,7 @@ use crate::report::{self, Decision, RunReport, TurnRow};
 use crate::run_folder::{self, RunFolderError, RunRecord, RunState, TurnBench};
 use crate::run_report::{self, RunFacts};
 use crate::store;
+use crate::words::ReviewWords as Words;
 
 /// Why a run folder cannot be read back.
 #[derive(Debug, thiserror::Error)]
@@ -191,118 +192,8 @@ fn summarize(dir: &Path, lock_held: bool) -> RunSummary {
     }
 }
 
-/// Words of `runs` and `show`, English and Japanese.
-struct Words {
-    id: &'static str,
-    date: &'static str,
-    project: &'static str,
-    agent: &'static str,
-    turns: &'static str,
-    speedup: &'static str,
-    state: &'static str,
-    stop_reason: &'static str,
-    no_runs: &'static str,
-    run: &'static str,
-    turn: &'static str,
-    prompt: &'static str,
-    summary: &'static str,
-    failure: &'static str,
-    tool_calls: &'static str,
-    none: &'static str,
-    diff: &'static str,
-    measurements: &'static str,
-    pair: &'static str,
-    incumbent: &'static str,
-    candidate: &'static str,
-    ratio: &'static str,
-    median: &'static str,
-    decision: &'static str,
-    bench_error: &'static str,
-    exit: &'static str,
-    cost: &'static str,
-    time: &'static str,
-    agent_turns: &'static str,
-    runs: &'static str,
-    interrupted: &'static str,
-    agent_section: &'static str,
-}
-
-const EN: Words = Words {
-    id: "ID",
-    date: "DATE",
-    project: "PROJECT",
-    agent: "AGENT",
-    turns: "TURNS",
-    speedup: "SPEEDUP",
-    state: "STATE",
-    stop_reason: "STOP REASON",
-    no_runs: "no runs yet; start one with `tuneloop start`",
-    run: "run",
-    turn: "turn",
-    prompt: "prompt",
-    summary: "summary",
-    failure: "failure",
-    tool_calls: "tool calls",
-    none: "(none)",
-    diff: "diff",
-    measurements: "measurements (samples/sec)",
-    pair: "pair",
-    incumbent: "incumbent",
-    candidate: "candidate",
-    ratio: "ratio",
-    median: "median",
-    decision: "decision",
-    bench_error: "bench error",
-    exit: "exit",
-    cost: "cost",
-    time: "time",
-    agent_turns: "turns",
-    runs: "runs",
-    interrupted: "interrupted",
-    agent_section: "agent",
-};
-
-const JA: Words = Words {
-    id: "ID",
-    date: "日時",
-    project: "プロジェクト",
-    agent: "エージェント",
-    turns: "ターン",
-    speedup: "高速化",
-    state: "状態",
-    stop_reason: "停止理由",
-    no_runs: "まだ実行がありません。`tuneloop start` で始めます",
-    run: "実行",
-    turn: "ターン",
-    prompt: "プロンプト",
-    summary: "要約",
-    failure: "失敗",
-    tool_calls: "ツール呼び出し",
-    none: "(なし)",
-    diff: "差分",
-    measurements: "測定 (samples/sec)",
-    pair: "ペア",
-    incumbent: "現行ベスト",
-    candidate: "候補",
-    ratio: "比",
-    median: "中央値",
-    decision: "判定",
-    bench_error: "ベンチのエラー",
-    exit: "終了コード",
-    cost: "費用",
-    time: "時間",
-    agent_turns: "ターン数",
-    runs: "回実行",
-    interrupted: "中断",
-    agent_section: "エージェント",
-};
-
 fn words(language: &str) -> &'static Words {
-    if report::labels_for(language).lang == "ja" {
-        &JA
-    } else {
-        &EN
-    }
+    &crate::words::for_language(language).review
 }
 
 /// Columns a character takes on a terminal: 2 for East Asian wide ones.
