@@ -32,7 +32,13 @@ pub enum LoopError {
     Baseline(String),
     Agent(String),
     Interrupted,
-    Io(String),
+    /// A file of the project or of the run folder could not be read or
+    /// written: what was being done, and where.
+    Files {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl LoopError {
@@ -42,7 +48,7 @@ impl LoopError {
             LoopError::Baseline(_) => exit::BASELINE,
             LoopError::Agent(_) => exit::AGENT,
             LoopError::Interrupted => exit::INTERRUPTED,
-            LoopError::Io(_) => 1,
+            LoopError::Files { .. } => 1,
         }
     }
 }
@@ -54,14 +60,37 @@ impl std::fmt::Display for LoopError {
             LoopError::Baseline(m) => write!(f, "the baseline could not be measured: {m}"),
             LoopError::Agent(m) => write!(f, "the agent could not be started: {m}"),
             LoopError::Interrupted => write!(f, "interrupted; the incumbent's files are in place"),
-            LoopError::Io(m) => write!(f, "{m}"),
+            LoopError::Files { what, path, source } => write!(
+                f,
+                "{what} {}: {source}\n  hint: check that this folder exists, is writable and its disk is not full; the run folder keeps every finished turn (`tuneloop resume` continues the run)",
+                path.display()
+            ),
         }
     }
 }
 
-impl From<std::io::Error> for LoopError {
-    fn from(e: std::io::Error) -> Self {
-        LoopError::Io(e.to_string())
+impl std::error::Error for LoopError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LoopError::Files { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Names the file (or folder) and the action of a failed read or write, so
+/// that it surfaces as [`LoopError::Files`] and not as a bare io error.
+trait AtPath<T> {
+    fn at(self, what: &'static str, path: &Path) -> Result<T, LoopError>;
+}
+
+impl<T> AtPath<T> for std::io::Result<T> {
+    fn at(self, what: &'static str, path: &Path) -> Result<T, LoopError> {
+        self.map_err(|source| LoopError::Files {
+            what,
+            path: path.to_owned(),
+            source,
+        })
     }
 }
 
@@ -121,8 +150,9 @@ pub async fn measure_interleaved(
         for (role, files) in order {
             files.apply(root).map_err(|e| PairFailure {
                 role,
-                error: BenchError::Spawn {
-                    program: "write files".into(),
+                error: BenchError::Files {
+                    role: role.into(),
+                    root: root.to_owned(),
                     message: e.to_string(),
                 },
                 runs,
@@ -246,12 +276,13 @@ pub fn prepare<'a>(
     interrupt: Interrupt,
     view: &'a mut (dyn FnMut(&Event) + Send),
 ) -> Result<Session<'a>, LoopError> {
-    let root = std::fs::canonicalize(&ws.project_root)?;
+    let root = std::fs::canonicalize(&ws.project_root)
+        .at("cannot find the project folder", &ws.project_root)?;
     let editable = ws.file.project.editable.clone();
     // A loop with nothing to tune would only burn time: find the loader first.
     let mut found = 0;
     for f in editable.iter().filter(|f| f.ends_with(".py")) {
-        let src = std::fs::read_to_string(root.join(f))?;
+        let src = std::fs::read_to_string(root.join(f)).at("cannot read", &root.join(f))?;
         match edit::scan_source(f, &src) {
             Ok(s) => found += s.len(),
             Err(e) => {
@@ -283,11 +314,19 @@ pub fn prepare<'a>(
         )));
     }
     crate::git::check_clean(&root, &editable, opts.allow_dirty).map_err(LoopError::Config)?;
-    let store = RunStore::create(&runs_dir)?;
-    let bencher = Bencher::new(ws, &store.dir.join("harness"))?;
-    let baseline_files = FileSet::capture(&root, &editable)?;
-    baseline_files.save(&store.dir.join("baseline").join("files"))?;
-    baseline_files.save(&store.dir.join("incumbent"))?;
+    let store = RunStore::create(&runs_dir).at("cannot create a run folder in", &runs_dir)?;
+    let harness = store.dir.join("harness");
+    let bencher = Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?;
+    let baseline_files =
+        FileSet::capture(&root, &editable).at("cannot read the editable files in", &root)?;
+    let saved = store.dir.join("baseline").join("files");
+    baseline_files
+        .save(&saved)
+        .at("cannot save the baseline files to", &saved)?;
+    let saved = store.dir.join("incumbent");
+    baseline_files
+        .save(&saved)
+        .at("cannot save the incumbent files to", &saved)?;
     let max_iterations = opts.iterations.unwrap_or(opts.policy.loop_.max_iterations);
     let git_branch = if opts.git_commits {
         Some(format!("tuneloop/{}", store.id))
@@ -359,10 +398,16 @@ pub fn resume<'a>(
     if let Ok(snap) = ProjectSnapshot::load(&run_dir.join("snapshot")) {
         snap.restore_others(&editable);
     }
-    rec.incumbent_files.apply(&root)?;
-    rec.incumbent_files.save(&run_dir.join("incumbent"))?;
-    let store = RunStore::open(run_dir)?;
-    let bencher = Bencher::new(ws, &run_dir.join("harness"))?;
+    rec.incumbent_files
+        .apply(&root)
+        .at("cannot put the incumbent's files back in", &root)?;
+    let saved = run_dir.join("incumbent");
+    rec.incumbent_files
+        .save(&saved)
+        .at("cannot save the incumbent files to", &saved)?;
+    let store = RunStore::open(run_dir).at("cannot open the run log in", run_dir)?;
+    let harness = run_dir.join("harness");
+    let bencher = Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?;
     let git_branch = run.git_branch.clone();
     Ok(Session {
         ws,
@@ -523,7 +568,7 @@ impl<'a> Session<'a> {
         });
     }
 
-    fn write_run_json(&self, state: RunState) -> std::io::Result<()> {
+    fn write_run_json(&self, state: RunState) -> Result<(), LoopError> {
         let r = RunRecord {
             format_version: run_folder::RUN_FORMAT_VERSION,
             run_id: self.store.id.clone(),
@@ -550,6 +595,7 @@ impl<'a> Session<'a> {
             },
         };
         r.write(&self.store.dir)
+            .at("cannot write", &RunRecord::path(&self.store.dir))
     }
 
     fn check_interrupt(&self) -> Result<(), LoopError> {
@@ -650,7 +696,9 @@ impl<'a> Session<'a> {
             reason: stop_reason.clone(),
         });
         let final_ = self.final_measurement().await?;
-        self.incumbent_files.apply(&self.root)?;
+        self.incumbent_files
+            .apply(&self.root)
+            .at("cannot put the best files back in", &self.root)?;
         let report = self.write_report(&stop_reason, false, final_)?;
         self.write_run_json(RunState::Finished)?;
         Ok(report)
@@ -708,7 +756,10 @@ impl<'a> Session<'a> {
     async fn baseline(&mut self) -> Result<(), LoopError> {
         let bdir = self.store.dir.join("baseline");
         let before = match self.bencher.run {
-            Some(_) => Some(ProjectSnapshot::capture(&self.root, &self.snapshot_skip())?),
+            Some(_) => Some(
+                ProjectSnapshot::capture(&self.root, &self.snapshot_skip())
+                    .at("cannot snapshot the project folder", &self.root)?,
+            ),
             None => None,
         };
         self.phase("baseline", None, "profiled run");
@@ -718,7 +769,8 @@ impl<'a> Session<'a> {
             Err(e) => return Err(LoopError::Baseline(e.to_string())),
         };
         self.bench_runs += 1;
-        std::fs::write(bdir.join("profile.txt"), &prof.table)?;
+        std::fs::write(bdir.join("profile.txt"), &prof.table)
+            .at("cannot write", &bdir.join("profile.txt"))?;
         self.profile_table = prof.table;
         let n = self.policy.decision.baseline_runs;
         let mut ms = Vec::new();
@@ -741,11 +793,15 @@ impl<'a> Session<'a> {
             profiled: Some(prof.measurement),
             runs: ms.clone(),
         };
-        self.baseline_bench.write(&self.store.dir)?;
+        self.baseline_bench
+            .write(&self.store.dir)
+            .at("cannot write", &BaselineBench::path(&self.store.dir))?;
         if let Some(before) = before {
-            let after = ProjectSnapshot::capture(&self.root, &self.snapshot_skip())?;
+            let after = ProjectSnapshot::capture(&self.root, &self.snapshot_skip())
+                .at("cannot snapshot the project folder", &self.root)?;
             let outputs = verify::command_outputs(&before, &after, &self.editable);
-            verify::save_command_outputs(&self.store.dir, &outputs)?;
+            verify::save_command_outputs(&self.store.dir, &outputs)
+                .at("cannot record the command's outputs in", &self.store.dir)?;
             self.command_outputs = outputs.iter().map(|o| self.root.join(o)).collect();
         }
         self.baseline_samples = sps(&ms);
@@ -771,13 +827,21 @@ impl<'a> Session<'a> {
     async fn turn(&mut self, turn: u32) -> Result<Option<String>, LoopError> {
         self.emit(Event::TurnStarted { turn });
         let tdir = self.store.turn_dir(turn);
-        std::fs::create_dir_all(&tdir)?;
+        std::fs::create_dir_all(&tdir).at("cannot create", &tdir)?;
         // Before the agent runs: the incumbent is on disk, and the project snapshot taken.
         self.incumbent_files
-            .save(&self.store.dir.join("incumbent"))?;
+            .save(&self.store.dir.join("incumbent"))
+            .at(
+                "cannot save the incumbent files to",
+                &self.store.dir.join("incumbent"),
+            )?;
         let skip = self.snapshot_skip();
-        let snapshot = ProjectSnapshot::capture(&self.root, &skip)?;
-        snapshot.save(&self.store.dir.join("snapshot"))?;
+        let snapshot = ProjectSnapshot::capture(&self.root, &skip)
+            .at("cannot snapshot the project folder", &self.root)?;
+        snapshot.save(&self.store.dir.join("snapshot")).at(
+            "cannot save the project snapshot to",
+            &self.store.dir.join("snapshot"),
+        )?;
         self.phase("agent", Some(turn), self.agent.name());
         test_stall("agent");
         let view = &mut self.view;
@@ -811,12 +875,14 @@ impl<'a> Session<'a> {
         store::write_json(
             &tdir.join("agent.json"),
             &json!({ "info": rep.info, "failure": rep.failure, "summary": rep.summary, "exhausted": rep.exhausted }),
-        )?;
+        )
+        .at("cannot write", &tdir.join("agent.json"))?;
         if !tdir.join("prompt.md").exists() {
             std::fs::write(
                 tdir.join("prompt.md"),
                 format!("(builtin agent: no prompt)\n\n{}\n", rep.summary),
-            )?;
+            )
+            .at("cannot write", &tdir.join("prompt.md"))?;
         }
         self.emit(Event::AgentFinished {
             turn,
@@ -826,16 +892,22 @@ impl<'a> Session<'a> {
         });
         let after = FileSet::capture(&self.root, &self.editable)
             .unwrap_or_else(|_| FileSet(Default::default()));
-        let now = ProjectSnapshot::capture(&self.root, &skip)?;
+        let now = ProjectSnapshot::capture(&self.root, &skip)
+            .at("cannot snapshot the project folder", &self.root)?;
         let others = snapshot.changes(&now, &self.editable);
         // The managed harness lives in the run folder, out of the snapshot's reach.
         let harness_touched = self.bencher.harness_changed();
-        let undo = |s: &mut Self| -> std::io::Result<()> {
-            s.bencher.restore_harness()?;
+        let undo = |s: &mut Self| -> Result<(), LoopError> {
+            s.bencher
+                .restore_harness()
+                .at("cannot restore the bench harness in", &s.store.dir)?;
             let lost = snapshot.restore_others(&s.editable);
-            s.incumbent_files.apply(&s.root)?;
+            s.incumbent_files
+                .apply(&s.root)
+                .at("cannot put the incumbent's files back in", &s.root)?;
             if !lost.is_empty() {
-                (s.view)(&Event::Warning {
+                // Through emit, so the run log has it too.
+                s.emit(Event::Warning {
                     message: format!("could not restore: {}", lost.join(", ")),
                 });
             }
@@ -854,7 +926,8 @@ impl<'a> Session<'a> {
             ));
         }
         let diff = self.diff(&self.incumbent_files, &after);
-        std::fs::write(tdir.join("diff.patch"), &diff)?;
+        std::fs::write(tdir.join("diff.patch"), &diff)
+            .at("cannot write", &tdir.join("diff.patch"))?;
         let mut row = TurnRow {
             turn,
             change: String::new(),
@@ -928,7 +1001,10 @@ impl<'a> Session<'a> {
         };
         // The candidate on disk before it is measured: if this turn is kept
         // and the machine dies, resume finds the kept files here.
-        after.save(&tdir.join("candidate"))?;
+        after.save(&tdir.join("candidate")).at(
+            "cannot save the candidate files to",
+            &tdir.join("candidate"),
+        )?;
         test_stall("measure");
         // Measure candidate and incumbent interleaved.
         self.phase(
@@ -975,7 +1051,8 @@ impl<'a> Session<'a> {
                 }
                 row.runs = f.runs;
                 row.reason = format!("bench failed ({}): {}", f.role, f.error.short());
-                std::fs::write(tdir.join("bench_error.txt"), f.error.to_string())?;
+                std::fs::write(tdir.join("bench_error.txt"), f.error.to_string())
+                    .at("cannot write", &tdir.join("bench_error.txt"))?;
                 return self.finish_turn(row, &tdir, None).map(|_| None);
             }
         };
@@ -1014,7 +1091,9 @@ impl<'a> Session<'a> {
         let change = row.change.clone();
         if kept {
             self.incumbent_files = after;
-            self.incumbent_files.apply(&self.root)?;
+            self.incumbent_files
+                .apply(&self.root)
+                .at("cannot put the kept files in", &self.root)?;
             self.incumbent_sps = row.after_sps.unwrap_or(self.incumbent_sps);
             let mut m = paired.candidate.last().cloned().unwrap_or_default();
             m.data_wait_share = row.data_wait_share;
@@ -1026,7 +1105,11 @@ impl<'a> Session<'a> {
         self.finish_turn(row, &tdir, Some(&paired))?;
         if kept {
             self.incumbent_files
-                .save(&self.store.dir.join("incumbent"))?;
+                .save(&self.store.dir.join("incumbent"))
+                .at(
+                    "cannot save the incumbent files to",
+                    &self.store.dir.join("incumbent"),
+                )?;
             if let Some(branch) = self.git_branch.clone() {
                 let msg = format!("tuneloop {} turn {turn}: {change}", self.store.id);
                 if let Err(e) =
@@ -1052,16 +1135,20 @@ impl<'a> Session<'a> {
             dir: tdir.to_owned(),
         };
         if let Some(p) = paired {
-            folder.write_bench(&TurnBench {
-                candidate: p.candidate.clone(),
-                incumbent: p.incumbent.clone(),
-                ratios: p.ratio.ratios.clone(),
-                median: Some(p.ratio.median),
-                ci: Some(p.ratio.ci),
-                verdict: Some(p.verdict),
-            })?;
+            folder
+                .write_bench(&TurnBench {
+                    candidate: p.candidate.clone(),
+                    incumbent: p.incumbent.clone(),
+                    ratios: p.ratio.ratios.clone(),
+                    median: Some(p.ratio.median),
+                    ci: Some(p.ratio.ci),
+                    verdict: Some(p.verdict),
+                })
+                .at("cannot write", &tdir.join("bench.json"))?;
         }
-        folder.write_decision(&row)?;
+        folder
+            .write_decision(&row)
+            .at("cannot write", &folder.decision_path())?;
         self.rows.push(row.clone());
         self.emit(Event::TurnDecided { row });
         Ok(())
@@ -1107,7 +1194,9 @@ impl<'a> Session<'a> {
             |_, _, _| {},
         )
         .await;
-        self.incumbent_files.apply(&self.root)?;
+        self.incumbent_files
+            .apply(&self.root)
+            .at("cannot put the best files back in", &self.root)?;
         match res {
             Ok(p) => {
                 self.bench_runs += p.runs();
@@ -1118,7 +1207,8 @@ impl<'a> Session<'a> {
                     median: Some(p.ratio.median),
                     ci: Some(p.ratio.ci),
                 };
-                fin.write(&self.store.dir)?;
+                fin.write(&self.store.dir)
+                    .at("cannot write", &FinalBench::path(&self.store.dir))?;
                 self.emit(Event::FinalMeasured {
                     baseline_samples: p.inc_sps(),
                     best_samples: p.cand_sps(),
@@ -1169,7 +1259,8 @@ impl<'a> Session<'a> {
         };
         let r = run_report::assemble(&self.store.dir, facts, Some(live));
         test_stall("report");
-        write_report_files(&self.store.dir, &r)?;
+        write_report_files(&self.store.dir, &r)
+            .at("cannot write the report files to", &self.store.dir)?;
         self.emit(Event::ReportWritten {
             path: self.store.dir.join("report.md").display().to_string(),
         });
@@ -1221,5 +1312,41 @@ pub async fn calibrate(
 fn test_stall(point: &str) {
     if std::env::var("TUNELOOP_TEST_STALL").is_ok_and(|p| p == point) {
         std::thread::sleep(std::time::Duration::from_secs(120));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_file_write_names_the_file_and_is_no_spawn_error() {
+        let d = tempfile::tempdir().unwrap();
+        // A file where a folder should be: the write fails even as root.
+        std::fs::write(d.path().join("blocker"), "x").unwrap();
+        let files = FileSet(
+            [("blocker/train.py".to_string(), b"x = 1\n".to_vec())]
+                .into_iter()
+                .collect(),
+        );
+        let e = files
+            .save(d.path())
+            .at("cannot save the candidate files to", d.path())
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("cannot save the candidate files to"), "{msg}");
+        assert!(msg.contains("blocker/train.py"), "the file is named: {msg}");
+        assert!(!msg.contains("python"), "no interpreter hint: {msg}");
+        assert!(msg.contains("hint:"), "{msg}");
+        assert_eq!(e.exit_code(), 1);
+        assert!(std::error::Error::source(&e).is_some());
+        // Inside a paired measurement the same failure is a file error too.
+        let b = BenchError::Files {
+            role: "candidate".into(),
+            root: d.path().to_owned(),
+            message: files.apply(d.path()).unwrap_err().to_string(),
+        };
+        assert!(!b.to_string().contains("[project] python"), "{b}");
+        assert!(b.short().contains("candidate"), "{}", b.short());
     }
 }

@@ -43,6 +43,12 @@ pub fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> io::Result<(
     write_atomic(path, s.as_bytes())
 }
 
+/// The same error, its message naming the file it is about (an io error
+/// alone does not say which of several files failed).
+fn naming(e: io::Error, path: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
 /// The editable files' bytes, by path relative to the project root.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FileSet(pub BTreeMap<String, Vec<u8>>);
@@ -51,7 +57,10 @@ impl FileSet {
     pub fn capture(root: &Path, files: &[String]) -> io::Result<FileSet> {
         let mut m = BTreeMap::new();
         for f in files {
-            m.insert(f.clone(), fs::read(root.join(f))?);
+            m.insert(
+                f.clone(),
+                fs::read(root.join(f)).map_err(|e| naming(e, &root.join(f)))?,
+            );
         }
         Ok(FileSet(m))
     }
@@ -63,14 +72,14 @@ impl FileSet {
             if fs::read(&p).ok().as_deref() == Some(bytes.as_slice()) {
                 continue;
             }
-            write_atomic(&p, bytes)?;
+            write_atomic(&p, bytes).map_err(|e| naming(e, &p))?;
         }
         Ok(())
     }
 
     pub fn save(&self, dir: &Path) -> io::Result<()> {
         for (rel, bytes) in &self.0 {
-            write_atomic(&dir.join(rel), bytes)?;
+            write_atomic(&dir.join(rel), bytes).map_err(|e| naming(e, &dir.join(rel)))?;
         }
         Ok(())
     }
