@@ -35,5 +35,6 @@ pub mod run_folder;
 pub mod run_loop;
 pub mod run_report;
 pub mod store;
+pub mod turn;
 pub mod verify;
 pub mod words;

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::bench::stats::Verdict;
 use crate::bench::Measurement;
 use crate::config::{BenchSection, Policy};
-use crate::report::TurnRow;
+use crate::turn::TurnRow;
 
 /// The version of the run folder format this tuneloop writes (`run.json`'s
 /// `format_version`). Folders without one are version 0 and read the same.

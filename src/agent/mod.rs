@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::bench::Measurement;
 use crate::config::{Policy, Workspace};
 use crate::process::Interrupt;
-use crate::report::{AgentInfo, TurnRow};
+use crate::turn::{AgentInfo, TurnRow};
 
 /// What an agent is told at the start of a turn.
 pub struct TurnContext<'a> {

@@ -36,8 +36,8 @@ use serde_json::json;
 
 use crate::config::{AgentPolicy, Policy, Workspace};
 use crate::process::{self, Ending, Interrupt, Spec};
-use crate::report::AgentInfo;
 use crate::store;
+use crate::turn::AgentInfo;
 
 use super::{AgentReport, TurnContext};
 use prompt::TableDelivery;

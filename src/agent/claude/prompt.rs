@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::agent::evidence::{Evidence, Outlook};
 use crate::edit::CallSite;
-use crate::report::{Decision, TurnRow};
+use crate::turn::{Decision, TurnRow};
 
 /// Claude Code refuses piped stdin above 10 × 1024 × 1024 UTF-16 code units.
 pub const STDIN_CAP_UTF16: usize = 10 * 1024 * 1024;
@@ -599,7 +599,7 @@ fn profile_source(t: &TableDelivery, ja: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::AgentInfo;
+    use crate::turn::AgentInfo;
 
     fn row(
         turn: u32,
