@@ -310,9 +310,8 @@ fn load_policy(
 
 const MARK_BEGIN: &str = "<!-- tuneloop:begin";
 const MARK_END: &str = "<!-- tuneloop:end -->";
-pub const PROCEDURE_MD: &str = include_str!("../prompts/procedure.md");
-pub const PROMPT_EN: &str = include_str!("../prompts/turn.en.md");
-pub const PROMPT_JA: &str = include_str!("../prompts/turn.ja.md");
+// The agent owns its texts; `init` writes them into a new workspace.
+pub use crate::agent::assets::{PROCEDURE_MD, PROMPT_EN, PROMPT_JA};
 const RUNS_README: &str = include_str!("../runs/README.md");
 
 /// Adds (or refreshes) the marked procedure block in a CLAUDE.md text,

@@ -5,6 +5,7 @@
 //! measurement. The loop never trusts an agent's word: it verifies the files
 //! afterwards (`verify`) and measures.
 
+pub mod assets;
 pub mod builtin;
 pub mod claude;
 pub mod evidence;

@@ -402,8 +402,8 @@ pub fn procedure(ws_dir: &Path, project_root: &Path) -> Procedure {
         .as_deref()
         .and_then(procedure_block)
         .filter(|b| !b.is_empty())
-        .or_else(|| procedure_block(crate::cli::PROCEDURE_MD))
-        .unwrap_or(crate::cli::PROCEDURE_MD);
+        .or_else(|| procedure_block(crate::agent::assets::PROCEDURE_MD))
+        .unwrap_or(crate::agent::assets::PROCEDURE_MD);
     Procedure::Appended(text.to_string())
 }
 
@@ -541,7 +541,7 @@ mod tests {
     #[test]
     fn procedure_block_reads_between_the_markers() {
         assert_eq!(
-            procedure_block(crate::cli::PROCEDURE_MD).map(|b| b.starts_with("## ")),
+            procedure_block(crate::agent::assets::PROCEDURE_MD).map(|b| b.starts_with("## ")),
             Some(true)
         );
         assert_eq!(procedure_block("no markers"), None);

@@ -51,9 +51,9 @@ pub fn load_template(ws_dir: &Path, prompt_path: &str, language: &str) -> (Strin
         Ok(t) => (t, path.display().to_string()),
         Err(_) => {
             let embedded = if language == "ja" {
-                crate::cli::PROMPT_JA
+                crate::agent::assets::PROMPT_JA
             } else {
-                crate::cli::PROMPT_EN
+                crate::agent::assets::PROMPT_EN
             };
             (
                 embedded.to_string(),
@@ -696,7 +696,10 @@ mod tests {
     #[test]
     fn every_placeholder_of_both_templates_is_filled() {
         let (sites, hist, knobs) = setup();
-        for (lang, tpl) in [("en", crate::cli::PROMPT_EN), ("ja", crate::cli::PROMPT_JA)] {
+        for (lang, tpl) in [
+            ("en", crate::agent::assets::PROMPT_EN),
+            ("ja", crate::agent::assets::PROMPT_JA),
+        ] {
             let mut f = facts(lang, &sites, &hist, &knobs, &TableDelivery::Stdin);
             let editable = vec!["train.py".to_string()];
             f.editable = &editable;
@@ -760,11 +763,11 @@ mod tests {
         let mut en = facts("en", &sites, &hist, &knobs, &TableDelivery::Stdin);
         en.editable = &editable;
         en.evidence = Some(&e);
-        insta::assert_snapshot!("prompt_en", render(crate::cli::PROMPT_EN, &en));
+        insta::assert_snapshot!("prompt_en", render(crate::agent::assets::PROMPT_EN, &en));
         let mut ja = facts("ja", &sites, &hist[..1], &knobs, &file);
         ja.editable = &editable;
         ja.evidence = Some(&e);
-        insta::assert_snapshot!("prompt_ja", render(crate::cli::PROMPT_JA, &ja));
+        insta::assert_snapshot!("prompt_ja", render(crate::agent::assets::PROMPT_JA, &ja));
     }
 
     #[test]
@@ -772,7 +775,10 @@ mod tests {
         let (sites, hist, _) = setup();
         let knobs: Vec<String> = ARTICLE_ORDER.iter().map(|k| k.to_string()).collect();
         let e = evidence();
-        for (lang, tpl) in [("en", crate::cli::PROMPT_EN), ("ja", crate::cli::PROMPT_JA)] {
+        for (lang, tpl) in [
+            ("en", crate::agent::assets::PROMPT_EN),
+            ("ja", crate::agent::assets::PROMPT_JA),
+        ] {
             let mut f = facts(lang, &sites, &hist, &knobs, &TableDelivery::Stdin);
             f.evidence = Some(&e);
             let out = render(tpl, &f);
@@ -804,7 +810,7 @@ mod tests {
         // English words for what cannot help, and for the stall shape.
         let mut f = facts("en", &sites, &hist, &knobs, &TableDelivery::Stdin);
         f.evidence = Some(&e);
-        let out = render(crate::cli::PROMPT_EN, &f);
+        let out = render(crate::agent::assets::PROMPT_EN, &f);
         assert!(
             out.contains("`pin_memory`: nothing: no CUDA device"),
             "{out}"
@@ -855,7 +861,7 @@ mod tests {
     fn the_workspace_template_wins_over_the_built_in_one() {
         let d = tempfile::tempdir().unwrap();
         let (t, src) = load_template(d.path(), "prompts/turn.{language}.md", "ja");
-        assert_eq!(t, crate::cli::PROMPT_JA);
+        assert_eq!(t, crate::agent::assets::PROMPT_JA);
         assert!(src.contains("built-in"));
         std::fs::create_dir_all(d.path().join("prompts")).unwrap();
         std::fs::write(d.path().join("prompts/turn.en.md"), "mine {{turn}}").unwrap();
