@@ -7,7 +7,7 @@ CARGO ?= cargo
 BUILD_VENV ?= $(HOME)/.cache/tuneloop/build-venv
 export TUNELOOP_BUILD_VENV := $(BUILD_VENV)
 
-.PHONY: setup setup-venv setup-wheel-tools build wheel demo test clean-runs bench-decision bench-report bench-tuner
+.PHONY: setup setup-venv setup-wheel-tools build wheel demo test clean-runs bench-decision bench-report bench-tuner bench-command
 
 # The tests need the venv and headless Chromium (for the HTML report); the
 # demo needs only the venv.
@@ -75,3 +75,11 @@ bench-report:
 # TL_SWEEP_REPEATS=1 TL_SWEEP_WORKERS=0,2,8 make bench-tuner.
 bench-tuner: setup-venv
 	$(CARGO) bench --bench tuner
+
+# Command mode: the instrumentation's cost (the same script with and without
+# it, interleaved) and each example of examples/ tuned from its own command,
+# then the user's own command timed before and after. About 25 minutes on 2
+# cores; writes bench/command.json and the "Command mode" section of
+# bench/RESULTS.md. Smaller: TL_COMMAND_ONLY=own_script TL_OVERHEAD_PAIRS=4.
+bench-command: setup-venv
+	$(CARGO) bench --bench command

@@ -169,6 +169,7 @@ fn build_run(ws: &Path) -> PathBuf {
         turns: rows,
         data_path: None,
         measured_loader: None,
+        knob_sources: Vec::new(),
     };
     tuneloop::run_loop::write_report_files(&dir, &report).unwrap();
     dir

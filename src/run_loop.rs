@@ -544,6 +544,16 @@ impl<'a> Session<'a> {
     }
 
     /// tuneloop's own run folders are not the project's files.
+    /// Command mode: where the measured loader's knobs are set, as they are now.
+    fn knob_sources(&self) -> Vec<String> {
+        let Some(site) = self.incumbent.call_site.as_deref() else {
+            return vec![];
+        };
+        crate::agent::builtin::measured_knob_site(&self.root, &self.editable, None, Some(site))
+            .map(|s| s.describe_knobs())
+            .unwrap_or_default()
+    }
+
     fn snapshot_skip(&self) -> Vec<PathBuf> {
         std::fs::canonicalize(self.ws.runs_dir())
             .into_iter()
@@ -1256,6 +1266,7 @@ impl<'a> Session<'a> {
             bench_runs: self.bench_runs,
             total_cost_usd: self.cost,
             agent_time_ms: self.agent_ms,
+            knob_sources: self.knob_sources(),
         };
         let r = run_report::assemble(&self.store.dir, facts, Some(live));
         test_stall("report");

@@ -50,6 +50,9 @@ pub struct LiveFigures {
     pub bench_runs: u32,
     pub total_cost_usd: f64,
     pub agent_time_ms: u64,
+    /// Command mode: where the measured loader's knobs are set, as the
+    /// project's files say now (a rebuilt report has none).
+    pub knob_sources: Vec<String>,
 }
 
 impl RunFacts {
@@ -151,6 +154,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
             bench_runs: counted_runs,
             total_cost_usd: facts.turns.iter().filter_map(|r| r.agent.cost_usd).sum(),
             agent_time_ms: facts.turns.iter().map(|r| r.agent.duration_ms).sum(),
+            knob_sources: Vec::new(),
         }
     });
     RunReport {
@@ -178,6 +182,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         turns: facts.turns,
         kept_diff: facts.kept_diff,
         data_path: crate::probe::read_probe(dir),
+        knob_sources: live.knob_sources,
         measured_loader: facts
             .incumbent
             .as_ref()
@@ -383,6 +388,7 @@ mod tests {
             bench_runs: 99,
             total_cost_usd: 2.0,
             agent_time_ms: 7,
+            knob_sources: vec![],
         };
         let written = assemble(d.path(), facts, Some(live.clone()));
         assert_eq!(written.stop_reason, live.stop_reason);

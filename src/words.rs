@@ -55,6 +55,7 @@ pub struct Labels {
     pub ci: &'static str,
     pub ceiling: &'static str,
     pub measured_loader: &'static str,
+    pub knob_sources: &'static str,
     /// The final throughput as a share of the ceiling; `{pct}` is replaced
     /// by the percentage, e.g. "final is 81.7% of it".
     pub of_ceiling: &'static str,
@@ -116,6 +117,7 @@ pub const EN: Labels = Labels {
     ci: "CI",
     ceiling: "Ceiling",
     measured_loader: "Measured loader",
+    knob_sources: "Its knobs are set at",
     of_ceiling: "final is {pct} of it",
     data_path: "Data-path limit",
     data_wait_share: "data_wait share",
@@ -169,6 +171,7 @@ pub const JA: Labels = Labels {
     ci: "信頼区間",
     ceiling: "上限 (ceiling)",
     measured_loader: "計測したローダー",
+    knob_sources: "設定値の定義場所",
     of_ceiling: "最終は上限の {pct}",
     data_path: "データ経路の上限 (data-path limit)",
     data_wait_share: "data_wait の割合",

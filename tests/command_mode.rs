@@ -119,6 +119,22 @@ fn an_argparse_script_is_tuned_at_its_flag_default() {
         .read("train.py")
         .contains(r#""--workers", type=int, default=2"#));
     assert!(rep["speedup"].as_f64().unwrap() > 1.0, "{rep:#}");
+    // The report names the measured loader and where its knobs are set.
+    assert_eq!(
+        rep["measured_loader"],
+        format!("train.py:{train_line} (num_workers=2, pin_memory=false, prefetch_factor=2, persistent_workers=false)"),
+        "{rep:#}"
+    );
+    let sources = rep["knob_sources"].as_array().unwrap();
+    assert!(
+        sources
+            .iter()
+            .any(|s| s.as_str().unwrap().contains("--workers")
+                && s.as_str().unwrap().contains("default=2")),
+        "{sources:?}"
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("Its knobs are set at"), "{md}");
     // The command's own files (a log it opens at start) are not the agent's change.
     assert!(ws.path().join("checkpoints/train.log").is_file());
     // The user's own command, run exactly as before, now trains with 2 workers.

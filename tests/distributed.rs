@@ -16,7 +16,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 const LAUNCHER: &str = "launcher = \"torchrun --standalone --nproc_per_node {nproc}\"\nnproc = 2\n";
 
-/// Processes whose command line mentions `needle` (the test's temp folder).
+/// Processes whose command line mentions `needle` (the test's temp folder),
+/// or that run inside it (a user's own `python train.py` names no path).
 fn processes_mentioning(needle: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
@@ -24,7 +25,10 @@ fn processes_mentioning(needle: &str) -> Vec<String> {
             continue;
         };
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.contains(needle) {
+        let cwd = std::fs::read_link(entry.path().join("cwd"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        if cmd.contains(needle) || cwd.starts_with(needle) {
             found.push(cmd);
         }
     }
@@ -110,6 +114,66 @@ fn a_hung_rank_is_ended_at_the_timeout_with_the_whole_group() {
         r.stderr
     );
     assert!(t.elapsed().as_secs() < 60);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let left = processes_mentioning(ws.path().to_str().unwrap());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+/// Command mode under torchrun: the user's own DDP script, launched as they
+/// launch it, measured inside every rank, tuned at its flag default.
+#[test]
+fn a_torchrun_launched_script_is_measured_in_every_rank_and_tuned() {
+    let _one = serial();
+    let ws = Ws::new();
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/torchrun_ddp/train.py");
+    ws.write("train.py", &std::fs::read_to_string(src).unwrap());
+    let r = ws.tuneloop(&[
+        "init",
+        "--",
+        "torchrun",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "train.py",
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    ws.write(
+        "tuneloop.toml",
+        &ws.read("tuneloop.toml")
+            .replace("steps = 40", "steps = 12")
+            .replace("warmup_steps = 5", "warmup_steps = 2"),
+    );
+    ws.write(
+        "policies/default.toml",
+        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 6"),
+    );
+    let r = ws.tuneloop(&["start", "--agent", "builtin"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let dir = r.run_dir();
+    let base: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("baseline/bench.json")).unwrap())
+            .unwrap();
+    let m = &base["runs"][0];
+    assert_eq!(m["world_size"], 2, "{m:#}");
+    let per_rank = m["per_rank"].as_array().unwrap();
+    assert_eq!(per_rank.len(), 2);
+    let sum: f64 = per_rank
+        .iter()
+        .map(|r| r["samples_per_sec"].as_f64().unwrap())
+        .sum();
+    let total = m["samples_per_sec"].as_f64().unwrap();
+    assert!((total - sum).abs() < 1e-6 * total, "{total} vs {sum}");
+    assert!(m["call_site"].as_str().unwrap().starts_with("train.py:"));
+    let rep: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(rep["turns"][0]["decision"], "kept", "{rep:#}");
+    assert!(
+        ws.read("train.py")
+            .contains(r#"ap.add_argument("--workers", type=int, default=2)"#),
+        "{}",
+        ws.read("train.py")
+    );
     std::thread::sleep(std::time::Duration::from_millis(500));
     let left = processes_mentioning(ws.path().to_str().unwrap());
     assert!(left.is_empty(), "processes left behind: {left:?}");

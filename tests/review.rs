@@ -158,6 +158,7 @@ fn report(ws: &Path) -> RunReport {
         ),
         data_path: None,
         measured_loader: None,
+        knob_sources: Vec::new(),
     }
 }
 

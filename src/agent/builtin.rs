@@ -61,6 +61,12 @@ impl BuiltinAgent {
             let f = format!("{}.py", module.replace('.', "/"));
             ws.file.project.editable.contains(&f).then_some(f)
         });
+        // Command mode: the script the command runs.
+        let preferred_file = preferred_file.or_else(|| {
+            let run = ws.file.bench.run.as_ref()?;
+            let f = crate::bench::command::script_of(run, &ws.project_root)?;
+            ws.file.project.editable.contains(&f).then_some(f)
+        });
         BuiltinAgent { preferred_file }
     }
 
@@ -157,48 +163,53 @@ impl BuiltinAgent {
         editable: &[String],
         call_site: Option<&str>,
     ) -> Result<KnobSite, String> {
-        let mut order: Vec<&String> = Vec::new();
-        if let Some(p) = &self.preferred_file {
-            order.push(p);
-        }
-        order.extend(
-            editable
-                .iter()
-                .filter(|f| Some(*f) != self.preferred_file.as_ref()),
-        );
-        let read = edit::knobs::read_under(root);
-        let mut all: Vec<KnobSite> = Vec::new();
-        for f in order {
-            if !f.ends_with(".py") {
-                continue;
-            }
-            let src = std::fs::read_to_string(root.join(f))
-                .map_err(|e| format!("cannot read {f}: {e}"))?;
-            all.extend(
-                edit::knob_sites(f, &src, &read).map_err(|e| format!("cannot parse {f}: {e}"))?,
-            );
-        }
-        let loader = |s: &&KnobSite| s.kind == SiteKind::DataLoader;
-        let training_args = |s: &&KnobSite| s.kind == SiteKind::TrainingArguments;
-        let measured = call_site
-            .and_then(|c| c.rsplit_once(':'))
-            .and_then(|(f, l)| Some((f, l.parse::<usize>().ok()?)));
-        if let Some((file, line)) = measured {
-            if let Some(s) = all.iter().filter(loader).find(|s| s.matches(file, line)) {
-                return Ok(s.clone());
-            }
-            if let Some(s) = all.iter().find(training_args) {
-                return Ok(s.clone());
-            }
-        }
-        all.iter()
-            .filter(loader)
-            .find(|s| s.function.as_deref() == Some("train_dataloader"))
-            .or_else(|| all.iter().find(loader))
-            .or_else(|| all.iter().find(training_args))
-            .cloned()
-            .ok_or_else(|| "no DataLoader call found in the editable files".into())
+        measured_knob_site(root, editable, self.preferred_file.as_ref(), call_site)
     }
+}
+
+/// The call whose knobs to tune (see [`BuiltinAgent::find_site`]), also what
+/// the report names as where the measured loader's knobs are set.
+pub fn measured_knob_site(
+    root: &Path,
+    editable: &[String],
+    preferred_file: Option<&String>,
+    call_site: Option<&str>,
+) -> Result<KnobSite, String> {
+    let mut order: Vec<&String> = Vec::new();
+    if let Some(p) = preferred_file {
+        order.push(p);
+    }
+    order.extend(editable.iter().filter(|f| Some(*f) != preferred_file));
+    let read = edit::knobs::read_under(root);
+    let mut all: Vec<KnobSite> = Vec::new();
+    for f in order {
+        if !f.ends_with(".py") {
+            continue;
+        }
+        let src =
+            std::fs::read_to_string(root.join(f)).map_err(|e| format!("cannot read {f}: {e}"))?;
+        all.extend(edit::knob_sites(f, &src, &read).map_err(|e| format!("cannot parse {f}: {e}"))?);
+    }
+    let loader = |s: &&KnobSite| s.kind == SiteKind::DataLoader;
+    let training_args = |s: &&KnobSite| s.kind == SiteKind::TrainingArguments;
+    let measured = call_site
+        .and_then(|c| c.rsplit_once(':'))
+        .and_then(|(f, l)| Some((f, l.parse::<usize>().ok()?)));
+    if let Some((file, line)) = measured {
+        if let Some(s) = all.iter().filter(loader).find(|s| s.matches(file, line)) {
+            return Ok(s.clone());
+        }
+        if let Some(s) = all.iter().find(training_args) {
+            return Ok(s.clone());
+        }
+    }
+    all.iter()
+        .filter(loader)
+        .find(|s| s.function.as_deref() == Some("train_dataloader"))
+        .or_else(|| all.iter().find(loader))
+        .or_else(|| all.iter().find(training_args))
+        .cloned()
+        .ok_or_else(|| "no DataLoader call found in the editable files".into())
 }
 
 /// One history row's change, read back from its one-line form

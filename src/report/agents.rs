@@ -225,6 +225,7 @@ mod tests {
             kept_diff: String::new(),
             data_path: None,
             measured_loader: None,
+            knob_sources: Vec::new(),
         }
     }
 

@@ -72,6 +72,9 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
     if let Some(m) = &r.measured_loader {
         items.push((l.measured_loader, md_inline(m)));
     }
+    if !r.knob_sources.is_empty() {
+        items.push((l.knob_sources, md_inline(&r.knob_sources.join("; "))));
+    }
     if let Some(d) = &r.data_path {
         items.push((l.data_path, text::data_path(d, r.final_sps, l)));
     }

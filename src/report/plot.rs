@@ -493,6 +493,7 @@ mod tests {
             kept_diff: String::new(),
             data_path: None,
             measured_loader: None,
+            knob_sources: Vec::new(),
         }
     }
 

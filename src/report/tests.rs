@@ -138,6 +138,7 @@ fn sample_report() -> RunReport {
             .into(),
         data_path: None,
             measured_loader: None,
+            knob_sources: Vec::new(),
     }
 }
 

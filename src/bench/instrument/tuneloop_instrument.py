@@ -163,8 +163,10 @@ class Recorder:
                 for t in sorted(self.tracks.values(), key=lambda t: t.index)]
 
     def sync(self):
+        # is_initialized() is a flag read; is_available() would cost a
+        # microsecond per batch. CUDA that was never initialised has nothing to wait for.
         torch = self.torch
-        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch is not None and torch.cuda.is_initialized():
             torch.cuda.synchronize()
 
     # -- one next() ----------------------------------------------------
@@ -181,7 +183,9 @@ class Recorder:
         self.sync()
         t0 = perf()
         c0 = thread_cpu()
-        p0 = cpu_now()
+        # Process CPU is only needed to cut other loaders' spans or an epoch
+        # gap out of the training loader's figures.
+        p0 = cpu_now() if len(self.tracks) > 1 or self.gap_marks is not None else 0.0
         timed = tr is self.train and self.window is not None
         if tr.last_return is not None:
             step = t0 - tr.last_return
@@ -259,6 +263,8 @@ class Recorder:
 
     def others_saw(self, tr, t0, t1, p0):
         """Time inside another loader's next() is not this loader's step."""
+        if len(self.tracks) == 1:
+            return
         p1 = cpu_now()
         for other in self.tracks.values():
             if other is tr or other.last_return is None:
