@@ -26,6 +26,7 @@ pub mod error;
 pub mod event;
 pub mod git;
 pub mod interpreter;
+pub mod judge;
 pub mod policy_lint;
 pub mod probe;
 pub mod process;

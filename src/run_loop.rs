@@ -16,6 +16,7 @@ use crate::config::{Policy, Workspace};
 use crate::edit;
 use crate::error::{exit, BenchError};
 use crate::event::Event;
+use crate::judge::{self, DataCheck};
 use crate::process::Interrupt;
 use crate::report::{self, Decision, RunReport, TurnRow};
 use crate::run_folder::{
@@ -205,10 +206,6 @@ fn median_share(ms: &[Measurement]) -> Option<f64> {
 }
 
 /// What the article lists when data_wait is small: compute-side candidates.
-/// Above this share of its ceiling, an incumbent says more about the noise
-/// of the ceiling's one run than about the job having reached it.
-const CREDIBLE_CEILING_SHARE: f64 = 1.10;
-
 pub fn compute_side_advice() -> Vec<String> {
     vec![
         "optimizer.zero_grad(set_to_none=True)".into(),
@@ -673,21 +670,16 @@ impl<'a> Session<'a> {
             self.write_run_json(RunState::Running)?;
         }
 
-        let stop_below = self.policy.decision.stop_when_data_wait_below;
         let mut stop_reason: Option<String> = None;
         if let Some(share) = self.baseline_share.filter(|_| self.rows.is_empty()) {
-            if share < stop_below {
+            let (warn, stop) = judge::baseline_stop(Some(share), &self.policy);
+            if warn {
                 self.emit(Event::LowDataWait {
                     share,
                     advice: compute_side_advice(),
                 });
-                if !self.policy.loop_.force {
-                    stop_reason = Some(format!(
-                        "data_wait is only {:.1}% of step time at the baseline: DataLoader tuning cannot help much",
-                        share * 100.0
-                    ));
-                }
             }
+            stop_reason = stop.map(|r| r.to_string());
         }
         let mut turn = self.rows.last().map(|r| r.turn).unwrap_or(0);
         while stop_reason.is_none() {
@@ -715,52 +707,17 @@ impl<'a> Session<'a> {
     }
 
     fn stop_rule(&self, turns_done: u32) -> Option<String> {
-        let l = &self.policy.loop_;
-        let d = &self.policy.decision;
-        if turns_done >= self.max_iterations {
-            return Some(format!("iteration limit ({}) reached", self.max_iterations));
-        }
-        let streak = self
-            .rows
-            .iter()
-            .rev()
-            .take_while(|r| r.decision != Decision::Kept)
-            .count() as u32;
-        if l.max_consecutive_reverts > 0 && streak >= l.max_consecutive_reverts {
-            return Some(format!("{streak} turns in a row not kept"));
-        }
-        if l.max_total_usd > 0.0 && self.cost >= l.max_total_usd {
-            return Some(format!(
-                "cost budget spent (${:.2} of ${:.2})",
-                self.cost, l.max_total_usd
-            ));
-        }
-        if l.max_wall_s > 0 && self.started.elapsed().as_secs() >= l.max_wall_s {
-            return Some(format!("time budget spent ({} s)", l.max_wall_s));
-        }
-        if turns_done > 0 {
-            if let Some(s) = self.incumbent.data_wait_share {
-                if s < d.stop_when_data_wait_below {
-                    return Some(format!(
-                        "data_wait no longer significant ({:.1}% of step time)",
-                        s * 100.0
-                    ));
-                }
-            }
-        }
-        if let Some(c) = self.ceiling.filter(|c| *c > 0.0) {
-            let share = self.incumbent_sps / c;
-            // Far above the step-alone ceiling while data_wait is still a real
-            // share (checked above), the ceiling run was disturbed: not a reason to stop.
-            if share >= d.stop_when_ceiling_share_above && share <= CREDIBLE_CEILING_SHARE {
-                return Some(if share < 1.0 {
-                    format!("within {:.0}% of the ceiling", (1.0 - share) * 100.0)
-                } else {
-                    format!("at the ceiling ({:.0}% of it)", share * 100.0)
-                });
-            }
-        }
-        None
+        let progress = judge::Progress {
+            turns_done,
+            max_iterations: self.max_iterations,
+            rows: &self.rows,
+            cost_usd: self.cost,
+            elapsed: self.started.elapsed(),
+            incumbent_share: self.incumbent.data_wait_share,
+            incumbent_sps: self.incumbent_sps,
+            ceiling_sps: self.ceiling,
+        };
+        judge::stop_rule(&progress, &self.policy).map(|r| r.to_string())
     }
 
     async fn baseline(&mut self) -> Result<(), LoopError> {
@@ -1076,27 +1033,16 @@ impl<'a> Session<'a> {
         row.candidate_samples = paired.cand_sps();
         row.incumbent_samples = paired.inc_sps();
         row.data_wait_share = median_share(&paired.candidate);
-        row.reason = stats::explain(&paired.ratio, paired.verdict, &self.policy.decision);
-        // Data equivalence: these knobs must not change what the model is fed.
-        let fp_inc = paired.incumbent.first().and_then(|m| m.fingerprint.clone());
-        let fp_changed = paired.candidate.iter().any(|m| m.fingerprint != fp_inc);
-        let data_changed = fp_inc.is_some() && fp_changed;
-        if verify::DATA_PRESERVING.contains(&knob.as_str()) && data_changed {
-            row.decision = Decision::Rejected;
-            row.reason = format!(
-                "the first batches changed (fingerprint differs): `{knob}` must not alter the data"
-            );
-        } else if knob == "preprocessing" && data_changed && !self.policy.loop_.allow_data_change {
-            row.decision = Decision::Rejected;
-            row.reason = "the preprocessing change altered the first batches (fingerprint differs); set [loop] allow_data_change = true to allow it".into();
-        } else if paired.verdict == Verdict::Keep {
-            row.decision = Decision::Kept;
-            if data_changed {
-                row.reason = format!("{} — DATA CHANGED: the first batches differ (allowed by loop.allow_data_change)", row.reason);
-            }
-        } else {
-            row.decision = Decision::Reverted;
-        }
+        // The decision is the judge's: the paired verdict, unless the data changed.
+        let j = judge::judge(
+            &knob,
+            paired.verdict,
+            stats::explain(&paired.ratio, paired.verdict, &self.policy.decision),
+            DataCheck::of(&paired.incumbent, &paired.candidate),
+            &self.policy,
+        );
+        row.decision = j.decision;
+        row.reason = j.reason;
         let kept = row.decision == Decision::Kept;
         let change = row.change.clone();
         if kept {
