@@ -735,37 +735,8 @@ async fn bench_inner(
     Ok(exit::OK)
 }
 
-/// The A/A figures `bench --aa` prints.
-#[derive(serde::Serialize, Debug)]
-pub struct Calibration {
-    pub ratios: Vec<f64>,
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub sd_log: f64,
-    pub ci: [f64; 2],
-    /// Two standard deviations of one pair's ratio, at least 0.5%, rounded up to 0.5%.
-    pub suggested_noise_threshold: f64,
-}
-
-impl Calibration {
-    pub fn from_ratios(ratios: &[f64], confidence: f64) -> Calibration {
-        let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
-        let n = logs.len().max(1) as f64;
-        let mean = logs.iter().sum::<f64>() / n;
-        let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
-        let suggested = ((2.0 * sd).max(0.005) * 200.0).ceil() / 200.0;
-        Calibration {
-            ratios: ratios.to_vec(),
-            median: stats::median(ratios),
-            min: ratios.iter().cloned().fold(f64::INFINITY, f64::min),
-            max: ratios.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
-            sd_log: sd,
-            ci: stats::log_t_interval(ratios, confidence),
-            suggested_noise_threshold: suggested,
-        }
-    }
-}
+// The A/A figures are pure statistics: they live (and are tested) in bench::stats.
+pub use crate::bench::stats::Calibration;
 
 // ---------------------------------------------------------------- start
 
