@@ -2,6 +2,7 @@
 //! per-turn files, snapshots of the editable files (baseline, incumbent), the
 //! project lock, and listing past runs. Every file is written atomically
 //! (temp file, fsync, rename) so a crash leaves either the old or the new one.
+//! What the files hold, typed, and reading them back is [`crate::run_folder`].
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
