@@ -559,12 +559,7 @@ impl<'a> Session<'a> {
     }
 
     fn emit(&mut self, ev: Event) {
-        if let Err(e) = self.store.append(&ev) {
-            (self.view)(&Event::Warning {
-                message: format!("cannot append to events.jsonl: {e}"),
-            });
-        }
-        (self.view)(&ev);
+        send(&mut self.store, &mut *self.view, &ev);
     }
 
     fn phase(&mut self, phase: &str, turn: Option<u32>, detail: impl Into<String>) {
@@ -819,8 +814,7 @@ impl<'a> Session<'a> {
                 tool: tool.into(),
                 input: input.into(),
             };
-            let _ = store.append(&ev);
-            view(&ev);
+            send(store, &mut **view, &ev);
         };
         let ctx = TurnContext {
             turn,
@@ -1003,8 +997,7 @@ impl<'a> Session<'a> {
                     pair,
                     samples_per_sec: v,
                 };
-                let _ = store.append(&ev);
-                view(&ev);
+                send(store, &mut **view, &ev);
             },
         )
         .await;
@@ -1223,6 +1216,21 @@ impl<'a> Session<'a> {
         });
         Ok(r)
     }
+}
+
+/// The one event sink: appends the event to `events.jsonl` and shows it; a
+/// failed append is shown as a warning (the run goes on; the log is a record,
+/// not the run's state).
+fn send(store: &mut RunStore, view: &mut (dyn FnMut(&Event) + Send), ev: &Event) {
+    if let Err(e) = store.append(ev) {
+        view(&Event::Warning {
+            message: format!(
+                "cannot append to {}: {e}",
+                store.dir.join("events.jsonl").display()
+            ),
+        });
+    }
+    view(ev);
 }
 
 /// report.json, report.md, report.html, plot.svg.
