@@ -427,7 +427,13 @@ class Recorder:
         os._exit(0)
 
     def at_exit(self):
-        if self.finished:
+        # Only a process that iterated a loader speaks: not a launcher
+        # (torchrun's agent), not a helper process the command started.
+        if self.finished or not self.tracks:
+            return
+        import multiprocessing
+
+        if multiprocessing.parent_process() is not None:
             return
         best = max(self.tracks.values(), key=lambda t: (t is self.train, t.batches), default=None)
         _write_json("status", {
