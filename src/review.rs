@@ -9,11 +9,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::bench::stats;
 use crate::report::{self, Decision, RunReport, TurnRow};
-use crate::run_folder::{self, RunFolderError, RunRecord, RunState, TurnBench};
+use crate::run_folder::{self, AgentRecord, RunFolderError, RunRecord, RunState, TurnBench};
 use crate::run_report::{self, RunFacts};
 use crate::store;
 use crate::words::ReviewWords as Words;
@@ -331,8 +330,8 @@ pub struct TurnFiles {
     /// How many turn folders the run has.
     pub of: usize,
     pub prompt: Option<String>,
-    /// agent.json: `info`, `failure`, `summary`.
-    pub agent: Value,
+    /// agent.json: `info`, `failure`, `summary`, `exhausted`.
+    pub agent: Option<AgentRecord>,
     /// From the agent's raw stream (`turns/NN/events.jsonl`, Claude Code)
     /// or else the run log's `agent_tool` events of this turn.
     pub tool_calls: Vec<ToolCall>,
@@ -393,9 +392,7 @@ pub fn read_turn(dir: &Path, turn: u32) -> Result<TurnFiles, ReviewError> {
         turn,
         of: all.len(),
         prompt: text("prompt.md"),
-        agent: text("agent.json")
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(Value::Null),
+        agent: folder.agent().ok(),
         tool_calls,
         diff: text("diff.patch"),
         bench: folder.bench().ok(),
@@ -467,26 +464,36 @@ pub fn render_turn(t: &TurnFiles, paint: &Paint) -> String {
     }
 
     head(&mut out, w.agent_section);
-    let info = &t.agent["info"];
-    let mut facts = vec![info["backend"].as_str().unwrap_or("?").to_string()];
-    if let Some(c) = info["exit_code"].as_i64() {
-        facts.push(format!("{} {c}", w.exit));
-    }
-    if let Some(ms) = info["duration_ms"].as_u64() {
-        facts.push(format!("{} {:.1}s", w.time, ms as f64 / 1000.0));
-    }
-    if let Some(c) = info["cost_usd"].as_f64() {
-        facts.push(format!("{} ${c:.4}", w.cost));
-    }
-    if let Some(n) = info["num_turns"].as_u64() {
-        facts.push(format!("{} {n}", w.agent_turns));
-    }
-    let _ = writeln!(out, "{}", facts.join(" · "));
-    if let Some(s) = t.agent["summary"].as_str().filter(|s| !s.trim().is_empty()) {
-        let _ = writeln!(out, "{}: {}", w.summary, s.trim_end());
-    }
-    if let Some(f) = t.agent["failure"].as_str() {
-        let _ = writeln!(out, "{}: {}", w.failure, f.trim_end());
+    match &t.agent {
+        Some(a) => {
+            let info = &a.info;
+            let mut facts = vec![info.backend.clone()];
+            if let Some(c) = info.exit_code {
+                facts.push(format!("{} {c}", w.exit));
+            }
+            facts.push(format!(
+                "{} {:.1}s",
+                w.time,
+                info.duration_ms as f64 / 1000.0
+            ));
+            if let Some(c) = info.cost_usd {
+                facts.push(format!("{} ${c:.4}", w.cost));
+            }
+            if let Some(n) = info.num_turns {
+                facts.push(format!("{} {n}", w.agent_turns));
+            }
+            let _ = writeln!(out, "{}", facts.join(" · "));
+            if !a.summary.trim().is_empty() {
+                let _ = writeln!(out, "{}: {}", w.summary, a.summary.trim_end());
+            }
+            if let Some(f) = &a.failure {
+                let _ = writeln!(out, "{}: {}", w.failure, f.trim_end());
+            }
+        }
+        // No agent.json (killed before the agent returned).
+        None => {
+            let _ = writeln!(out, "?");
+        }
     }
     if t.tool_calls.is_empty() {
         let _ = writeln!(out, "{}: {}", w.tool_calls, w.none);

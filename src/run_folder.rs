@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::bench::stats::Verdict;
 use crate::bench::Measurement;
 use crate::config::{BenchSection, Policy};
-use crate::turn::TurnRow;
+use crate::turn::{AgentInfo, TurnRow};
 
 /// The version of the run folder format this tuneloop writes (`run.json`'s
 /// `format_version`). Folders without one are version 0 and read the same.
@@ -279,6 +279,19 @@ impl FinalBench {
     }
 }
 
+/// `turns/NN/agent.json`: how the agent call went.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct AgentRecord {
+    #[serde(default)]
+    pub info: AgentInfo,
+    #[serde(default)]
+    pub failure: Option<String>,
+    #[serde(default)]
+    pub summary: String,
+    #[serde(default)]
+    pub exhausted: bool,
+}
+
 /// One `turns/NN` folder.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TurnFolder {
@@ -303,6 +316,14 @@ impl TurnFolder {
 
     pub fn write_decision(&self, row: &TurnRow) -> std::io::Result<()> {
         crate::store::write_json(&self.decision_path(), row)
+    }
+
+    pub fn agent(&self) -> Result<AgentRecord, RunFolderError> {
+        read_typed(&self.dir.join("agent.json"))
+    }
+
+    pub fn write_agent(&self, a: &AgentRecord) -> std::io::Result<()> {
+        crate::store::write_json(&self.dir.join("agent.json"), a)
     }
 
     pub fn bench(&self) -> Result<TurnBench, RunFolderError> {
@@ -475,6 +496,18 @@ mod tests {
         assert_eq!(tb.verdict, Some(Verdict::Revert));
         assert_eq!(tb.ci, Some([0.9, 1.1]));
         assert!(tf.decision().is_none());
+        assert!(tf.agent().unwrap_err().is_missing());
+        write(
+            &t.join("agent.json"),
+            &json!({ "info": {"backend": "claude", "num_turns": 3, "cost_usd": 0.1, "exit_code": 0, "duration_ms": 1500},
+                     "failure": null, "summary": "set num_workers", "exhausted": false }),
+        );
+        let a = tf.agent().unwrap();
+        assert_eq!(
+            (a.info.backend.as_str(), a.info.duration_ms),
+            ("claude", 1500)
+        );
+        assert_eq!(a.summary, "set num_workers");
         write(
             &FinalBench::path(d.path()),
             &json!({ "best": [], "baseline": [], "ratios": [], "median": 2.45, "ci": [2.39, 2.51] }),

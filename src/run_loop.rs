@@ -7,8 +7,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use serde_json::json;
-
 use crate::agent::{Agent, TurnContext};
 use crate::bench::stats::{self, PairedRatio, Verdict};
 use crate::bench::{Bencher, Measurement, Mode};
@@ -20,7 +18,8 @@ use crate::judge::{self, DataCheck};
 use crate::process::Interrupt;
 use crate::report::{self, Decision, RunReport, TurnRow};
 use crate::run_folder::{
-    self, BaselineBench, FinalBench, RunEnvironment, RunRecord, RunState, TurnBench, TurnFolder,
+    self, AgentRecord, BaselineBench, FinalBench, RunEnvironment, RunRecord, RunState, TurnBench,
+    TurnFolder,
 };
 use crate::run_report::{self, LiveFigures, RunFacts};
 use crate::store::{self, FileSet, Lock, RunStore};
@@ -833,10 +832,16 @@ impl<'a> Session<'a> {
         let rep = self.agent.propose(&ctx, &mut on_tool).await;
         self.cost += rep.info.cost_usd.unwrap_or(0.0);
         self.agent_ms += rep.info.duration_ms;
-        store::write_json(
-            &tdir.join("agent.json"),
-            &json!({ "info": rep.info, "failure": rep.failure, "summary": rep.summary, "exhausted": rep.exhausted }),
-        )
+        TurnFolder {
+            turn,
+            dir: tdir.clone(),
+        }
+        .write_agent(&AgentRecord {
+            info: rep.info.clone(),
+            failure: rep.failure.clone(),
+            summary: rep.summary.clone(),
+            exhausted: rep.exhausted,
+        })
         .at("cannot write", &tdir.join("agent.json"))?;
         if !tdir.join("prompt.md").exists() {
             std::fs::write(
