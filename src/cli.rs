@@ -310,9 +310,8 @@ fn load_policy(
 
 const MARK_BEGIN: &str = "<!-- tuneloop:begin";
 const MARK_END: &str = "<!-- tuneloop:end -->";
-pub const PROCEDURE_MD: &str = include_str!("../prompts/procedure.md");
-pub const PROMPT_EN: &str = include_str!("../prompts/turn.en.md");
-pub const PROMPT_JA: &str = include_str!("../prompts/turn.ja.md");
+// The agent owns its texts; `init` writes them into a new workspace.
+pub use crate::agent::assets::{PROCEDURE_MD, PROMPT_EN, PROMPT_JA};
 const RUNS_README: &str = include_str!("../runs/README.md");
 
 /// Adds (or refreshes) the marked procedure block in a CLAUDE.md text,
@@ -776,37 +775,8 @@ async fn bench_inner(
     Ok(exit::OK)
 }
 
-/// The A/A figures `bench --aa` prints.
-#[derive(serde::Serialize, Debug)]
-pub struct Calibration {
-    pub ratios: Vec<f64>,
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub sd_log: f64,
-    pub ci: [f64; 2],
-    /// Two standard deviations of one pair's ratio, at least 0.5%, rounded up to 0.5%.
-    pub suggested_noise_threshold: f64,
-}
-
-impl Calibration {
-    pub fn from_ratios(ratios: &[f64], confidence: f64) -> Calibration {
-        let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
-        let n = logs.len().max(1) as f64;
-        let mean = logs.iter().sum::<f64>() / n;
-        let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
-        let suggested = ((2.0 * sd).max(0.005) * 200.0).ceil() / 200.0;
-        Calibration {
-            ratios: ratios.to_vec(),
-            median: stats::median(ratios),
-            min: ratios.iter().cloned().fold(f64::INFINITY, f64::min),
-            max: ratios.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
-            sd_log: sd,
-            ci: stats::log_t_interval(ratios, confidence),
-            suggested_noise_threshold: suggested,
-        }
-    }
-}
+// The A/A figures are pure statistics: they live (and are tested) in bench::stats.
+pub use crate::bench::stats::Calibration;
 
 // ---------------------------------------------------------------- start
 
@@ -880,10 +850,8 @@ async fn resume(
             })?,
     };
     // The view speaks the run's own policy (its language, its pairs per turn).
-    let run_policy: Policy = std::fs::read_to_string(dir.join("run.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| serde_json::from_value(v["policy"].clone()).ok())
+    let run_policy: Policy = crate::run_folder::RunRecord::read(&dir)
+        .map(|r| r.policy)
         .unwrap_or_default();
     let mut view =
         view::View::new(&run_policy.agent.language).with_max_pairs(run_policy.decision.max_repeats);
@@ -1011,17 +979,15 @@ fn restore(cwd: &Path, run: Option<&str>, to: RestoreTo) -> Result<i32> {
     let runs = ws.runs_dir();
     let dir = store::resolve_run(&runs, run).map_err(|e| anyhow!(e))?;
     let lock = store::Lock::acquire(&runs, "restore").map_err(|e| anyhow!(e))?;
-    let run_json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json"))?)?;
-    let editable: Vec<String> = serde_json::from_value(run_json["editable"].clone())?;
-    let root = PathBuf::from(run_json["project_root"].as_str().unwrap_or("."));
+    let run = crate::run_folder::RunRecord::read(&dir)?;
+    let editable = run.editable.clone();
+    let root = run.project_root();
     let files = match to {
         RestoreTo::Baseline => FileSet::load(&dir.join("baseline").join("files"), &editable),
         RestoreTo::Best => run_loop::best_files(&dir, &editable),
     }
     .with_context(|| format!("cannot read the saved files in {}", dir.display()))?;
-    let state = run_json["state"].as_str().unwrap_or("");
-    if state == "running" || state == "interrupted" {
+    if run.state.is_unfinished() {
         // A killed turn's agent may have touched other files: put them back.
         if let Ok(snap) = crate::verify::ProjectSnapshot::load(&dir.join("snapshot")) {
             let lost = snap.restore_others(&editable);
@@ -1029,7 +995,7 @@ fn restore(cwd: &Path, run: Option<&str>, to: RestoreTo) -> Result<i32> {
                 eprintln!("warning: could not restore {}", lost.join(", "));
             }
         }
-        store::set_run_state(&dir, "restored")?;
+        crate::run_folder::RunRecord::set_state(&dir, crate::run_folder::RunState::Restored)?;
     }
     files.apply(&root)?;
     drop(lock);

@@ -54,6 +54,14 @@ pub enum BenchError {
     NoFigure { tail: String },
     #[error("interrupted")]
     Interrupted,
+    /// The side's files could not be put in place before its run: not a
+    /// bench failure, a file one (no interpreter is involved).
+    #[error("cannot put the {role}'s files in place in {root}: {message}\n  hint: check that the project folder is writable and its disk is not full")]
+    Files {
+        role: String,
+        root: PathBuf,
+        message: String,
+    },
 }
 
 impl BenchError {

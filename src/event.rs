@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{AgentInfo, TurnRow};
+use crate::turn::{AgentInfo, TurnRow};
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(tag = "event", rename_all = "snake_case")]

@@ -15,7 +15,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::bench::Measurement;
 use crate::report::DataPathLimit;
 use crate::store;
 
@@ -54,16 +53,15 @@ impl Workload {
 /// The batch of a baseline's measurements (`baseline/bench.json`): the first
 /// run (or the profiled one) that reports both `batch_bytes` and `batch_size`.
 pub fn workload_from_bench_json(path: &Path) -> Option<(u64, u64)> {
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-    let mut candidates: Vec<serde_json::Value> = v["runs"].as_array().cloned().unwrap_or_default();
-    candidates.push(v["profiled"].clone());
-    candidates.into_iter().find_map(|m| {
-        let m: Measurement = serde_json::from_value(m).ok()?;
-        match (m.batch_bytes, m.batch_size) {
+    let b: crate::run_folder::BaselineBench =
+        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    b.runs
+        .iter()
+        .chain(b.profiled.iter())
+        .find_map(|m| match (m.batch_bytes, m.batch_size) {
             (Some(b), Some(n)) if b > 0 && n > 0 => Some((b, n)),
             _ => None,
-        }
-    })
+        })
 }
 
 /// The newest run in `runs_dir` whose baseline reports its batch in bytes.

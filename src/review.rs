@@ -9,11 +9,13 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::bench::{limits, stats};
+use crate::bench::stats;
 use crate::report::{self, Decision, RunReport, TurnRow};
-use crate::store::{self, FileSet};
+use crate::run_folder::{self, AgentRecord, RunFolderError, RunRecord, RunState, TurnBench};
+use crate::run_report::{self, RunFacts};
+use crate::store;
+use crate::words::ReviewWords as Words;
 
 /// Why a run folder cannot be read back.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +34,8 @@ pub enum ReviewError {
         #[source]
         source: serde_json::Error,
     },
+    #[error(transparent)]
+    Folder(#[from] RunFolderError),
     #[error(
         "run {run} has no turn {turn} (it has {have}); `tuneloop show {run}` shows the whole run"
     )]
@@ -56,9 +60,14 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReviewErr
     })
 }
 
-/// `run.json`, or null when it is missing or torn.
-fn run_json(dir: &Path) -> Value {
-    read_json(&dir.join("run.json")).unwrap_or(Value::Null)
+/// `run.json`, or `None` when it is missing or torn.
+fn run_record(dir: &Path) -> Option<RunRecord> {
+    RunRecord::read(dir).ok()
+}
+
+/// The run's language for the words of `show` (English when unknown).
+fn run_language(run: Option<&RunRecord>) -> String {
+    run.map_or_else(|| "en".to_string(), |r| r.policy.agent.language.clone())
 }
 
 fn run_id(dir: &Path) -> String {
@@ -68,35 +77,10 @@ fn run_id(dir: &Path) -> String {
         .into_owned()
 }
 
-/// The turn folders (`turns/NN`) in turn order.
-fn turn_dirs(dir: &Path) -> Vec<(u32, PathBuf)> {
-    let mut v: Vec<(u32, PathBuf)> = std::fs::read_dir(dir.join("turns"))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
-/// The decided turns: every `turns/NN/decision.json` (the turn's commit
-/// point); a turn killed before its decision is left out.
-fn decided_turns(dir: &Path) -> Vec<(PathBuf, TurnRow)> {
-    turn_dirs(dir)
-        .into_iter()
-        .filter_map(|(_, d)| {
-            let row = read_json::<TurnRow>(&d.join("decision.json")).ok()?;
-            Some((d, row))
-        })
-        .collect()
-}
-
 fn decided_count(dir: &Path) -> usize {
-    turn_dirs(dir)
+    run_folder::turn_folders(dir)
         .iter()
-        .filter(|(_, d)| d.join("decision.json").is_file())
+        .filter(|t| t.is_decided())
         .count()
 }
 
@@ -124,176 +108,16 @@ pub fn load_report(dir: &Path) -> Result<RunReport, ReviewError> {
 /// decided turn's `decision.json`, `final.json` when the final measurement
 /// was done, and the saved files for the kept diff. Always `interrupted`.
 pub fn rebuild_report(dir: &Path) -> Result<RunReport, ReviewError> {
-    let run = run_json(dir);
-    let bench_path = dir.join("baseline").join("bench.json");
-    if !bench_path.is_file() {
-        return Err(ReviewError::NoBaseline {
-            dir: dir.to_owned(),
-        });
-    }
-    let bench: Value = read_json(&bench_path)?;
-    let base_runs = bench["runs"].as_array().cloned().unwrap_or_default();
-    let baseline_samples: Vec<f64> = base_runs
-        .iter()
-        .filter_map(|m| m["samples_per_sec"].as_f64())
-        .collect();
-    let shares: Vec<f64> = base_runs
-        .iter()
-        .filter_map(|m| m["data_wait_share"].as_f64())
-        .collect();
-    let baseline_share = (!shares.is_empty()).then(|| stats::median(&shares));
-    let ceiling = base_runs.iter().find_map(|m| m["ceiling_sps"].as_f64());
-    let baseline_sps = if baseline_samples.is_empty() {
-        f64::NAN
-    } else {
-        stats::median(&baseline_samples)
-    };
-
-    let decided = decided_turns(dir);
-    let last_kept = decided.iter().rev().find(|(_, r)| r.decision.is_kept());
-    let mut final_sps = last_kept
-        .and_then(|(_, r)| r.after_sps)
-        .unwrap_or(baseline_sps);
-    // The final state's own figures, for what its cores can feed.
-    let mut final_runs = match last_kept {
-        Some((d, _)) => read_json::<Value>(&d.join("bench.json"))
-            .map(|b| limits::measurements_of(&b["candidate"]))
-            .unwrap_or_default(),
-        None => limits::measurements_of(&bench["runs"]),
-    };
-    let final_share = match last_kept {
-        Some((_, r)) => r.data_wait_share,
-        None => baseline_share,
-    };
-    let mut speedup = final_sps / baseline_sps;
-    let mut speedup_ci = None;
-    let mut bench_runs = u32::from(bench["profiled"].is_object())
-        + base_runs.len() as u32
-        + decided.iter().map(|(_, r)| r.runs).sum::<u32>();
-    // Killed while writing the report: the final measurement is on disk.
-    if let Ok(f) = read_json::<Value>(&dir.join("final.json")) {
-        let best: Vec<f64> = f["best"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|m| m["samples_per_sec"].as_f64())
-            .collect();
-        if let (Some(m), false) = (f["median"].as_f64(), best.is_empty()) {
-            speedup = m;
-            final_sps = stats::median(&best);
-            speedup_ci = serde_json::from_value::<[f64; 2]>(f["ci"].clone()).ok();
-            final_runs = limits::measurements_of(&f["best"]);
-            bench_runs +=
-                best.len() as u32 + f["baseline"].as_array().map_or(0, |a| a.len() as u32);
+    let facts = match RunFacts::read(dir) {
+        Ok(f) => f,
+        Err(e) if e.is_missing() => {
+            return Err(ReviewError::NoBaseline {
+                dir: dir.to_owned(),
+            })
         }
-    }
-
-    let events = store::read_events(dir).unwrap_or_default();
-    let stop_reason = events
-        .iter()
-        .rev()
-        .find(|e| e["event"] == "stopped")
-        .and_then(|e| e["reason"].as_str())
-        .map(str::to_string)
-        .unwrap_or_else(|| match run["state"].as_str() {
-            Some("running") => {
-                "not finished: killed, or still running (no report written yet)".to_string()
-            }
-            Some(s) => format!("not finished ({s}; no report written)"),
-            None => "not finished (no report written)".to_string(),
-        });
-    let wall_s = wall_seconds(&events);
-
-    let editable: Vec<String> = serde_json::from_value(run["editable"].clone()).unwrap_or_default();
-    let kept_diff = kept_diff(
-        dir,
-        &editable,
-        last_kept.map(|(d, _)| d.as_path()),
-        &decided,
-    );
-    let rows: Vec<TurnRow> = decided.into_iter().map(|(_, r)| r).collect();
-    let str_of = |k: &str| run[k].as_str().unwrap_or_default().to_string();
-    Ok(RunReport {
-        schema_version: report::SCHEMA_VERSION,
-        run_id: run["run_id"]
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| run_id(dir)),
-        project: str_of("project_root"),
-        agent: str_of("agent"),
-        language: run["policy"]["agent"]["language"]
-            .as_str()
-            .unwrap_or("en")
-            .to_string(),
-        started_at: str_of("started_at"),
-        baseline_sps,
-        baseline_samples,
-        baseline_data_wait_share: baseline_share,
-        final_sps,
-        final_data_wait_share: final_share,
-        speedup,
-        speedup_ci,
-        ceiling_sps: ceiling,
-        final_share_of_ceiling: ceiling.filter(|c| *c > 0.0).map(|c| final_sps / c),
-        stop_reason,
-        interrupted: true,
-        total_cost_usd: rows.iter().filter_map(|r| r.agent.cost_usd).sum(),
-        agent_time_ms: rows.iter().map(|r| r.agent.duration_ms).sum(),
-        wall_s,
-        bench_runs,
-        turns: rows,
-        kept_diff,
-        data_path: crate::probe::read_probe(dir),
-        knob_sources: Vec::new(),
-        measured_loader: base_runs
-            .first()
-            .and_then(|m| serde_json::from_value(m.clone()).ok())
-            .and_then(|m| crate::bench::command::loader_summary(&m)),
-        limits: Some(limits::ThroughputLimits::of(
-            ceiling,
-            &final_runs,
-            final_sps,
-        ))
-        .filter(|l| l.cpu_limit_sps.is_some()), // else the ceiling line says it all
-    })
-}
-
-/// Seconds from the first event to the last, by their time stamps.
-fn wall_seconds(events: &[Value]) -> f64 {
-    let ts = |e: Option<&Value>| {
-        e.and_then(|e| e["ts"].as_str())
-            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        Err(e) => return Err(ReviewError::Folder(e)),
     };
-    match (ts(events.first()), ts(events.last())) {
-        (Some(a), Some(b)) => (b - a).num_milliseconds().max(0) as f64 / 1000.0,
-        _ => f64::NAN,
-    }
-}
-
-/// Baseline → best as one diff: the saved baseline files against the last
-/// kept turn's candidate files; without them, the kept turns' own diffs.
-fn kept_diff(
-    dir: &Path,
-    editable: &[String],
-    last_kept: Option<&Path>,
-    decided: &[(PathBuf, TurnRow)],
-) -> String {
-    let Some(kept_dir) = last_kept else {
-        return String::new();
-    };
-    let base = FileSet::load(&dir.join("baseline").join("files"), editable);
-    let best = FileSet::load(&kept_dir.join("candidate"), editable);
-    if let (Ok(a), Ok(b), false) = (&base, &best, editable.is_empty()) {
-        return editable
-            .iter()
-            .map(|f| crate::edit::unified_diff(f, &a.text(f), &b.text(f)))
-            .collect();
-    }
-    decided
-        .iter()
-        .filter(|(_, r)| r.decision.is_kept())
-        .filter_map(|(d, _)| std::fs::read_to_string(d.join("diff.patch")).ok())
-        .collect()
+    Ok(run_report::assemble(dir, facts, None))
 }
 
 // ---------------------------------------------------------------- runs
@@ -331,14 +155,16 @@ pub fn list_runs(runs_dir: &Path) -> Vec<RunSummary> {
 }
 
 fn summarize(dir: &Path, lock_held: bool) -> RunSummary {
-    let run = run_json(dir);
+    let run = run_record(dir);
     let rep = load_report(dir).ok();
-    let mut state = run["state"].as_str().unwrap_or("?").to_string();
-    if state == "running" && !lock_held {
-        state = "killed".into();
-    }
-    let project_root = run["project_root"].as_str().unwrap_or_default();
-    let project = match run["workspace"].as_str().map(Path::new) {
+    let state = match run.as_ref().map(|r| r.state) {
+        Some(RunState::Running) if !lock_held => "killed".to_string(),
+        Some(s) => s.to_string(),
+        None => "?".to_string(),
+    };
+    let project_root = run.as_ref().map_or("", |r| r.project_root.as_str());
+    let workspace = run.as_ref().map(|r| r.workspace.as_str());
+    let project = match workspace.filter(|w| !w.is_empty()).map(Path::new) {
         Some(ws) => match Path::new(project_root).strip_prefix(ws) {
             Ok(p) if p.as_os_str().is_empty() => ".".to_string(),
             Ok(p) => p.display().to_string(),
@@ -348,9 +174,12 @@ fn summarize(dir: &Path, lock_held: bool) -> RunSummary {
     };
     RunSummary {
         id: run_id(dir),
-        date: run["started_at"].as_str().unwrap_or_default().to_string(),
+        date: run
+            .as_ref()
+            .map(|r| r.started_at.clone())
+            .unwrap_or_default(),
         project,
-        agent: run["agent"].as_str().unwrap_or_default().to_string(),
+        agent: run.as_ref().map(|r| r.agent.clone()).unwrap_or_default(),
         turns: rep.as_ref().map(|r| r.turns.len()),
         speedup: rep.as_ref().map(|r| r.speedup).filter(|s| s.is_finite()),
         stop_reason: rep.as_ref().map(|r| r.stop_reason.clone()),
@@ -362,118 +191,8 @@ fn summarize(dir: &Path, lock_held: bool) -> RunSummary {
     }
 }
 
-/// Words of `runs` and `show`, English and Japanese.
-struct Words {
-    id: &'static str,
-    date: &'static str,
-    project: &'static str,
-    agent: &'static str,
-    turns: &'static str,
-    speedup: &'static str,
-    state: &'static str,
-    stop_reason: &'static str,
-    no_runs: &'static str,
-    run: &'static str,
-    turn: &'static str,
-    prompt: &'static str,
-    summary: &'static str,
-    failure: &'static str,
-    tool_calls: &'static str,
-    none: &'static str,
-    diff: &'static str,
-    measurements: &'static str,
-    pair: &'static str,
-    incumbent: &'static str,
-    candidate: &'static str,
-    ratio: &'static str,
-    median: &'static str,
-    decision: &'static str,
-    bench_error: &'static str,
-    exit: &'static str,
-    cost: &'static str,
-    time: &'static str,
-    agent_turns: &'static str,
-    runs: &'static str,
-    interrupted: &'static str,
-    agent_section: &'static str,
-}
-
-const EN: Words = Words {
-    id: "ID",
-    date: "DATE",
-    project: "PROJECT",
-    agent: "AGENT",
-    turns: "TURNS",
-    speedup: "SPEEDUP",
-    state: "STATE",
-    stop_reason: "STOP REASON",
-    no_runs: "no runs yet; start one with `tuneloop start`",
-    run: "run",
-    turn: "turn",
-    prompt: "prompt",
-    summary: "summary",
-    failure: "failure",
-    tool_calls: "tool calls",
-    none: "(none)",
-    diff: "diff",
-    measurements: "measurements (samples/sec)",
-    pair: "pair",
-    incumbent: "incumbent",
-    candidate: "candidate",
-    ratio: "ratio",
-    median: "median",
-    decision: "decision",
-    bench_error: "bench error",
-    exit: "exit",
-    cost: "cost",
-    time: "time",
-    agent_turns: "turns",
-    runs: "runs",
-    interrupted: "interrupted",
-    agent_section: "agent",
-};
-
-const JA: Words = Words {
-    id: "ID",
-    date: "日時",
-    project: "プロジェクト",
-    agent: "エージェント",
-    turns: "ターン",
-    speedup: "高速化",
-    state: "状態",
-    stop_reason: "停止理由",
-    no_runs: "まだ実行がありません。`tuneloop start` で始めます",
-    run: "実行",
-    turn: "ターン",
-    prompt: "プロンプト",
-    summary: "要約",
-    failure: "失敗",
-    tool_calls: "ツール呼び出し",
-    none: "(なし)",
-    diff: "差分",
-    measurements: "測定 (samples/sec)",
-    pair: "ペア",
-    incumbent: "現行ベスト",
-    candidate: "候補",
-    ratio: "比",
-    median: "中央値",
-    decision: "判定",
-    bench_error: "ベンチのエラー",
-    exit: "終了コード",
-    cost: "費用",
-    time: "時間",
-    agent_turns: "ターン数",
-    runs: "回実行",
-    interrupted: "中断",
-    agent_section: "エージェント",
-};
-
 fn words(language: &str) -> &'static Words {
-    if report::labels_for(language).lang == "ja" {
-        &JA
-    } else {
-        &EN
-    }
+    &crate::words::for_language(language).review
 }
 
 /// Columns a character takes on a terminal: 2 for East Asian wide ones.
@@ -611,14 +330,14 @@ pub struct TurnFiles {
     /// How many turn folders the run has.
     pub of: usize,
     pub prompt: Option<String>,
-    /// agent.json: `info`, `failure`, `summary`.
-    pub agent: Value,
+    /// agent.json: `info`, `failure`, `summary`, `exhausted`.
+    pub agent: Option<AgentRecord>,
     /// From the agent's raw stream (`turns/NN/events.jsonl`, Claude Code)
     /// or else the run log's `agent_tool` events of this turn.
     pub tool_calls: Vec<ToolCall>,
     pub diff: Option<String>,
-    /// bench.json: `candidate`, `incumbent` (measurements), `ratios`, `median`, `ci`, `verdict`.
-    pub bench: Option<Value>,
+    /// bench.json: candidate and incumbent measured interleaved.
+    pub bench: Option<TurnBench>,
     pub bench_error: Option<String>,
     pub decision: Option<TurnRow>,
     /// The policy's `decision.confidence`, for the interval's label.
@@ -627,11 +346,11 @@ pub struct TurnFiles {
 
 /// Reads turn `turn` of the run in `dir`.
 pub fn read_turn(dir: &Path, turn: u32) -> Result<TurnFiles, ReviewError> {
-    let all = turn_dirs(dir);
-    let Some((_, tdir)) = all.iter().find(|(n, _)| *n == turn) else {
+    let all = run_folder::turn_folders(dir);
+    let Some(folder) = all.iter().find(|t| t.turn == turn) else {
         let have = match (all.first(), all.last()) {
-            (Some((a, _)), Some((b, _))) if a == b => format!("turn {a}"),
-            (Some((a, _)), Some((b, _))) => format!("turns {a}–{b}"),
+            (Some(a), Some(b)) if a.turn == b.turn => format!("turn {}", a.turn),
+            (Some(a), Some(b)) => format!("turns {}–{}", a.turn, b.turn),
             _ => "no turns".to_string(),
         };
         return Err(ReviewError::NoTurn {
@@ -640,8 +359,9 @@ pub fn read_turn(dir: &Path, turn: u32) -> Result<TurnFiles, ReviewError> {
             have,
         });
     };
+    let tdir = &folder.dir;
     let text = |f: &str| std::fs::read_to_string(tdir.join(f)).ok();
-    let run = run_json(dir);
+    let run = run_record(dir);
     let raw = tdir.join("events.jsonl");
     let tool_calls = if raw.is_file() {
         let mut st = crate::agent::claude::stream::Stream::default();
@@ -668,22 +388,17 @@ pub fn read_turn(dir: &Path, turn: u32) -> Result<TurnFiles, ReviewError> {
     };
     Ok(TurnFiles {
         run_id: run_id(dir),
-        language: run["policy"]["agent"]["language"]
-            .as_str()
-            .unwrap_or("en")
-            .to_string(),
+        language: run_language(run.as_ref()),
         turn,
         of: all.len(),
         prompt: text("prompt.md"),
-        agent: text("agent.json")
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(Value::Null),
+        agent: folder.agent().ok(),
         tool_calls,
         diff: text("diff.patch"),
-        bench: text("bench.json").and_then(|t| serde_json::from_str(&t).ok()),
+        bench: folder.bench().ok(),
         bench_error: text("bench_error.txt"),
-        decision: text("decision.json").and_then(|t| serde_json::from_str(&t).ok()),
-        confidence: run["policy"]["decision"]["confidence"].as_f64(),
+        decision: folder.decision(),
+        confidence: run.as_ref().map(|r| r.policy.decision.confidence),
     })
 }
 
@@ -749,26 +464,36 @@ pub fn render_turn(t: &TurnFiles, paint: &Paint) -> String {
     }
 
     head(&mut out, w.agent_section);
-    let info = &t.agent["info"];
-    let mut facts = vec![info["backend"].as_str().unwrap_or("?").to_string()];
-    if let Some(c) = info["exit_code"].as_i64() {
-        facts.push(format!("{} {c}", w.exit));
-    }
-    if let Some(ms) = info["duration_ms"].as_u64() {
-        facts.push(format!("{} {:.1}s", w.time, ms as f64 / 1000.0));
-    }
-    if let Some(c) = info["cost_usd"].as_f64() {
-        facts.push(format!("{} ${c:.4}", w.cost));
-    }
-    if let Some(n) = info["num_turns"].as_u64() {
-        facts.push(format!("{} {n}", w.agent_turns));
-    }
-    let _ = writeln!(out, "{}", facts.join(" · "));
-    if let Some(s) = t.agent["summary"].as_str().filter(|s| !s.trim().is_empty()) {
-        let _ = writeln!(out, "{}: {}", w.summary, s.trim_end());
-    }
-    if let Some(f) = t.agent["failure"].as_str() {
-        let _ = writeln!(out, "{}: {}", w.failure, f.trim_end());
+    match &t.agent {
+        Some(a) => {
+            let info = &a.info;
+            let mut facts = vec![info.backend.clone()];
+            if let Some(c) = info.exit_code {
+                facts.push(format!("{} {c}", w.exit));
+            }
+            facts.push(format!(
+                "{} {:.1}s",
+                w.time,
+                info.duration_ms as f64 / 1000.0
+            ));
+            if let Some(c) = info.cost_usd {
+                facts.push(format!("{} ${c:.4}", w.cost));
+            }
+            if let Some(n) = info.num_turns {
+                facts.push(format!("{} {n}", w.agent_turns));
+            }
+            let _ = writeln!(out, "{}", facts.join(" · "));
+            if !a.summary.trim().is_empty() {
+                let _ = writeln!(out, "{}: {}", w.summary, a.summary.trim_end());
+            }
+            if let Some(f) = &a.failure {
+                let _ = writeln!(out, "{}: {}", w.failure, f.trim_end());
+            }
+        }
+        // No agent.json (killed before the agent returned).
+        None => {
+            let _ = writeln!(out, "?");
+        }
     }
     if t.tool_calls.is_empty() {
         let _ = writeln!(out, "{}: {}", w.tool_calls, w.none);
@@ -849,21 +574,12 @@ fn push_block(out: &mut String, text: &str) {
 
 /// The pair-by-pair table of bench.json: each pair's incumbent and candidate
 /// samples/sec and their ratio, then the medians and the interval.
-fn measurements(out: &mut String, b: &Value, d: Option<&TurnRow>, w: &Words, ci_label: &str) {
-    let sps = |k: &str| -> Vec<Option<f64>> {
-        b[k].as_array()
-            .into_iter()
-            .flatten()
-            .map(|m| m["samples_per_sec"].as_f64())
-            .collect()
+fn measurements(out: &mut String, b: &TurnBench, d: Option<&TurnRow>, w: &Words, ci_label: &str) {
+    let sps = |ms: &[crate::bench::Measurement]| -> Vec<Option<f64>> {
+        ms.iter().map(|m| Some(m.samples_per_sec)).collect()
     };
-    let (cand, inc) = (sps("candidate"), sps("incumbent"));
-    let ratios: Vec<Option<f64>> = b["ratios"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(Value::as_f64)
-        .collect();
+    let (cand, inc) = (sps(&b.candidate), sps(&b.incumbent));
+    let ratios: Vec<Option<f64>> = b.ratios.iter().copied().map(Some).collect();
     let n = cand.len().max(inc.len());
     let f = |x: Option<&Option<f64>>| {
         x.copied()
@@ -896,18 +612,17 @@ fn measurements(out: &mut String, b: &Value, d: Option<&TurnRow>, w: &Words, ci_
         w.median.to_string(),
         fmt_sps(d.and_then(|d| d.before_sps).or(med(&inc))),
         fmt_sps(d.and_then(|d| d.after_sps).or(med(&cand))),
-        b["median"]
-            .as_f64()
-            .map_or("—".into(), |r| format!("{r:.3}")),
+        b.median.map_or("—".into(), |r| format!("{r:.3}")),
     ]);
     out.push_str(&aligned(&rows, &[false, true, true, true]));
-    if let Ok([lo, hi]) = serde_json::from_value::<[f64; 2]>(b["ci"].clone()) {
-        let verdict = b["verdict"].as_str().unwrap_or_default();
-        let verdict = if verdict.is_empty() {
-            String::new()
-        } else {
-            format!(" → {verdict}")
-        };
+    if let Some([lo, hi]) = b.ci {
+        // The verdict as bench.json spells it (keep, revert, undecided).
+        let verdict = b
+            .verdict
+            .and_then(|v| serde_json::to_value(v).ok())
+            .and_then(|v| v.as_str().map(str::to_string))
+            .map(|v| format!(" → {v}"))
+            .unwrap_or_default();
         let _ = writeln!(out, "{ci_label} [{lo:.3}, {hi:.3}]{verdict}");
     }
 }

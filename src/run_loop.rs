@@ -7,8 +7,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use serde_json::json;
-
 use crate::agent::{Agent, TurnContext};
 use crate::bench::limits::ThroughputLimits;
 use crate::bench::stats::{self, PairedRatio, Verdict};
@@ -17,8 +15,14 @@ use crate::config::{Policy, Workspace};
 use crate::edit;
 use crate::error::{exit, BenchError};
 use crate::event::Event;
+use crate::judge::{self, DataCheck};
 use crate::process::Interrupt;
 use crate::report::{self, Decision, RunReport, TurnRow};
+use crate::run_folder::{
+    self, AgentRecord, BaselineBench, FinalBench, RunEnvironment, RunRecord, RunState, TurnBench,
+    TurnFolder,
+};
+use crate::run_report::{self, LiveFigures, RunFacts};
 use crate::store::{self, FileSet, Lock, RunStore};
 use crate::verify::{self, ProjectSnapshot};
 
@@ -29,7 +33,13 @@ pub enum LoopError {
     Baseline(String),
     Agent(String),
     Interrupted,
-    Io(String),
+    /// A file of the project or of the run folder could not be read or
+    /// written: what was being done, and where.
+    Files {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl LoopError {
@@ -39,7 +49,7 @@ impl LoopError {
             LoopError::Baseline(_) => exit::BASELINE,
             LoopError::Agent(_) => exit::AGENT,
             LoopError::Interrupted => exit::INTERRUPTED,
-            LoopError::Io(_) => 1,
+            LoopError::Files { .. } => 1,
         }
     }
 }
@@ -51,14 +61,37 @@ impl std::fmt::Display for LoopError {
             LoopError::Baseline(m) => write!(f, "the baseline could not be measured: {m}"),
             LoopError::Agent(m) => write!(f, "the agent could not be started: {m}"),
             LoopError::Interrupted => write!(f, "interrupted; the incumbent's files are in place"),
-            LoopError::Io(m) => write!(f, "{m}"),
+            LoopError::Files { what, path, source } => write!(
+                f,
+                "{what} {}: {source}\n  hint: check that this folder exists, is writable and its disk is not full; the run folder keeps every finished turn (`tuneloop resume` continues the run)",
+                path.display()
+            ),
         }
     }
 }
 
-impl From<std::io::Error> for LoopError {
-    fn from(e: std::io::Error) -> Self {
-        LoopError::Io(e.to_string())
+impl std::error::Error for LoopError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LoopError::Files { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Names the file (or folder) and the action of a failed read or write, so
+/// that it surfaces as [`LoopError::Files`] and not as a bare io error.
+trait AtPath<T> {
+    fn at(self, what: &'static str, path: &Path) -> Result<T, LoopError>;
+}
+
+impl<T> AtPath<T> for std::io::Result<T> {
+    fn at(self, what: &'static str, path: &Path) -> Result<T, LoopError> {
+        self.map_err(|source| LoopError::Files {
+            what,
+            path: path.to_owned(),
+            source,
+        })
     }
 }
 
@@ -146,8 +179,9 @@ pub async fn measure_interleaved_by(
         for (role, files) in order {
             files.apply(root).map_err(|e| PairFailure {
                 role,
-                error: BenchError::Spawn {
-                    program: "write files".into(),
+                error: BenchError::Files {
+                    role: role.into(),
+                    root: root.to_owned(),
                     message: e.to_string(),
                 },
                 runs,
@@ -200,10 +234,6 @@ fn median_share(ms: &[Measurement]) -> Option<f64> {
 }
 
 /// What the article lists when data_wait is small: compute-side candidates.
-/// Above this share of its ceiling, an incumbent says more about the noise
-/// of the ceiling's one run than about the job having reached it.
-const CREDIBLE_CEILING_SHARE: f64 = 1.10;
-
 pub fn compute_side_advice() -> Vec<String> {
     vec![
         "optimizer.zero_grad(set_to_none=True)".into(),
@@ -241,6 +271,8 @@ pub struct Session<'a> {
     baseline_files: FileSet,
     incumbent_files: FileSet,
     baseline_samples: Vec<f64>,
+    /// baseline/bench.json as written (the report is assembled from it).
+    baseline_bench: BaselineBench,
     baseline_share: Option<f64>,
     ceiling: Option<f64>,
     incumbent: Measurement,
@@ -269,12 +301,13 @@ pub fn prepare<'a>(
     interrupt: Interrupt,
     view: &'a mut (dyn FnMut(&Event) + Send),
 ) -> Result<Session<'a>, LoopError> {
-    let root = std::fs::canonicalize(&ws.project_root)?;
+    let root = std::fs::canonicalize(&ws.project_root)
+        .at("cannot find the project folder", &ws.project_root)?;
     let editable = ws.file.project.editable.clone();
     // A loop with nothing to tune would only burn time: find the loader first.
     let mut found = 0;
     for f in editable.iter().filter(|f| f.ends_with(".py")) {
-        let src = std::fs::read_to_string(root.join(f))?;
+        let src = std::fs::read_to_string(root.join(f)).at("cannot read", &root.join(f))?;
         match edit::scan_source(f, &src) {
             Ok(s) => found += s.len(),
             Err(e) => {
@@ -306,11 +339,19 @@ pub fn prepare<'a>(
         )));
     }
     crate::git::check_clean(&root, &editable, opts.allow_dirty).map_err(LoopError::Config)?;
-    let store = RunStore::create(&runs_dir)?;
-    let bencher = Bencher::new(ws, &store.dir.join("harness"))?;
-    let baseline_files = FileSet::capture(&root, &editable)?;
-    baseline_files.save(&store.dir.join("baseline").join("files"))?;
-    baseline_files.save(&store.dir.join("incumbent"))?;
+    let store = RunStore::create(&runs_dir).at("cannot create a run folder in", &runs_dir)?;
+    let harness = store.dir.join("harness");
+    let bencher = Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?;
+    let baseline_files =
+        FileSet::capture(&root, &editable).at("cannot read the editable files in", &root)?;
+    let saved = store.dir.join("baseline").join("files");
+    baseline_files
+        .save(&saved)
+        .at("cannot save the baseline files to", &saved)?;
+    let saved = store.dir.join("incumbent");
+    baseline_files
+        .save(&saved)
+        .at("cannot save the incumbent files to", &saved)?;
     let max_iterations = opts.iterations.unwrap_or(opts.policy.loop_.max_iterations);
     let git_branch = if opts.git_commits {
         Some(format!("tuneloop/{}", store.id))
@@ -334,6 +375,7 @@ pub fn prepare<'a>(
         incumbent_files: baseline_files.clone(),
         baseline_files,
         baseline_samples: vec![],
+        baseline_bench: BaselineBench::default(),
         baseline_share: None,
         ceiling: None,
         incumbent: Measurement::default(),
@@ -362,23 +404,17 @@ pub fn resume<'a>(
 ) -> Result<Session<'a>, LoopError> {
     let runs_dir = ws.runs_dir();
     let lock = Lock::acquire(&runs_dir, "resume").map_err(LoopError::Config)?;
-    let run: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(run_dir.join("run.json")).map_err(|e| {
-            LoopError::Config(format!("{}: {e}", run_dir.join("run.json").display()))
-        })?,
-    )
-    .map_err(|e| LoopError::Config(format!("{}: {e}", run_dir.join("run.json").display())))?;
-    let state = run["state"].as_str().unwrap_or("");
-    if state == "finished" || state == "restored" {
+    let run = RunRecord::read(run_dir).map_err(|e| LoopError::Config(e.to_string()))?;
+    if run.state.is_closed() {
         return Err(LoopError::Config(format!(
-            "run {} is {state}; nothing to resume",
-            run_dir.display()
+            "run {} is {}; nothing to resume",
+            run_dir.display(),
+            run.state
         )));
     }
-    let policy: Policy = serde_json::from_value(run["policy"].clone())
-        .map_err(|e| LoopError::Config(format!("run.json policy: {e}")))?;
-    let editable: Vec<String> = serde_json::from_value(run["editable"].clone()).unwrap_or_default();
-    let root = PathBuf::from(run["project_root"].as_str().unwrap_or("."));
+    let policy = run.policy.clone();
+    let editable = run.editable.clone();
+    let root = run.project_root();
     let outputs = verify::load_command_outputs(run_dir, &root);
     let agent = Agent::from_policy(&policy, ws);
     agent.preflight().map_err(LoopError::Agent)?;
@@ -387,17 +423,21 @@ pub fn resume<'a>(
     if let Ok(snap) = ProjectSnapshot::load(&run_dir.join("snapshot")) {
         snap.restore_others(&editable);
     }
-    rec.incumbent_files.apply(&root)?;
-    rec.incumbent_files.save(&run_dir.join("incumbent"))?;
-    let store = RunStore::open(run_dir)?;
-    let bencher = Bencher::new(ws, &run_dir.join("harness"))?;
-    let git_branch = run["git_branch"].as_str().map(str::to_string);
+    rec.incumbent_files
+        .apply(&root)
+        .at("cannot put the incumbent's files back in", &root)?;
+    let saved = run_dir.join("incumbent");
+    rec.incumbent_files
+        .save(&saved)
+        .at("cannot save the incumbent files to", &saved)?;
+    let store = RunStore::open(run_dir).at("cannot open the run log in", run_dir)?;
+    let harness = run_dir.join("harness");
+    let bencher = Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?;
+    let git_branch = run.git_branch.clone();
     Ok(Session {
         ws,
-        policy_path: PathBuf::from(run["policy_path"].as_str().unwrap_or("")),
-        max_iterations: run["max_iterations"]
-            .as_u64()
-            .unwrap_or(policy.loop_.max_iterations as u64) as u32,
+        policy_path: PathBuf::from(&run.policy_path),
+        max_iterations: run.max_iterations(),
         policy,
         agent,
         bencher,
@@ -407,10 +447,11 @@ pub fn resume<'a>(
         root,
         editable,
         started: Instant::now(),
-        started_at: run["started_at"].as_str().unwrap_or("").to_string(),
+        started_at: run.started_at.clone(),
         incumbent_files: rec.incumbent_files,
         baseline_files: rec.baseline_files,
         baseline_samples: rec.baseline_samples,
+        baseline_bench: rec.baseline_bench,
         baseline_share: rec.baseline_share,
         ceiling: rec.ceiling,
         incumbent: rec.incumbent,
@@ -432,6 +473,7 @@ pub struct Recovered {
     pub baseline_files: FileSet,
     pub incumbent_files: FileSet,
     pub baseline_samples: Vec<f64>,
+    pub baseline_bench: BaselineBench,
     pub baseline_share: Option<f64>,
     pub ceiling: Option<f64>,
     pub incumbent: Measurement,
@@ -441,33 +483,17 @@ pub struct Recovered {
     pub bench_runs: u32,
 }
 
-/// Turn folders in turn order: "100" comes after "99", not after "10".
-fn sort_turn_dirs(dirs: &mut [PathBuf]) {
-    dirs.sort_by_key(|d| {
-        d.file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.parse::<u32>().ok())
-            .unwrap_or(u32::MAX)
-    });
-}
-
 /// The editable files of a run's best state: the candidate files of its last
 /// kept turn (decision.json is the commit point), else the baseline.
 pub fn best_files(run_dir: &Path, editable: &[String]) -> std::io::Result<FileSet> {
-    let mut turn_dirs: Vec<PathBuf> = std::fs::read_dir(run_dir.join("turns"))
-        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    sort_turn_dirs(&mut turn_dirs);
-    for d in turn_dirs.iter().rev() {
-        let kept = std::fs::read_to_string(d.join("decision.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<TurnRow>(&t).ok())
-            .is_some_and(|r| r.decision.is_kept());
-        if kept {
-            return FileSet::load(&d.join("candidate"), editable);
-        }
+    let last_kept = run_folder::decided_turns(run_dir)
+        .into_iter()
+        .rev()
+        .find(|(_, row)| row.decision.is_kept());
+    match last_kept {
+        Some((t, _)) => FileSet::load(&t.candidate_dir(), editable),
+        None => FileSet::load(&run_dir.join("baseline").join("files"), editable),
     }
-    FileSet::load(&run_dir.join("baseline").join("files"), editable)
 }
 
 impl Recovered {
@@ -482,31 +508,20 @@ impl Recovered {
         let mut rows: Vec<TurnRow> = Vec::new();
         let mut incumbent_files = baseline_files.clone();
         let mut incumbent_meas: Option<Measurement> = None;
-        let tdir = run_dir.join("turns");
-        let mut turn_dirs: Vec<PathBuf> = std::fs::read_dir(&tdir)
-            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-            .unwrap_or_default();
-        sort_turn_dirs(&mut turn_dirs);
-        for d in turn_dirs {
-            let Some(row) = std::fs::read_to_string(d.join("decision.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str::<TurnRow>(&t).ok())
-            else {
+        for t in run_folder::turn_folders(run_dir) {
+            let Some(row) = t.decision() else {
                 // An unfinished turn: done again on resume.
-                let _ = std::fs::remove_dir_all(&d);
+                let _ = std::fs::remove_dir_all(&t.dir);
                 continue;
             };
             if row.decision.is_kept() {
-                incumbent_files = FileSet::load(&d.join("candidate"), editable).map_err(|e| {
-                    LoopError::Config(format!("{}: kept files missing: {e}", d.display()))
+                incumbent_files = FileSet::load(&t.candidate_dir(), editable).map_err(|e| {
+                    LoopError::Config(format!("{}: kept files missing: {e}", t.dir.display()))
                 })?;
-                incumbent_meas = std::fs::read_to_string(d.join("bench.json"))
+                incumbent_meas = t
+                    .bench()
                     .ok()
-                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                    .and_then(|v| {
-                        serde_json::from_value::<Vec<Measurement>>(v["candidate"].clone()).ok()
-                    })
-                    .and_then(|v| v.last().cloned())
+                    .and_then(|b| b.candidate.last().cloned())
                     .map(|mut m| {
                         m.data_wait_share = row.data_wait_share;
                         m
@@ -514,18 +529,13 @@ impl Recovered {
             }
             rows.push(row);
         }
-        let bench: serde_json::Value =
-            std::fs::read_to_string(run_dir.join("baseline").join("bench.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .ok_or_else(|| {
-                    LoopError::Config(format!(
-                        "{}: the baseline was not measured yet; start a new run",
-                        run_dir.display()
-                    ))
-                })?;
-        let base_runs: Vec<Measurement> =
-            serde_json::from_value(bench["runs"].clone()).unwrap_or_default();
+        let bench = BaselineBench::read(run_dir).map_err(|e| {
+            LoopError::Config(format!(
+                "{}: the baseline was not measured yet; start a new run ({e})",
+                run_dir.display()
+            ))
+        })?;
+        let base_runs = bench.runs.clone();
         let baseline_samples = sps(&base_runs);
         let baseline_share = median_share(&base_runs);
         let mut base_inc = base_runs.last().cloned().unwrap_or_default();
@@ -537,11 +547,12 @@ impl Recovered {
             .and_then(|r| r.after_sps)
             .unwrap_or_else(|| stats::median(&baseline_samples));
         Ok(Recovered {
-            bench_runs: 1 + base_runs.len() as u32 + rows.iter().map(|r| r.runs).sum::<u32>(),
+            bench_runs: bench.run_count() + rows.iter().map(|r| r.runs).sum::<u32>(),
             ceiling: base_runs.iter().find_map(|m| m.ceiling_sps),
             baseline_files,
             incumbent_files,
             baseline_samples,
+            baseline_bench: bench,
             baseline_share,
             incumbent: incumbent_meas.unwrap_or(base_inc),
             incumbent_sps,
@@ -576,12 +587,7 @@ impl<'a> Session<'a> {
     }
 
     fn emit(&mut self, ev: Event) {
-        if let Err(e) = self.store.append(&ev) {
-            (self.view)(&Event::Warning {
-                message: format!("cannot append to events.jsonl: {e}"),
-            });
-        }
-        (self.view)(&ev);
+        send(&mut self.store, &mut *self.view, &ev);
     }
 
     fn phase(&mut self, phase: &str, turn: Option<u32>, detail: impl Into<String>) {
@@ -592,32 +598,34 @@ impl<'a> Session<'a> {
         });
     }
 
-    fn write_run_json(&self, state: &str) -> std::io::Result<()> {
-        let v = json!({
-            "run_id": self.store.id,
-            "state": state,
-            "started_at": self.started_at,
-            "workspace": self.ws.dir.display().to_string(),
-            "project_root": self.root.display().to_string(),
-            "editable": self.editable,
-            "bench": self.ws.file.bench,
-            "python": self.ws.python(),
-            "agent": self.agent.name(),
-            "policy_path": self.policy_path.display().to_string(),
-            "policy": self.policy,
-            "max_iterations": self.max_iterations,
-            "git_branch": self.git_branch,
-            "environment": {
-                "cpu_count": self.incumbent.cpu_count,
-                "device": self.incumbent.device,
-                "torch_version": self.incumbent.torch_version,
-                "cuda_available": self.incumbent.cuda_available,
-                "world_size": self.incumbent.world_size.unwrap_or(1),
-                "os": std::env::consts::OS,
-                "tuneloop_version": env!("CARGO_PKG_VERSION"),
+    fn write_run_json(&self, state: RunState) -> Result<(), LoopError> {
+        let r = RunRecord {
+            format_version: run_folder::RUN_FORMAT_VERSION,
+            run_id: self.store.id.clone(),
+            state,
+            started_at: self.started_at.clone(),
+            workspace: self.ws.dir.display().to_string(),
+            project_root: self.root.display().to_string(),
+            editable: self.editable.clone(),
+            bench: self.ws.file.bench.clone(),
+            python: self.ws.python(),
+            agent: self.agent.name().into(),
+            policy_path: self.policy_path.display().to_string(),
+            policy: self.policy.clone(),
+            max_iterations: Some(self.max_iterations),
+            git_branch: self.git_branch.clone(),
+            environment: RunEnvironment {
+                cpu_count: self.incumbent.cpu_count,
+                device: self.incumbent.device.clone(),
+                torch_version: self.incumbent.torch_version.clone(),
+                cuda_available: self.incumbent.cuda_available,
+                world_size: self.incumbent.world_size.unwrap_or(1),
+                os: std::env::consts::OS.into(),
+                tuneloop_version: env!("CARGO_PKG_VERSION").into(),
             },
-        });
-        store::write_json(&self.store.dir.join("run.json"), &v)
+        };
+        r.write(&self.store.dir)
+            .at("cannot write", &RunRecord::path(&self.store.dir))
     }
 
     fn check_interrupt(&self) -> Result<(), LoopError> {
@@ -646,9 +654,9 @@ impl<'a> Session<'a> {
                     reason: reason.clone(),
                 });
                 let state = if matches!(e, LoopError::Interrupted) {
-                    "interrupted"
+                    RunState::Interrupted
                 } else {
-                    "failed"
+                    RunState::Failed
                 };
                 let _ = self.write_run_json(state);
                 if !self.baseline_samples.is_empty() {
@@ -665,7 +673,7 @@ impl<'a> Session<'a> {
                 run_id: self.store.id.clone(),
                 completed_turns: self.rows.len() as u32,
             });
-            self.write_run_json("running")?;
+            self.write_run_json(RunState::Running)?;
         } else {
             self.emit(Event::RunStarted {
                 run_id: self.store.id.clone(),
@@ -678,28 +686,23 @@ impl<'a> Session<'a> {
                     1
                 },
             });
-            self.write_run_json("running")?;
+            self.write_run_json(RunState::Running)?;
             self.baseline().await?;
             // Feature `libtorch` only (a no-op otherwise): runs/<id>/probe.json.
             crate::probe::after_baseline(&self.store.dir);
-            self.write_run_json("running")?;
+            self.write_run_json(RunState::Running)?;
         }
 
-        let stop_below = self.policy.decision.stop_when_data_wait_below;
         let mut stop_reason: Option<String> = None;
         if let Some(share) = self.baseline_share.filter(|_| self.rows.is_empty()) {
-            if share < stop_below {
+            let (warn, stop) = judge::baseline_stop(Some(share), &self.policy);
+            if warn {
                 self.emit(Event::LowDataWait {
                     share,
                     advice: compute_side_advice(),
                 });
-                if !self.policy.loop_.force {
-                    stop_reason = Some(format!(
-                        "data_wait is only {:.1}% of step time at the baseline: DataLoader tuning cannot help much",
-                        share * 100.0
-                    ));
-                }
             }
+            stop_reason = stop.map(|r| r.to_string());
         }
         let mut turn = self.rows.last().map(|r| r.turn).unwrap_or(0);
         while stop_reason.is_none() {
@@ -718,65 +721,35 @@ impl<'a> Session<'a> {
             reason: stop_reason.clone(),
         });
         let final_ = self.final_measurement().await?;
-        self.incumbent_files.apply(&self.root)?;
+        self.incumbent_files
+            .apply(&self.root)
+            .at("cannot put the best files back in", &self.root)?;
         let report = self.write_report(&stop_reason, false, final_)?;
-        self.write_run_json("finished")?;
+        self.write_run_json(RunState::Finished)?;
         Ok(report)
     }
 
     fn stop_rule(&self, turns_done: u32) -> Option<String> {
-        let l = &self.policy.loop_;
-        let d = &self.policy.decision;
-        if turns_done >= self.max_iterations {
-            return Some(format!("iteration limit ({}) reached", self.max_iterations));
-        }
-        let streak = self
-            .rows
-            .iter()
-            .rev()
-            .take_while(|r| !r.decision.is_kept())
-            .count() as u32;
-        if l.max_consecutive_reverts > 0 && streak >= l.max_consecutive_reverts {
-            return Some(format!("{streak} turns in a row not kept"));
-        }
-        if l.max_total_usd > 0.0 && self.cost >= l.max_total_usd {
-            return Some(format!(
-                "cost budget spent (${:.2} of ${:.2})",
-                self.cost, l.max_total_usd
-            ));
-        }
-        if l.max_wall_s > 0 && self.started.elapsed().as_secs() >= l.max_wall_s {
-            return Some(format!("time budget spent ({} s)", l.max_wall_s));
-        }
-        if turns_done > 0 {
-            if let Some(s) = self.incumbent.data_wait_share {
-                if s < d.stop_when_data_wait_below {
-                    return Some(format!(
-                        "data_wait no longer significant ({:.1}% of step time)",
-                        s * 100.0
-                    ));
-                }
-            }
-        }
-        if let Some(c) = self.ceiling.filter(|c| *c > 0.0) {
-            let share = self.incumbent_sps / c;
-            // Far above the step-alone ceiling while data_wait is still a real
-            // share (checked above), the ceiling run was disturbed: not a reason to stop.
-            if share >= d.stop_when_ceiling_share_above && share <= CREDIBLE_CEILING_SHARE {
-                return Some(if share < 1.0 {
-                    format!("within {:.0}% of the ceiling", (1.0 - share) * 100.0)
-                } else {
-                    format!("at the ceiling ({:.0}% of it)", share * 100.0)
-                });
-            }
-        }
-        None
+        let progress = judge::Progress {
+            turns_done,
+            max_iterations: self.max_iterations,
+            rows: &self.rows,
+            cost_usd: self.cost,
+            elapsed: self.started.elapsed(),
+            incumbent_share: self.incumbent.data_wait_share,
+            incumbent_sps: self.incumbent_sps,
+            ceiling_sps: self.ceiling,
+        };
+        judge::stop_rule(&progress, &self.policy).map(|r| r.to_string())
     }
 
     async fn baseline(&mut self) -> Result<(), LoopError> {
         let bdir = self.store.dir.join("baseline");
         let before = match self.bencher.run {
-            Some(_) => Some(ProjectSnapshot::capture(&self.root, &self.snapshot_skip())?),
+            Some(_) => Some(
+                ProjectSnapshot::capture(&self.root, &self.snapshot_skip())
+                    .at("cannot snapshot the project folder", &self.root)?,
+            ),
             None => None,
         };
         self.phase("baseline", None, "profiled run");
@@ -786,7 +759,8 @@ impl<'a> Session<'a> {
             Err(e) => return Err(LoopError::Baseline(e.to_string())),
         };
         self.bench_runs += 1;
-        std::fs::write(bdir.join("profile.txt"), &prof.table)?;
+        std::fs::write(bdir.join("profile.txt"), &prof.table)
+            .at("cannot write", &bdir.join("profile.txt"))?;
         self.profile_table = prof.table;
         let n = self.policy.decision.baseline_runs;
         let mut ms = Vec::new();
@@ -805,14 +779,19 @@ impl<'a> Session<'a> {
             }
             self.bench_runs += 1;
         }
-        store::write_json(
-            &bdir.join("bench.json"),
-            &json!({ "profiled": prof.measurement, "runs": ms }),
-        )?;
+        self.baseline_bench = BaselineBench {
+            profiled: Some(prof.measurement),
+            runs: ms.clone(),
+        };
+        self.baseline_bench
+            .write(&self.store.dir)
+            .at("cannot write", &BaselineBench::path(&self.store.dir))?;
         if let Some(before) = before {
-            let after = ProjectSnapshot::capture(&self.root, &self.snapshot_skip())?;
+            let after = ProjectSnapshot::capture(&self.root, &self.snapshot_skip())
+                .at("cannot snapshot the project folder", &self.root)?;
             let outputs = verify::command_outputs(&before, &after, &self.editable);
-            verify::save_command_outputs(&self.store.dir, &outputs)?;
+            verify::save_command_outputs(&self.store.dir, &outputs)
+                .at("cannot record the command's outputs in", &self.store.dir)?;
             self.command_outputs = outputs.iter().map(|o| self.root.join(o)).collect();
         }
         self.baseline_samples = sps(&ms);
@@ -838,13 +817,21 @@ impl<'a> Session<'a> {
     async fn turn(&mut self, turn: u32) -> Result<Option<String>, LoopError> {
         self.emit(Event::TurnStarted { turn });
         let tdir = self.store.turn_dir(turn);
-        std::fs::create_dir_all(&tdir)?;
+        std::fs::create_dir_all(&tdir).at("cannot create", &tdir)?;
         // Before the agent runs: the incumbent is on disk, and the project snapshot taken.
         self.incumbent_files
-            .save(&self.store.dir.join("incumbent"))?;
+            .save(&self.store.dir.join("incumbent"))
+            .at(
+                "cannot save the incumbent files to",
+                &self.store.dir.join("incumbent"),
+            )?;
         let skip = self.snapshot_skip();
-        let snapshot = ProjectSnapshot::capture(&self.root, &skip)?;
-        snapshot.save(&self.store.dir.join("snapshot"))?;
+        let snapshot = ProjectSnapshot::capture(&self.root, &skip)
+            .at("cannot snapshot the project folder", &self.root)?;
+        snapshot.save(&self.store.dir.join("snapshot")).at(
+            "cannot save the project snapshot to",
+            &self.store.dir.join("snapshot"),
+        )?;
         self.phase("agent", Some(turn), self.agent.name());
         test_stall("agent");
         let view = &mut self.view;
@@ -855,8 +842,7 @@ impl<'a> Session<'a> {
                 tool: tool.into(),
                 input: input.into(),
             };
-            let _ = store.append(&ev);
-            view(&ev);
+            send(store, &mut **view, &ev);
         };
         let ctx = TurnContext {
             turn,
@@ -875,15 +861,23 @@ impl<'a> Session<'a> {
         let rep = self.agent.propose(&ctx, &mut on_tool).await;
         self.cost += rep.info.cost_usd.unwrap_or(0.0);
         self.agent_ms += rep.info.duration_ms;
-        store::write_json(
-            &tdir.join("agent.json"),
-            &json!({ "info": rep.info, "failure": rep.failure, "summary": rep.summary, "exhausted": rep.exhausted }),
-        )?;
+        TurnFolder {
+            turn,
+            dir: tdir.clone(),
+        }
+        .write_agent(&AgentRecord {
+            info: rep.info.clone(),
+            failure: rep.failure.clone(),
+            summary: rep.summary.clone(),
+            exhausted: rep.exhausted,
+        })
+        .at("cannot write", &tdir.join("agent.json"))?;
         if !tdir.join("prompt.md").exists() {
             std::fs::write(
                 tdir.join("prompt.md"),
                 format!("(builtin agent: no prompt)\n\n{}\n", rep.summary),
-            )?;
+            )
+            .at("cannot write", &tdir.join("prompt.md"))?;
         }
         self.emit(Event::AgentFinished {
             turn,
@@ -893,16 +887,22 @@ impl<'a> Session<'a> {
         });
         let after = FileSet::capture(&self.root, &self.editable)
             .unwrap_or_else(|_| FileSet(Default::default()));
-        let now = ProjectSnapshot::capture(&self.root, &skip)?;
+        let now = ProjectSnapshot::capture(&self.root, &skip)
+            .at("cannot snapshot the project folder", &self.root)?;
         let others = snapshot.changes(&now, &self.editable);
         // The managed harness lives in the run folder, out of the snapshot's reach.
         let harness_touched = self.bencher.harness_changed();
-        let undo = |s: &mut Self| -> std::io::Result<()> {
-            s.bencher.restore_harness()?;
+        let undo = |s: &mut Self| -> Result<(), LoopError> {
+            s.bencher
+                .restore_harness()
+                .at("cannot restore the bench harness in", &s.store.dir)?;
             let lost = snapshot.restore_others(&s.editable);
-            s.incumbent_files.apply(&s.root)?;
+            s.incumbent_files
+                .apply(&s.root)
+                .at("cannot put the incumbent's files back in", &s.root)?;
             if !lost.is_empty() {
-                (s.view)(&Event::Warning {
+                // Through emit, so the run log has it too.
+                s.emit(Event::Warning {
                     message: format!("could not restore: {}", lost.join(", ")),
                 });
             }
@@ -926,7 +926,8 @@ impl<'a> Session<'a> {
             })));
         }
         let diff = self.diff(&self.incumbent_files, &after);
-        std::fs::write(tdir.join("diff.patch"), &diff)?;
+        std::fs::write(tdir.join("diff.patch"), &diff)
+            .at("cannot write", &tdir.join("diff.patch"))?;
         let mut row = TurnRow {
             turn,
             change: String::new(),
@@ -1000,7 +1001,10 @@ impl<'a> Session<'a> {
         };
         // The candidate on disk before it is measured: if this turn is kept
         // and the machine dies, resume finds the kept files here.
-        after.save(&tdir.join("candidate"))?;
+        after.save(&tdir.join("candidate")).at(
+            "cannot save the candidate files to",
+            &tdir.join("candidate"),
+        )?;
         test_stall("measure");
         // Measure candidate and incumbent interleaved.
         self.phase(
@@ -1041,8 +1045,7 @@ impl<'a> Session<'a> {
                     pair,
                     samples_per_sec: v,
                 };
-                let _ = store.append(&ev);
-                view(&ev);
+                send(store, &mut **view, &ev);
             },
         )
         .await;
@@ -1056,7 +1059,8 @@ impl<'a> Session<'a> {
                 }
                 row.runs = f.runs;
                 row.reason = format!("bench failed ({}): {}", f.role, f.error.short());
-                std::fs::write(tdir.join("bench_error.txt"), f.error.to_string())?;
+                std::fs::write(tdir.join("bench_error.txt"), f.error.to_string())
+                    .at("cannot write", &tdir.join("bench_error.txt"))?;
                 return self.finish_turn(row, &tdir, None).map(|_| None);
             }
         };
@@ -1070,40 +1074,32 @@ impl<'a> Session<'a> {
         row.candidate_samples = paired.cand_sps();
         row.incumbent_samples = paired.inc_sps();
         row.data_wait_share = median_share(&paired.candidate);
-        row.reason = if cheaper {
+        // The decision is the judge's: the paired verdict, unless the data
+        // changed. A cheaper setting is judged by the equivalence rule.
+        let explanation = if cheaper {
             stats::explain_cheaper(&paired.ratio, paired.verdict, &self.policy.decision)
         } else {
             stats::explain(&paired.ratio, paired.verdict, &self.policy.decision)
         };
-        // Data equivalence: these knobs must not change what the model is fed.
-        let fp_inc = paired.incumbent.first().and_then(|m| m.fingerprint.clone());
-        let fp_changed = paired.candidate.iter().any(|m| m.fingerprint != fp_inc);
-        let data_changed = fp_inc.is_some() && fp_changed;
-        if verify::DATA_PRESERVING.contains(&knob.as_str()) && data_changed {
-            row.decision = Decision::Rejected;
-            row.reason = format!(
-                "the first batches changed (fingerprint differs): `{knob}` must not alter the data"
-            );
-        } else if knob == "preprocessing" && data_changed && !self.policy.loop_.allow_data_change {
-            row.decision = Decision::Rejected;
-            row.reason = "the preprocessing change altered the first batches (fingerprint differs); set [loop] allow_data_change = true to allow it".into();
-        } else if paired.verdict == Verdict::Keep {
-            row.decision = if cheaper {
-                Decision::KeptCheaper
-            } else {
-                Decision::Kept
-            };
-            if data_changed {
-                row.reason = format!("{} — DATA CHANGED: the first batches differ (allowed by loop.allow_data_change)", row.reason);
-            }
-        } else {
-            row.decision = Decision::Reverted;
-        }
+        let j = judge::judge(
+            &knob,
+            paired.verdict,
+            explanation,
+            DataCheck::of(&paired.incumbent, &paired.candidate),
+            &self.policy,
+        );
+        row.decision = match j.decision {
+            Decision::Kept if cheaper => Decision::KeptCheaper,
+            d => d,
+        };
+        row.reason = j.reason;
         let kept = row.decision.is_kept();
         let change = row.change.clone();
         if kept {
             self.incumbent_files = after;
-            self.incumbent_files.apply(&self.root)?;
+            self.incumbent_files
+                .apply(&self.root)
+                .at("cannot put the kept files in", &self.root)?;
             self.incumbent_sps = row.after_sps.unwrap_or(self.incumbent_sps);
             let mut m = paired.candidate.last().cloned().unwrap_or_default();
             m.data_wait_share = row.data_wait_share;
@@ -1115,7 +1111,11 @@ impl<'a> Session<'a> {
         self.finish_turn(row, &tdir, Some(&paired))?;
         if kept {
             self.incumbent_files
-                .save(&self.store.dir.join("incumbent"))?;
+                .save(&self.store.dir.join("incumbent"))
+                .at(
+                    "cannot save the incumbent files to",
+                    &self.store.dir.join("incumbent"),
+                )?;
             if let Some(branch) = self.git_branch.clone() {
                 let msg = format!("tuneloop {} turn {turn}: {change}", self.store.id);
                 if let Err(e) =
@@ -1136,14 +1136,25 @@ impl<'a> Session<'a> {
         tdir: &Path,
         paired: Option<&Paired>,
     ) -> Result<(), LoopError> {
+        let folder = TurnFolder {
+            turn: row.turn,
+            dir: tdir.to_owned(),
+        };
         if let Some(p) = paired {
-            store::write_json(
-                &tdir.join("bench.json"),
-                &json!({ "candidate": p.candidate, "incumbent": p.incumbent, "ratios": p.ratio.ratios,
-                         "median": p.ratio.median, "ci": p.ratio.ci, "verdict": p.verdict }),
-            )?;
+            folder
+                .write_bench(&TurnBench {
+                    candidate: p.candidate.clone(),
+                    incumbent: p.incumbent.clone(),
+                    ratios: p.ratio.ratios.clone(),
+                    median: Some(p.ratio.median),
+                    ci: Some(p.ratio.ci),
+                    verdict: Some(p.verdict),
+                })
+                .at("cannot write", &tdir.join("bench.json"))?;
         }
-        store::write_json(&tdir.join("decision.json"), &row)?;
+        folder
+            .write_decision(&row)
+            .at("cannot write", &folder.decision_path())?;
         self.rows.push(row.clone());
         self.emit(Event::TurnDecided { row });
         Ok(())
@@ -1157,7 +1168,7 @@ impl<'a> Session<'a> {
     }
 
     /// Best vs baseline, interleaved: the headline speedup.
-    async fn final_measurement(&mut self) -> Result<Option<(f64, [f64; 2], f64)>, LoopError> {
+    async fn final_measurement(&mut self) -> Result<Option<FinalBench>, LoopError> {
         if self.incumbent_files == self.baseline_files {
             return Ok(None);
         }
@@ -1189,26 +1200,28 @@ impl<'a> Session<'a> {
             |_, _, _| {},
         )
         .await;
-        self.incumbent_files.apply(&self.root)?;
+        self.incumbent_files
+            .apply(&self.root)
+            .at("cannot put the best files back in", &self.root)?;
         match res {
             Ok(p) => {
                 self.bench_runs += p.runs();
-                store::write_json(
-                    &self.store.dir.join("final.json"),
-                    &json!({ "best": p.candidate, "baseline": p.incumbent, "ratios": p.ratio.ratios,
-                             "median": p.ratio.median, "ci": p.ratio.ci }),
-                )?;
+                let fin = FinalBench {
+                    best: p.candidate.clone(),
+                    baseline: p.incumbent.clone(),
+                    ratios: p.ratio.ratios.clone(),
+                    median: Some(p.ratio.median),
+                    ci: Some(p.ratio.ci),
+                };
+                fin.write(&self.store.dir)
+                    .at("cannot write", &FinalBench::path(&self.store.dir))?;
                 self.emit(Event::FinalMeasured {
                     baseline_samples: p.inc_sps(),
                     best_samples: p.cand_sps(),
                     speedup: p.ratio.median,
                     ci: p.ratio.ci,
                 });
-                Ok(Some((
-                    p.ratio.median,
-                    p.ratio.ci,
-                    stats::median(&p.cand_sps()),
-                )))
+                Ok(Some(fin))
             }
             Err(f) if matches!(f.error, BenchError::Interrupted) => Err(LoopError::Interrupted),
             Err(f) => {
@@ -1240,54 +1253,57 @@ impl<'a> Session<'a> {
         &mut self,
         stop_reason: &str,
         interrupted: bool,
-        final_: Option<(f64, [f64; 2], f64)>,
+        final_bench: Option<FinalBench>,
     ) -> Result<RunReport, LoopError> {
-        let baseline_sps = stats::median(&self.baseline_samples);
-        let (speedup, speedup_ci, final_sps) = match final_ {
-            Some((s, ci, f)) => (s, Some(ci), f),
-            None => (self.incumbent_sps / baseline_sps, None, self.incumbent_sps),
-        };
-        let r = RunReport {
-            schema_version: report::SCHEMA_VERSION,
+        // The run folder's records as this session holds them (no re-parse),
+        // plus what only the live session knows.
+        let facts = RunFacts {
             run_id: self.store.id.clone(),
             project: self.root.display().to_string(),
             agent: self.agent.name().into(),
             language: self.policy.agent.language.clone(),
             started_at: self.started_at.clone(),
-            baseline_sps,
-            baseline_samples: self.baseline_samples.clone(),
-            baseline_data_wait_share: self.baseline_share,
-            final_sps,
-            final_data_wait_share: self.incumbent.data_wait_share,
-            speedup,
-            speedup_ci,
-            ceiling_sps: self.ceiling,
-            final_share_of_ceiling: self.ceiling.map(|c| final_sps / c),
-            stop_reason: stop_reason.into(),
-            interrupted,
-            total_cost_usd: self.cost,
-            agent_time_ms: self.agent_ms,
-            wall_s: self.started.elapsed().as_secs_f64(),
-            bench_runs: self.bench_runs,
+            state: None,
+            baseline: self.baseline_bench.clone(),
             turns: self.rows.clone(),
             kept_diff: self.diff(&self.baseline_files, &self.incumbent_files),
-            data_path: crate::probe::read_probe(&self.store.dir),
-            measured_loader: crate::bench::command::loader_summary(&self.incumbent),
-            knob_sources: self.knob_sources(),
-            limits: Some(ThroughputLimits::of(
-                self.ceiling,
-                &self.final_state_runs(),
-                final_sps,
-            ))
-            .filter(|l| l.cpu_limit_sps.is_some()), // else the ceiling line says it all
+            final_bench,
+            incumbent: Some(self.incumbent.clone()),
+            final_runs: self.final_state_runs(),
         };
+        let live = LiveFigures {
+            stop_reason: stop_reason.into(),
+            interrupted,
+            wall_s: self.started.elapsed().as_secs_f64(),
+            bench_runs: self.bench_runs,
+            total_cost_usd: self.cost,
+            agent_time_ms: self.agent_ms,
+            knob_sources: self.knob_sources(),
+        };
+        let r = run_report::assemble(&self.store.dir, facts, Some(live));
         test_stall("report");
-        write_report_files(&self.store.dir, &r)?;
+        write_report_files(&self.store.dir, &r)
+            .at("cannot write the report files to", &self.store.dir)?;
         self.emit(Event::ReportWritten {
             path: self.store.dir.join("report.md").display().to_string(),
         });
         Ok(r)
     }
+}
+
+/// The one event sink: appends the event to `events.jsonl` and shows it; a
+/// failed append is shown as a warning (the run goes on; the log is a record,
+/// not the run's state).
+fn send(store: &mut RunStore, view: &mut (dyn FnMut(&Event) + Send), ev: &Event) {
+    if let Err(e) = store.append(ev) {
+        view(&Event::Warning {
+            message: format!(
+                "cannot append to {}: {e}",
+                store.dir.join("events.jsonl").display()
+            ),
+        });
+    }
+    view(ev);
 }
 
 /// report.json, report.md, report.html, plot.svg.
@@ -1334,5 +1350,41 @@ pub async fn calibrate(
 fn test_stall(point: &str) {
     if std::env::var("TUNELOOP_TEST_STALL").is_ok_and(|p| p == point) {
         std::thread::sleep(std::time::Duration::from_secs(120));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_file_write_names_the_file_and_is_no_spawn_error() {
+        let d = tempfile::tempdir().unwrap();
+        // A file where a folder should be: the write fails even as root.
+        std::fs::write(d.path().join("blocker"), "x").unwrap();
+        let files = FileSet(
+            [("blocker/train.py".to_string(), b"x = 1\n".to_vec())]
+                .into_iter()
+                .collect(),
+        );
+        let e = files
+            .save(d.path())
+            .at("cannot save the candidate files to", d.path())
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("cannot save the candidate files to"), "{msg}");
+        assert!(msg.contains("blocker/train.py"), "the file is named: {msg}");
+        assert!(!msg.contains("python"), "no interpreter hint: {msg}");
+        assert!(msg.contains("hint:"), "{msg}");
+        assert_eq!(e.exit_code(), 1);
+        assert!(std::error::Error::source(&e).is_some());
+        // Inside a paired measurement the same failure is a file error too.
+        let b = BenchError::Files {
+            role: "candidate".into(),
+            root: d.path().to_owned(),
+            message: files.apply(d.path()).unwrap_err().to_string(),
+        };
+        assert!(!b.to_string().contains("[project] python"), "{b}");
+        assert!(b.short().contains("candidate"), "{}", b.short());
     }
 }

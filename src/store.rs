@@ -2,6 +2,7 @@
 //! per-turn files, snapshots of the editable files (baseline, incumbent), the
 //! project lock, and listing past runs. Every file is written atomically
 //! (temp file, fsync, rename) so a crash leaves either the old or the new one.
+//! What the files hold, typed, and reading them back is [`crate::run_folder`].
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::event::Event;
+use crate::run_folder::{RunRecord, RunState};
 
 /// Writes `bytes` to `path` atomically and durably.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -42,6 +44,12 @@ pub fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> io::Result<(
     write_atomic(path, s.as_bytes())
 }
 
+/// The same error, its message naming the file it is about (an io error
+/// alone does not say which of several files failed).
+fn naming(e: io::Error, path: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
 /// The editable files' bytes, by path relative to the project root.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FileSet(pub BTreeMap<String, Vec<u8>>);
@@ -50,7 +58,10 @@ impl FileSet {
     pub fn capture(root: &Path, files: &[String]) -> io::Result<FileSet> {
         let mut m = BTreeMap::new();
         for f in files {
-            m.insert(f.clone(), fs::read(root.join(f))?);
+            m.insert(
+                f.clone(),
+                fs::read(root.join(f)).map_err(|e| naming(e, &root.join(f)))?,
+            );
         }
         Ok(FileSet(m))
     }
@@ -62,14 +73,14 @@ impl FileSet {
             if fs::read(&p).ok().as_deref() == Some(bytes.as_slice()) {
                 continue;
             }
-            write_atomic(&p, bytes)?;
+            write_atomic(&p, bytes).map_err(|e| naming(e, &p))?;
         }
         Ok(())
     }
 
     pub fn save(&self, dir: &Path) -> io::Result<()> {
         for (rel, bytes) in &self.0 {
-            write_atomic(&dir.join(rel), bytes)?;
+            write_atomic(&dir.join(rel), bytes).map_err(|e| naming(e, &dir.join(rel)))?;
         }
         Ok(())
     }
@@ -137,6 +148,7 @@ impl RunStore {
                 "elapsed_s".into(),
                 serde_json::json!((self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0),
             );
+            o.insert("v".into(), EVENT_FORMAT_VERSION.into());
         }
         let mut line = serde_json::to_string(&v).map_err(io::Error::other)?;
         line.push('\n');
@@ -147,6 +159,15 @@ impl RunStore {
     pub fn turn_dir(&self, turn: u32) -> PathBuf {
         self.dir.join("turns").join(format!("{turn:02}"))
     }
+}
+
+/// The version of an `events.jsonl` line (its `v` key). Lines written before
+/// the log had a version have no `v` and read the same: [`event_version`] is 0.
+pub const EVENT_FORMAT_VERSION: u32 = 1;
+
+/// The format version of one event line read by [`read_events`].
+pub fn event_version(line: &serde_json::Value) -> u32 {
+    line["v"].as_u64().unwrap_or(0) as u32
 }
 
 /// Reads every event of a run folder; a torn last line (crash mid-write) is skipped.
@@ -199,26 +220,17 @@ pub fn resolve_run(runs_dir: &Path, run: Option<&str>) -> Result<PathBuf, String
 }
 
 /// A run that stopped without finishing (killed, or interrupted and not yet
-/// resumed or restored): its state and folder. The project may hold its files.
+/// resumed or restored): its folder and how it stopped (`killed` for a run
+/// still marked running). The project may hold its files.
 pub fn unfinished_run(runs_dir: &Path) -> Option<(PathBuf, String)> {
-    list_runs(runs_dir).into_iter().rev().find_map(|d| {
-        let v: serde_json::Value =
-            serde_json::from_str(&fs::read_to_string(d.join("run.json")).ok()?).ok()?;
-        match v["state"].as_str()? {
-            "running" => Some((d, "killed".to_string())),
-            "interrupted" => Some((d, "interrupted".to_string())),
+    list_runs(runs_dir)
+        .into_iter()
+        .rev()
+        .find_map(|d| match RunRecord::read(&d).ok()?.state {
+            RunState::Running => Some((d, "killed".to_string())),
+            RunState::Interrupted => Some((d, RunState::Interrupted.to_string())),
             _ => None,
-        }
-    })
-}
-
-/// Sets `state` in a run's run.json.
-pub fn set_run_state(dir: &Path, state: &str) -> io::Result<()> {
-    let p = dir.join("run.json");
-    let mut v: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(&p)?).map_err(io::Error::other)?;
-    v["state"] = state.into();
-    write_json(&p, &v)
+        })
 }
 
 /// One tuning run per project at a time: `runs/.lock` holds the owner's pid.
@@ -311,5 +323,20 @@ mod tests {
         let ev = read_events(d.path()).unwrap();
         assert_eq!(ev.len(), 1);
         assert_eq!(ev[0]["event"], "stopped");
+        assert_eq!(event_version(&ev[0]), EVENT_FORMAT_VERSION);
+    }
+
+    #[test]
+    fn old_event_lines_without_a_version_still_read() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(
+            d.path().join("events.jsonl"),
+            "{\"event\":\"stopped\",\"reason\":\"x\",\"ts\":\"2025-01-01T12:00:00+00:00\",\"elapsed_s\":1.0}\n",
+        )
+        .unwrap();
+        let ev = read_events(d.path()).unwrap();
+        assert_eq!(event_version(&ev[0]), 0);
+        let typed: Event = serde_json::from_value(ev[0].clone()).unwrap();
+        assert_eq!(typed, Event::Stopped { reason: "x".into() });
     }
 }

@@ -34,7 +34,7 @@ use std::path::Path;
 use crate::bench::{stats, Measurement};
 use crate::config::{DecisionPolicy, Workspace};
 use crate::edit::{self, CallSite, KnobSite, SiteKind};
-use crate::report::{AgentInfo, Decision, TurnRow};
+use crate::turn::{AgentInfo, Decision, TurnRow};
 
 /// The loader's arithmetic lives in [`super::evidence`], shared with the Claude agent's prompt.
 pub use super::evidence::LoaderModel;

@@ -13,7 +13,7 @@
 //! Each turn's `agent.backend` records which agent made it.
 
 use crate::config::Policy;
-use crate::report::TurnRow;
+use crate::turn::TurnRow;
 
 use super::builtin::BuiltinAgent;
 use super::claude::ClaudeAgent;

@@ -5,6 +5,7 @@
 //! measurement. The loop never trusts an agent's word: it verifies the files
 //! afterwards (`verify`) and measures.
 
+pub mod assets;
 pub mod builtin;
 pub mod cheaper;
 pub mod claude;
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 use crate::bench::Measurement;
 use crate::config::{Policy, Workspace};
 use crate::process::Interrupt;
-use crate::report::{AgentInfo, TurnRow};
+use crate::turn::{AgentInfo, TurnRow};
 
 /// What an agent is told at the start of a turn.
 pub struct TurnContext<'a> {

@@ -191,6 +191,38 @@ pub fn explain(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> String {
     }
 }
 
+/// The A/A figures `bench --aa` prints.
+#[derive(serde::Serialize, Debug)]
+pub struct Calibration {
+    pub ratios: Vec<f64>,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub sd_log: f64,
+    pub ci: [f64; 2],
+    /// Two standard deviations of one pair's ratio, at least 0.5%, rounded up to 0.5%.
+    pub suggested_noise_threshold: f64,
+}
+
+impl Calibration {
+    pub fn from_ratios(ratios: &[f64], confidence: f64) -> Calibration {
+        let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+        let n = logs.len().max(1) as f64;
+        let mean = logs.iter().sum::<f64>() / n;
+        let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+        let suggested = ((2.0 * sd).max(0.005) * 200.0).ceil() / 200.0;
+        Calibration {
+            ratios: ratios.to_vec(),
+            median: median(ratios),
+            min: ratios.iter().cloned().fold(f64::INFINITY, f64::min),
+            max: ratios.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+            sd_log: sd,
+            ci: log_t_interval(ratios, confidence),
+            suggested_noise_threshold: suggested,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,5 +360,32 @@ mod tests {
             }
         }
         assert!(keeps * 100 < trials, "{keeps} of {trials} null trials kept");
+    }
+
+    #[test]
+    fn calibration_of_a_quiet_and_a_noisy_machine() {
+        // Identical pairs: no spread, the smallest threshold (0.5%).
+        let c = Calibration::from_ratios(&[1.0, 1.0, 1.0, 1.0], 0.95);
+        assert_eq!(c.sd_log, 0.0);
+        assert_eq!(c.suggested_noise_threshold, 0.005);
+        assert_eq!((c.min, c.max, c.median), (1.0, 1.0, 1.0));
+        // A noisy machine: ±3% pairs → about 2×sd rounded up to 0.5%.
+        let r = [1.03, 0.97, 1.03, 0.97, 1.0];
+        let c = Calibration::from_ratios(&r, 0.95);
+        let logs: Vec<f64> = r.iter().map(|x: &f64| x.ln()).collect();
+        let mean = logs.iter().sum::<f64>() / 5.0;
+        let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / 4.0).sqrt();
+        assert!((c.sd_log - sd).abs() < 1e-12);
+        assert!(c.suggested_noise_threshold >= 2.0 * sd);
+        assert!(c.suggested_noise_threshold < 2.0 * sd + 0.005);
+        assert_eq!(
+            (c.suggested_noise_threshold * 200.0).round(),
+            c.suggested_noise_threshold * 200.0
+        );
+        assert_eq!((c.min, c.max), (0.97, 1.03));
+        assert!(c.ci[0] < 1.0 && c.ci[1] > 1.0, "{:?}", c.ci);
+        // One pair: the spread is undefined, not NaN.
+        let c = Calibration::from_ratios(&[1.02], 0.95);
+        assert!(c.sd_log.is_finite());
     }
 }

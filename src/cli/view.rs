@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use crate::event::Event;
 use crate::report::{labels_for, Decision, Labels};
 use crate::review::char_width;
+use crate::words::ViewWords as Words;
 
 /// Colour on stderr: a terminal, and no `NO_COLOR`.
 pub fn use_color() -> bool {
@@ -62,85 +63,6 @@ pub fn diff_line(line: &str, color: bool) -> String {
         line.to_string()
     }
 }
-
-/// The words of the view in one language. English wording is the plain
-/// mode's contract (tests and scripts grep it): change it with care.
-struct Words {
-    turn: &'static str,
-    run_started: &'static str,
-    run_resumed: &'static str,
-    baseline_line: &'static str,
-    cpus: &'static str,
-    low_data_wait: &'static str,
-    incumbent: &'static str,
-    agent_done: &'static str,
-    agent_failed: &'static str,
-    agent_line: &'static str,
-    pair_of: &'static str,
-    runs: &'static str,
-    stopped: &'static str,
-    final_line: &'static str,
-    warning: &'static str,
-    report: &'static str,
-    phase_baseline: &'static str,
-    phase_agent: &'static str,
-    phase_measuring: &'static str,
-    phase_deciding: &'static str,
-    phase_final: &'static str,
-    last: &'static str,
-}
-
-// Placeholders: {id} {agent} {n} {sps} {dw} {ceil} {cpus} {dev} {pct} {list}
-// {state} {secs} {cost} {summary} {k} {total} {reason} {x} {lo} {hi} {path}.
-const EN: Words = Words {
-    turn: "turn",
-    run_started: "run {id} started, agent {agent}",
-    run_resumed: "run {id} resumed after {n} completed turn(s)",
-    baseline_line: "baseline {sps} samples/sec, data_wait {dw}, ceiling {ceil}, {cpus}, {dev}",
-    cpus: "{n} CPUs",
-    low_data_wait: "data_wait is only {pct}% of step time: DataLoader tuning cannot help much. Compute-side candidates: {list}",
-    incumbent: "incumbent",
-    agent_done: "done",
-    agent_failed: "failed",
-    agent_line: "agent {state} in {secs} s{cost}: {summary}",
-    pair_of: "pair {k} of {total}",
-    runs: "runs",
-    stopped: "stopped: {reason}",
-    final_line: "final: best vs baseline ×{x} [{lo}, {hi}]",
-    warning: "warning: ",
-    report: "report: {path}",
-    phase_baseline: "baseline",
-    phase_agent: "agent",
-    phase_measuring: "measuring",
-    phase_deciding: "deciding",
-    phase_final: "final",
-    last: "last",
-};
-
-const JA: Words = Words {
-    turn: "ターン",
-    run_started: "実行 {id} を開始 (エージェント {agent})",
-    run_resumed: "実行 {id} を再開 (完了済み {n} ターン)",
-    baseline_line: "ベースライン {sps} samples/sec, data_wait {dw}, 上限 {ceil}, {cpus}, {dev}",
-    cpus: "CPU {n} 個",
-    low_data_wait: "data_wait はステップ時間の {pct}% にすぎません: DataLoader の調整ではほとんど速くなりません。計算側の候補: {list}",
-    incumbent: "現行ベスト",
-    agent_done: "完了",
-    agent_failed: "失敗",
-    agent_line: "エージェント{state} ({secs} 秒{cost}): {summary}",
-    pair_of: "ペア {k}/{total}",
-    runs: "回実行",
-    stopped: "停止: {reason}",
-    final_line: "最終: ベスト対ベースライン ×{x} [{lo}, {hi}]",
-    warning: "警告: ",
-    report: "レポート: {path}",
-    phase_baseline: "ベースライン測定",
-    phase_agent: "エージェント",
-    phase_measuring: "測定中",
-    phase_deciding: "判定中",
-    phase_final: "最終測定",
-    last: "直近",
-};
 
 fn fill(template: &str, vars: &[(&str, &str)]) -> String {
     let mut s = template.to_string();
@@ -219,7 +141,7 @@ impl View {
             live,
             color,
             ja,
-            words: if ja { &JA } else { &EN },
+            words: &crate::words::for_language(language).view,
             labels: labels_for(language),
             started: Instant::now(),
             incumbent_sps: None,

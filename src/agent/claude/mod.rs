@@ -36,8 +36,8 @@ use serde_json::json;
 
 use crate::config::{AgentPolicy, Policy, Workspace};
 use crate::process::{self, Ending, Interrupt, Spec};
-use crate::report::AgentInfo;
 use crate::store;
+use crate::turn::AgentInfo;
 
 use super::{AgentReport, TurnContext};
 use prompt::TableDelivery;
@@ -403,8 +403,8 @@ pub fn procedure(ws_dir: &Path, project_root: &Path) -> Procedure {
         .as_deref()
         .and_then(procedure_block)
         .filter(|b| !b.is_empty())
-        .or_else(|| procedure_block(crate::cli::PROCEDURE_MD))
-        .unwrap_or(crate::cli::PROCEDURE_MD);
+        .or_else(|| procedure_block(crate::agent::assets::PROCEDURE_MD))
+        .unwrap_or(crate::agent::assets::PROCEDURE_MD);
     Procedure::Appended(text.to_string())
 }
 
@@ -556,7 +556,7 @@ mod tests {
     #[test]
     fn procedure_block_reads_between_the_markers() {
         assert_eq!(
-            procedure_block(crate::cli::PROCEDURE_MD).map(|b| b.starts_with("## ")),
+            procedure_block(crate::agent::assets::PROCEDURE_MD).map(|b| b.starts_with("## ")),
             Some(true)
         );
         assert_eq!(procedure_block("no markers"), None);

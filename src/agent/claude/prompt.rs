@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::agent::evidence::{Evidence, Outlook};
 use crate::edit::CallSite;
-use crate::report::{Decision, TurnRow};
+use crate::turn::{Decision, TurnRow};
 
 /// Claude Code refuses piped stdin above 10 × 1024 × 1024 UTF-16 code units.
 pub const STDIN_CAP_UTF16: usize = 10 * 1024 * 1024;
@@ -51,9 +51,9 @@ pub fn load_template(ws_dir: &Path, prompt_path: &str, language: &str) -> (Strin
         Ok(t) => (t, path.display().to_string()),
         Err(_) => {
             let embedded = if language == "ja" {
-                crate::cli::PROMPT_JA
+                crate::agent::assets::PROMPT_JA
             } else {
-                crate::cli::PROMPT_EN
+                crate::agent::assets::PROMPT_EN
             };
             (
                 embedded.to_string(),
@@ -611,7 +611,7 @@ fn profile_source(t: &TableDelivery, ja: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::AgentInfo;
+    use crate::turn::AgentInfo;
 
     fn row(
         turn: u32,
@@ -717,7 +717,10 @@ mod tests {
     #[test]
     fn every_placeholder_of_both_templates_is_filled() {
         let (sites, hist, knobs) = setup();
-        for (lang, tpl) in [("en", crate::cli::PROMPT_EN), ("ja", crate::cli::PROMPT_JA)] {
+        for (lang, tpl) in [
+            ("en", crate::agent::assets::PROMPT_EN),
+            ("ja", crate::agent::assets::PROMPT_JA),
+        ] {
             let mut f = facts(lang, &sites, &hist, &knobs, &TableDelivery::Stdin);
             let editable = vec!["train.py".to_string()];
             f.editable = &editable;
@@ -781,11 +784,11 @@ mod tests {
         let mut en = facts("en", &sites, &hist, &knobs, &TableDelivery::Stdin);
         en.editable = &editable;
         en.evidence = Some(&e);
-        insta::assert_snapshot!("prompt_en", render(crate::cli::PROMPT_EN, &en));
+        insta::assert_snapshot!("prompt_en", render(crate::agent::assets::PROMPT_EN, &en));
         let mut ja = facts("ja", &sites, &hist[..1], &knobs, &file);
         ja.editable = &editable;
         ja.evidence = Some(&e);
-        insta::assert_snapshot!("prompt_ja", render(crate::cli::PROMPT_JA, &ja));
+        insta::assert_snapshot!("prompt_ja", render(crate::agent::assets::PROMPT_JA, &ja));
     }
 
     #[test]
@@ -793,7 +796,10 @@ mod tests {
         let (sites, hist, _) = setup();
         let knobs: Vec<String> = ARTICLE_ORDER.iter().map(|k| k.to_string()).collect();
         let e = evidence();
-        for (lang, tpl) in [("en", crate::cli::PROMPT_EN), ("ja", crate::cli::PROMPT_JA)] {
+        for (lang, tpl) in [
+            ("en", crate::agent::assets::PROMPT_EN),
+            ("ja", crate::agent::assets::PROMPT_JA),
+        ] {
             let mut f = facts(lang, &sites, &hist, &knobs, &TableDelivery::Stdin);
             f.evidence = Some(&e);
             let out = render(tpl, &f);
@@ -825,7 +831,7 @@ mod tests {
         // English words for what cannot help, and for the stall shape.
         let mut f = facts("en", &sites, &hist, &knobs, &TableDelivery::Stdin);
         f.evidence = Some(&e);
-        let out = render(crate::cli::PROMPT_EN, &f);
+        let out = render(crate::agent::assets::PROMPT_EN, &f);
         assert!(
             out.contains("`pin_memory`: nothing: no CUDA device"),
             "{out}"
@@ -876,7 +882,7 @@ mod tests {
     fn the_workspace_template_wins_over_the_built_in_one() {
         let d = tempfile::tempdir().unwrap();
         let (t, src) = load_template(d.path(), "prompts/turn.{language}.md", "ja");
-        assert_eq!(t, crate::cli::PROMPT_JA);
+        assert_eq!(t, crate::agent::assets::PROMPT_JA);
         assert!(src.contains("built-in"));
         std::fs::create_dir_all(d.path().join("prompts")).unwrap();
         std::fs::write(d.path().join("prompts/turn.en.md"), "mine {{turn}}").unwrap();

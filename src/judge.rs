@@ -1,0 +1,494 @@
+//! The loop's rules as pure functions: what a measured turn decides (keep,
+//! revert, reject) from its paired figures, the data fingerprints and the
+//! policy, and when the loop stops. No I/O, no Python: `run_loop` measures
+//! and records, these decide, and their unit tests cover every case.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::bench::stats::Verdict;
+use crate::bench::Measurement;
+use crate::config::Policy;
+use crate::turn::{Decision, TurnRow};
+use crate::verify;
+
+/// Above this share of its ceiling, an incumbent says more about the noise
+/// of the ceiling's one run than about the job having reached it.
+pub const CREDIBLE_CEILING_SHARE: f64 = 1.10;
+
+/// Whether the candidate fed the model the same first batches as the
+/// incumbent (by the harness's fingerprint of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataCheck {
+    /// The incumbent's runs carry no fingerprint: nothing to compare.
+    Unknown,
+    /// Every candidate run has the incumbent's fingerprint.
+    Same,
+    /// At least one candidate run's first batches differ (or it has none).
+    Changed,
+}
+
+impl DataCheck {
+    /// Compares each candidate run's fingerprint with the incumbent's first.
+    pub fn of(incumbent: &[Measurement], candidate: &[Measurement]) -> DataCheck {
+        let Some(fp) = incumbent.first().and_then(|m| m.fingerprint.as_ref()) else {
+            return DataCheck::Unknown;
+        };
+        if candidate.iter().any(|m| m.fingerprint.as_ref() != Some(fp)) {
+            DataCheck::Changed
+        } else {
+            DataCheck::Same
+        }
+    }
+}
+
+/// A measured turn's decision and the reason recorded with it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Judgement {
+    pub decision: Decision,
+    pub reason: String,
+}
+
+/// Decides a measured turn. `verdict` and `rule_reason` are the paired
+/// rule's (`stats::decide`, `stats::explain`); `knob` is what the turn
+/// changed. Data-preserving knobs that changed the data are rejected; a
+/// preprocessing change that did is rejected unless the policy allows data
+/// changes (then a kept one says so); otherwise the verdict stands.
+pub fn judge(
+    knob: &str,
+    verdict: Verdict,
+    rule_reason: String,
+    data: DataCheck,
+    policy: &Policy,
+) -> Judgement {
+    let data_changed = data == DataCheck::Changed;
+    if verify::DATA_PRESERVING.contains(&knob) && data_changed {
+        return Judgement {
+            decision: Decision::Rejected,
+            reason: format!(
+                "the first batches changed (fingerprint differs): `{knob}` must not alter the data"
+            ),
+        };
+    }
+    if knob == "preprocessing" && data_changed && !policy.loop_.allow_data_change {
+        return Judgement {
+            decision: Decision::Rejected,
+            reason: "the preprocessing change altered the first batches (fingerprint differs); set [loop] allow_data_change = true to allow it".into(),
+        };
+    }
+    if verdict == Verdict::Keep {
+        let reason = if data_changed {
+            format!("{rule_reason} — DATA CHANGED: the first batches differ (allowed by loop.allow_data_change)")
+        } else {
+            rule_reason
+        };
+        return Judgement {
+            decision: Decision::Kept,
+            reason,
+        };
+    }
+    Judgement {
+        decision: Decision::Reverted,
+        reason: rule_reason,
+    }
+}
+
+/// Why the loop stops before another turn.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StopReason {
+    /// The baseline's data_wait share is below the policy's threshold (and
+    /// `loop.force` is off): DataLoader tuning cannot help much.
+    LowDataWaitAtBaseline {
+        share: f64,
+    },
+    IterationLimit {
+        max: u32,
+    },
+    NotKeptStreak {
+        turns: u32,
+    },
+    CostBudget {
+        spent: f64,
+        limit: f64,
+    },
+    TimeBudget {
+        limit_s: u64,
+    },
+    /// After a kept change, data_wait is no longer a real share of the step.
+    DataWaitInsignificant {
+        share: f64,
+    },
+    /// The incumbent is within the policy's share of the step-alone ceiling.
+    NearCeiling {
+        share: f64,
+    },
+}
+
+/// The words the run log and the report have always used.
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            StopReason::LowDataWaitAtBaseline { share } => write!(
+                f,
+                "data_wait is only {:.1}% of step time at the baseline: DataLoader tuning cannot help much",
+                share * 100.0
+            ),
+            StopReason::IterationLimit { max } => write!(f, "iteration limit ({max}) reached"),
+            StopReason::NotKeptStreak { turns } => write!(f, "{turns} turns in a row not kept"),
+            StopReason::CostBudget { spent, limit } => {
+                write!(f, "cost budget spent (${spent:.2} of ${limit:.2})")
+            }
+            StopReason::TimeBudget { limit_s } => write!(f, "time budget spent ({limit_s} s)"),
+            StopReason::DataWaitInsignificant { share } => write!(
+                f,
+                "data_wait no longer significant ({:.1}% of step time)",
+                share * 100.0
+            ),
+            StopReason::NearCeiling { share } if share < 1.0 => {
+                write!(f, "within {:.0}% of the ceiling", (1.0 - share) * 100.0)
+            }
+            StopReason::NearCeiling { share } => {
+                write!(f, "at the ceiling ({:.0}% of it)", share * 100.0)
+            }
+        }
+    }
+}
+
+/// Where the run stands before the next turn: what the stop rule reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress<'a> {
+    pub turns_done: u32,
+    pub max_iterations: u32,
+    /// The decided turns so far.
+    pub rows: &'a [TurnRow],
+    pub cost_usd: f64,
+    pub elapsed: Duration,
+    /// The incumbent's data_wait share and samples/sec.
+    pub incumbent_share: Option<f64>,
+    pub incumbent_sps: f64,
+    pub ceiling_sps: Option<f64>,
+}
+
+/// Before the first turn: stop at once when the baseline's data_wait share
+/// is too small to be worth tuning, unless `loop.force`. Returns whether to
+/// warn (the share is small) and the stop reason, if any.
+pub fn baseline_stop(share: Option<f64>, policy: &Policy) -> (bool, Option<StopReason>) {
+    match share {
+        Some(share) if share < policy.decision.stop_when_data_wait_below => (
+            true,
+            (!policy.loop_.force).then_some(StopReason::LowDataWaitAtBaseline { share }),
+        ),
+        _ => (false, None),
+    }
+}
+
+/// The stop rule, checked before each turn, in this order: the iteration
+/// limit, the streak of turns not kept, the cost and time budgets, data_wait
+/// no longer significant (after a turn), and closeness to the ceiling.
+pub fn stop_rule(p: &Progress<'_>, policy: &Policy) -> Option<StopReason> {
+    let l = &policy.loop_;
+    let d = &policy.decision;
+    if p.turns_done >= p.max_iterations {
+        return Some(StopReason::IterationLimit {
+            max: p.max_iterations,
+        });
+    }
+    let streak = p
+        .rows
+        .iter()
+        .rev()
+        .take_while(|r| !r.decision.is_kept())
+        .count() as u32;
+    if l.max_consecutive_reverts > 0 && streak >= l.max_consecutive_reverts {
+        return Some(StopReason::NotKeptStreak { turns: streak });
+    }
+    if l.max_total_usd > 0.0 && p.cost_usd >= l.max_total_usd {
+        return Some(StopReason::CostBudget {
+            spent: p.cost_usd,
+            limit: l.max_total_usd,
+        });
+    }
+    if l.max_wall_s > 0 && p.elapsed.as_secs() >= l.max_wall_s {
+        return Some(StopReason::TimeBudget {
+            limit_s: l.max_wall_s,
+        });
+    }
+    if p.turns_done > 0 {
+        if let Some(share) = p.incumbent_share {
+            if share < d.stop_when_data_wait_below {
+                return Some(StopReason::DataWaitInsignificant { share });
+            }
+        }
+    }
+    if let Some(c) = p.ceiling_sps.filter(|c| *c > 0.0) {
+        let share = p.incumbent_sps / c;
+        // Far above the step-alone ceiling while data_wait is still a real
+        // share (checked above), the ceiling run was disturbed: not a reason to stop.
+        if share >= d.stop_when_ceiling_share_above && share <= CREDIBLE_CEILING_SHARE {
+            return Some(StopReason::NearCeiling { share });
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::turn::AgentInfo;
+
+    fn fp(f: Option<&str>) -> Measurement {
+        Measurement {
+            samples_per_sec: 100.0,
+            fingerprint: f.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn data_check_compares_every_candidate_run_with_the_incumbent() {
+        let a = || fp(Some("aaa"));
+        let b = || fp(Some("bbb"));
+        assert_eq!(DataCheck::of(&[a(), a()], &[a(), a()]), DataCheck::Same);
+        assert_eq!(DataCheck::of(&[a()], &[a(), b()]), DataCheck::Changed);
+        // A candidate run without a fingerprint cannot vouch for its data.
+        assert_eq!(DataCheck::of(&[a()], &[a(), fp(None)]), DataCheck::Changed);
+        // No incumbent fingerprint (older harness, command mode without it).
+        assert_eq!(DataCheck::of(&[fp(None)], &[b()]), DataCheck::Unknown);
+        assert_eq!(DataCheck::of(&[], &[b()]), DataCheck::Unknown);
+    }
+
+    fn allow(yes: bool) -> Policy {
+        let mut p = Policy::default();
+        p.loop_.allow_data_change = yes;
+        p
+    }
+
+    #[test]
+    fn a_data_preserving_knob_that_changed_the_data_is_rejected_even_if_faster() {
+        for knob in verify::DATA_PRESERVING {
+            for allowed in [false, true] {
+                let j = judge(
+                    knob,
+                    Verdict::Keep,
+                    "faster".into(),
+                    DataCheck::Changed,
+                    &allow(allowed),
+                );
+                assert_eq!(j.decision, Decision::Rejected, "{knob}");
+                assert!(j.reason.contains(knob), "{}", j.reason);
+                assert!(j.reason.contains("fingerprint differs"), "{}", j.reason);
+            }
+            for data in [DataCheck::Same, DataCheck::Unknown] {
+                let j = judge(knob, Verdict::Keep, "faster".into(), data, &allow(false));
+                assert_eq!(j.decision, Decision::Kept, "{knob} {data:?}");
+                assert_eq!(j.reason, "faster");
+            }
+        }
+    }
+
+    #[test]
+    fn a_preprocessing_change_that_changed_the_data_needs_the_policys_leave() {
+        let j = judge(
+            "preprocessing",
+            Verdict::Keep,
+            "faster".into(),
+            DataCheck::Changed,
+            &allow(false),
+        );
+        assert_eq!(j.decision, Decision::Rejected);
+        assert!(
+            j.reason.contains("allow_data_change = true"),
+            "{}",
+            j.reason
+        );
+        let j = judge(
+            "preprocessing",
+            Verdict::Keep,
+            "faster".into(),
+            DataCheck::Changed,
+            &allow(true),
+        );
+        assert_eq!(j.decision, Decision::Kept);
+        assert!(
+            j.reason.starts_with("faster — DATA CHANGED"),
+            "{}",
+            j.reason
+        );
+        // Allowed but not faster: reverted, with the rule's reason.
+        let j = judge(
+            "preprocessing",
+            Verdict::Revert,
+            "not faster".into(),
+            DataCheck::Changed,
+            &allow(true),
+        );
+        assert_eq!(
+            j,
+            Judgement {
+                decision: Decision::Reverted,
+                reason: "not faster".into()
+            }
+        );
+        let j = judge(
+            "preprocessing",
+            Verdict::Keep,
+            "faster".into(),
+            DataCheck::Same,
+            &allow(false),
+        );
+        assert_eq!(j.decision, Decision::Kept);
+        assert_eq!(j.reason, "faster");
+    }
+
+    #[test]
+    fn without_a_data_problem_the_paired_verdict_stands() {
+        for data in [DataCheck::Same, DataCheck::Unknown] {
+            for (v, want) in [
+                (Verdict::Keep, Decision::Kept),
+                (Verdict::Revert, Decision::Reverted),
+                (Verdict::Undecided, Decision::Reverted),
+            ] {
+                let j = judge("num_workers", v, "rule".into(), data, &allow(false));
+                assert_eq!(j.decision, want, "{v:?} {data:?}");
+                assert_eq!(j.reason, "rule");
+            }
+        }
+    }
+
+    fn row(decision: Decision) -> TurnRow {
+        TurnRow {
+            turn: 1,
+            change: String::new(),
+            file: None,
+            before_sps: None,
+            after_sps: None,
+            ratio: None,
+            ratio_ci: None,
+            runs: 0,
+            decision,
+            reason: String::new(),
+            agent: AgentInfo::default(),
+            candidate_samples: vec![],
+            incumbent_samples: vec![],
+            data_wait_share: None,
+        }
+    }
+
+    fn progress(rows: &[TurnRow]) -> Progress<'_> {
+        Progress {
+            turns_done: rows.len() as u32,
+            max_iterations: 10,
+            rows,
+            cost_usd: 0.0,
+            elapsed: Duration::from_secs(1),
+            incumbent_share: Some(0.5),
+            incumbent_sps: 100.0,
+            ceiling_sps: None,
+        }
+    }
+
+    fn policy() -> Policy {
+        let mut p = Policy::default();
+        p.loop_.max_consecutive_reverts = 3;
+        p.loop_.max_total_usd = 1.0;
+        p.loop_.max_wall_s = 600;
+        p.decision.stop_when_data_wait_below = 0.05;
+        p.decision.stop_when_ceiling_share_above = 0.9;
+        p
+    }
+
+    #[test]
+    fn the_stop_rule_names_each_reason() {
+        let p = policy();
+        let none: Vec<TurnRow> = vec![];
+        assert_eq!(stop_rule(&progress(&none), &p), None);
+
+        let mut g = progress(&none);
+        g.turns_done = 10;
+        assert_eq!(
+            stop_rule(&g, &p),
+            Some(StopReason::IterationLimit { max: 10 })
+        );
+        assert_eq!(
+            stop_rule(&g, &p).unwrap().to_string(),
+            "iteration limit (10) reached"
+        );
+
+        let rows = vec![
+            row(Decision::Kept),
+            row(Decision::Reverted),
+            row(Decision::Rejected),
+            row(Decision::Failed),
+        ];
+        let s = stop_rule(&progress(&rows), &p).unwrap();
+        assert_eq!(s, StopReason::NotKeptStreak { turns: 3 });
+        assert_eq!(s.to_string(), "3 turns in a row not kept");
+        // A kept turn ends the streak.
+        let rows2 = vec![row(Decision::Reverted), row(Decision::Kept)];
+        assert_eq!(stop_rule(&progress(&rows2), &p), None);
+
+        let mut g = progress(&none);
+        g.cost_usd = 1.25;
+        let s = stop_rule(&g, &p).unwrap();
+        assert_eq!(s.to_string(), "cost budget spent ($1.25 of $1.00)");
+
+        let mut g = progress(&none);
+        g.elapsed = Duration::from_secs(600);
+        assert_eq!(
+            stop_rule(&g, &p).unwrap().to_string(),
+            "time budget spent (600 s)"
+        );
+
+        // data_wait small: only after a turn (the baseline has its own rule).
+        let mut g = progress(&none);
+        g.incumbent_share = Some(0.02);
+        assert_eq!(stop_rule(&g, &p), None);
+        let one = vec![row(Decision::Kept)];
+        let mut g = progress(&one);
+        g.incumbent_share = Some(0.02);
+        assert_eq!(
+            stop_rule(&g, &p).unwrap().to_string(),
+            "data_wait no longer significant (2.0% of step time)"
+        );
+    }
+
+    #[test]
+    fn the_ceiling_stops_the_loop_only_when_the_share_is_credible() {
+        let p = policy();
+        let none: Vec<TurnRow> = vec![];
+        let at = |sps: f64, ceiling: Option<f64>| {
+            let mut g = progress(&none);
+            g.incumbent_sps = sps;
+            g.ceiling_sps = ceiling;
+            stop_rule(&g, &p)
+        };
+        assert_eq!(at(80.0, Some(100.0)), None);
+        assert_eq!(
+            at(95.0, Some(100.0)).unwrap().to_string(),
+            "within 5% of the ceiling"
+        );
+        assert_eq!(
+            at(105.0, Some(100.0)).unwrap().to_string(),
+            "at the ceiling (105% of it)"
+        );
+        // Far above the ceiling: the ceiling run was disturbed.
+        assert_eq!(at(150.0, Some(100.0)), None);
+        assert_eq!(at(95.0, Some(0.0)), None);
+        assert_eq!(at(95.0, None), None);
+    }
+
+    #[test]
+    fn a_small_baseline_data_wait_warns_and_stops_unless_forced() {
+        let mut p = policy();
+        let (warn, stop) = baseline_stop(Some(0.03), &p);
+        assert!(warn);
+        assert_eq!(
+            stop.unwrap().to_string(),
+            "data_wait is only 3.0% of step time at the baseline: DataLoader tuning cannot help much"
+        );
+        p.loop_.force = true;
+        assert_eq!(baseline_stop(Some(0.03), &p), (true, None));
+        assert_eq!(baseline_stop(Some(0.5), &p), (false, None));
+        assert_eq!(baseline_stop(None, &p), (false, None));
+    }
+}

@@ -1,0 +1,445 @@
+//! The one place a [`RunReport`] is assembled. Its inputs are the run
+//! folder's typed records ([`RunFacts`]): read back from disk for a run that
+//! ended without a report (`tuneloop report`, `show`, `runs`), or held in
+//! memory by the live session, which adds what only it knows
+//! ([`LiveFigures`]: the stop reason as it happened, the wall clock, every
+//! bench run including failed ones, the agent cost of turns that left no row).
+//! Both paths go through [`assemble`], so a report written at the end of a
+//! run and one rebuilt after a crash say the same things the same way.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::bench::stats;
+use crate::bench::Measurement;
+use crate::report::{self, RunReport, TurnRow};
+use crate::run_folder::{
+    self, BaselineBench, FinalBench, RunFolderError, RunRecord, RunState, TurnFolder,
+};
+use crate::store::{self, FileSet};
+
+/// What the run folder says about a run, typed: the figures a report is made of.
+#[derive(Clone, Debug, Default)]
+pub struct RunFacts {
+    pub run_id: String,
+    pub project: String,
+    pub agent: String,
+    pub language: String,
+    pub started_at: String,
+    /// `None` when run.json is missing or torn.
+    pub state: Option<RunState>,
+    pub baseline: BaselineBench,
+    /// The decided turns, in order.
+    pub turns: Vec<TurnRow>,
+    /// Baseline → best, one unified diff.
+    pub kept_diff: String,
+    /// The final best-vs-baseline measurement, when it was done.
+    pub final_bench: Option<FinalBench>,
+    /// The incumbent's measurement (the last kept candidate's, else the
+    /// baseline's), for the report's "measured loader" line.
+    pub incumbent: Option<Measurement>,
+    /// The final state's own runs (the last kept candidate's, else the
+    /// baseline's): what its cores can feed.
+    pub final_runs: Vec<Measurement>,
+}
+
+/// What only a live session knows at the end of its run.
+#[derive(Clone, Debug)]
+pub struct LiveFigures {
+    pub stop_reason: String,
+    pub interrupted: bool,
+    pub wall_s: f64,
+    pub bench_runs: u32,
+    pub total_cost_usd: f64,
+    pub agent_time_ms: u64,
+    /// Command mode: where the measured loader's knobs are set, as the
+    /// project's files say now (a rebuilt report has none).
+    pub knob_sources: Vec<String>,
+}
+
+impl RunFacts {
+    /// Reads a run folder: `run.json`, `baseline/bench.json`, each decided
+    /// turn's `decision.json`, `final.json` when present, and the saved files
+    /// for the kept diff. Fails only when the baseline was not measured.
+    pub fn read(dir: &Path) -> Result<RunFacts, RunFolderError> {
+        let run = RunRecord::read(dir).ok();
+        let baseline = BaselineBench::read(dir)?;
+        let decided = run_folder::decided_turns(dir);
+        let last_kept = decided.iter().rev().find(|(_, r)| r.decision.is_kept());
+        let editable: Vec<String> = run.as_ref().map(|r| r.editable.clone()).unwrap_or_default();
+        let kept_diff = kept_diff(
+            dir,
+            &editable,
+            last_kept.map(|(t, _)| t.candidate_dir()),
+            &decided,
+        );
+        let kept_runs = last_kept
+            .and_then(|(t, _)| t.bench().ok())
+            .map(|b| b.candidate)
+            .unwrap_or_default();
+        let incumbent = kept_runs
+            .last()
+            .cloned()
+            .or_else(|| baseline.runs.first().cloned());
+        let final_runs = if last_kept.is_some() {
+            kept_runs
+        } else {
+            baseline.runs.clone()
+        };
+        let str_of =
+            |f: fn(&RunRecord) -> &String| run.as_ref().map(f).cloned().unwrap_or_default();
+        Ok(RunFacts {
+            run_id: run
+                .as_ref()
+                .map(|r| r.run_id.clone())
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(|| {
+                    dir.file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned()
+                }),
+            project: str_of(|r| &r.project_root),
+            agent: str_of(|r| &r.agent),
+            language: run
+                .as_ref()
+                .map_or_else(|| "en".to_string(), |r| r.policy.agent.language.clone()),
+            started_at: str_of(|r| &r.started_at),
+            state: run.as_ref().map(|r| r.state),
+            baseline,
+            turns: decided.into_iter().map(|(_, r)| r).collect(),
+            kept_diff,
+            final_bench: FinalBench::read(dir).ok(),
+            incumbent,
+            final_runs,
+        })
+    }
+}
+
+/// The report of the run in `dir` from its facts; `live` when the session
+/// that ran it is assembling it, `None` when it is rebuilt from the folder
+/// (then it is marked interrupted, its stop reason and wall time come from
+/// the event log, and its bench runs are counted from the files).
+pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunReport {
+    let base_runs = &facts.baseline.runs;
+    let baseline_samples: Vec<f64> = base_runs.iter().map(|m| m.samples_per_sec).collect();
+    let shares: Vec<f64> = base_runs.iter().filter_map(|m| m.data_wait_share).collect();
+    let baseline_share = (!shares.is_empty()).then(|| stats::median(&shares));
+    let ceiling = base_runs.iter().find_map(|m| m.ceiling_sps);
+    let baseline_sps = if baseline_samples.is_empty() {
+        f64::NAN
+    } else {
+        stats::median(&baseline_samples)
+    };
+    let last_kept = facts.turns.iter().rev().find(|r| r.decision.is_kept());
+    let mut final_sps = last_kept.and_then(|r| r.after_sps).unwrap_or(baseline_sps);
+    let final_share = match last_kept {
+        Some(r) => r.data_wait_share,
+        None => baseline_share,
+    };
+    let mut speedup = final_sps / baseline_sps;
+    let mut speedup_ci = None;
+    let mut final_runs = facts.final_runs.clone();
+    let mut counted_runs =
+        facts.baseline.run_count() + facts.turns.iter().map(|r| r.runs).sum::<u32>();
+    if let Some(f) = &facts.final_bench {
+        let best: Vec<f64> = f.best.iter().map(|m| m.samples_per_sec).collect();
+        if let (Some(m), false) = (f.median, best.is_empty()) {
+            speedup = m;
+            final_sps = stats::median(&best);
+            speedup_ci = f.ci;
+            final_runs = f.best.clone();
+            counted_runs += best.len() as u32 + f.baseline.len() as u32;
+        }
+    }
+    let live = live.unwrap_or_else(|| {
+        let events = store::read_events(dir).unwrap_or_default();
+        LiveFigures {
+            stop_reason: stop_reason_from_log(&events, facts.state),
+            interrupted: true,
+            wall_s: wall_seconds(&events),
+            bench_runs: counted_runs,
+            total_cost_usd: facts.turns.iter().filter_map(|r| r.agent.cost_usd).sum(),
+            agent_time_ms: facts.turns.iter().map(|r| r.agent.duration_ms).sum(),
+            knob_sources: Vec::new(),
+        }
+    });
+    RunReport {
+        schema_version: report::SCHEMA_VERSION,
+        run_id: facts.run_id,
+        project: facts.project,
+        agent: facts.agent,
+        language: facts.language,
+        started_at: facts.started_at,
+        baseline_sps,
+        baseline_samples,
+        baseline_data_wait_share: baseline_share,
+        final_sps,
+        final_data_wait_share: final_share,
+        speedup,
+        speedup_ci,
+        ceiling_sps: ceiling,
+        final_share_of_ceiling: ceiling.filter(|c| *c > 0.0).map(|c| final_sps / c),
+        stop_reason: live.stop_reason,
+        interrupted: live.interrupted,
+        total_cost_usd: live.total_cost_usd,
+        agent_time_ms: live.agent_time_ms,
+        wall_s: live.wall_s,
+        bench_runs: live.bench_runs,
+        turns: facts.turns,
+        kept_diff: facts.kept_diff,
+        data_path: crate::probe::read_probe(dir),
+        knob_sources: live.knob_sources,
+        measured_loader: facts
+            .incumbent
+            .as_ref()
+            .and_then(crate::bench::command::loader_summary),
+        limits: Some(crate::bench::limits::ThroughputLimits::of(
+            ceiling,
+            &final_runs,
+            final_sps,
+        ))
+        .filter(|l| l.cpu_limit_sps.is_some()), // else the ceiling line says it all
+    }
+}
+
+/// A rebuilt report's stop reason: the log's last `stopped` event, else what
+/// the run's state says.
+fn stop_reason_from_log(events: &[Value], state: Option<RunState>) -> String {
+    events
+        .iter()
+        .rev()
+        .find(|e| e["event"] == "stopped")
+        .and_then(|e| e["reason"].as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| match state {
+            Some(RunState::Running) => {
+                "not finished: killed, or still running (no report written yet)".to_string()
+            }
+            Some(s) => format!("not finished ({s}; no report written)"),
+            None => "not finished (no report written)".to_string(),
+        })
+}
+
+/// Seconds from the first event to the last, by their time stamps.
+fn wall_seconds(events: &[Value]) -> f64 {
+    let ts = |e: Option<&Value>| {
+        e.and_then(|e| e["ts"].as_str())
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    };
+    match (ts(events.first()), ts(events.last())) {
+        (Some(a), Some(b)) => (b - a).num_milliseconds().max(0) as f64 / 1000.0,
+        _ => f64::NAN,
+    }
+}
+
+/// Baseline → best as one diff: the saved baseline files against the last
+/// kept turn's candidate files; without them, the kept turns' own diffs.
+fn kept_diff(
+    dir: &Path,
+    editable: &[String],
+    last_kept_candidate: Option<PathBuf>,
+    decided: &[(TurnFolder, TurnRow)],
+) -> String {
+    let Some(kept_candidate) = last_kept_candidate else {
+        return String::new();
+    };
+    let base = FileSet::load(&dir.join("baseline").join("files"), editable);
+    let best = FileSet::load(&kept_candidate, editable);
+    if let (Ok(a), Ok(b), false) = (&base, &best, editable.is_empty()) {
+        return diff_files(editable, a, b);
+    }
+    decided
+        .iter()
+        .filter(|(_, r)| r.decision.is_kept())
+        .filter_map(|(t, _)| std::fs::read_to_string(t.dir.join("diff.patch")).ok())
+        .collect()
+}
+
+/// One unified diff of the editable files, `a` → `b`.
+pub fn diff_files(editable: &[String], a: &FileSet, b: &FileSet) -> String {
+    editable
+        .iter()
+        .map(|f| crate::edit::unified_diff(f, &a.text(f), &b.text(f)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::AgentInfo;
+    use crate::report::Decision;
+
+    fn m(sps: f64, share: f64) -> Measurement {
+        Measurement {
+            samples_per_sec: sps,
+            data_wait_share: Some(share),
+            ..Default::default()
+        }
+    }
+
+    fn row(turn: u32, decision: Decision, after: f64, runs: u32, cost: f64) -> TurnRow {
+        TurnRow {
+            turn,
+            change: format!("change {turn}"),
+            file: Some("train.py".into()),
+            before_sps: Some(100.0),
+            after_sps: Some(after),
+            ratio: Some(after / 100.0),
+            ratio_ci: Some([0.9, 1.1]),
+            runs,
+            decision,
+            reason: "r".into(),
+            agent: AgentInfo {
+                backend: "builtin".into(),
+                num_turns: None,
+                cost_usd: Some(cost),
+                exit_code: None,
+                duration_ms: 1000,
+            },
+            candidate_samples: vec![after],
+            incumbent_samples: vec![100.0],
+            data_wait_share: Some(0.1 * turn as f64),
+        }
+    }
+
+    /// A run folder killed after its final measurement: baseline, a kept
+    /// turn, a reverted one, final.json, no report; written with the same
+    /// typed writers the loop uses.
+    fn killed_run(dir: &Path) {
+        let mut store = store::RunStore::open(dir).unwrap();
+        store
+            .append(&crate::event::Event::TurnStarted { turn: 1 })
+            .unwrap();
+        BaselineBench {
+            profiled: Some(m(90.0, 0.8)),
+            runs: vec![m(100.0, 0.7), m(102.0, 0.8), m(98.0, 0.9)],
+        }
+        .write(dir)
+        .unwrap();
+        FileSet(
+            [("train.py".to_string(), b"workers = 0\n".to_vec())]
+                .into_iter()
+                .collect(),
+        )
+        .save(&dir.join("baseline/files"))
+        .unwrap();
+        for (r, cand) in [
+            (row(1, Decision::Kept, 150.0, 6, 0.5), Some("workers = 4\n")),
+            (row(2, Decision::Reverted, 140.0, 4, 0.25), None),
+        ] {
+            let t = TurnFolder {
+                turn: r.turn,
+                dir: dir.join(format!("turns/{:02}", r.turn)),
+            };
+            if let Some(c) = cand {
+                FileSet(
+                    [("train.py".to_string(), c.as_bytes().to_vec())]
+                        .into_iter()
+                        .collect(),
+                )
+                .save(&t.candidate_dir())
+                .unwrap();
+            }
+            t.write_decision(&r).unwrap();
+        }
+        // Turn 3 was killed before its decision: not part of the report.
+        std::fs::create_dir_all(dir.join("turns/03")).unwrap();
+        FinalBench {
+            best: vec![m(151.0, 0.2), m(149.0, 0.2), m(150.0, 0.2)],
+            baseline: vec![m(100.0, 0.7), m(100.0, 0.7), m(100.0, 0.7)],
+            ratios: vec![1.5, 1.5, 1.5],
+            median: Some(1.5),
+            ci: Some([1.45, 1.55]),
+        }
+        .write(dir)
+        .unwrap();
+        let mut rec: RunRecord = serde_json::from_value(serde_json::json!({
+            "run_id": "r1", "state": "running", "project_root": "/p", "agent": "builtin",
+            "editable": ["train.py"], "started_at": "2025-01-01T12:00:00+00:00",
+        }))
+        .unwrap();
+        rec.policy.agent.language = "ja".into();
+        rec.write(dir).unwrap();
+    }
+
+    #[test]
+    fn a_rebuilt_report_takes_every_figure_from_the_folder() {
+        let d = tempfile::tempdir().unwrap();
+        killed_run(d.path());
+        let facts = RunFacts::read(d.path()).unwrap();
+        let r = assemble(d.path(), facts, None);
+        assert_eq!(r.run_id, "r1");
+        assert_eq!(r.language, "ja");
+        assert_eq!(r.baseline_samples, vec![100.0, 102.0, 98.0]);
+        assert_eq!(r.baseline_sps, 100.0);
+        assert_eq!(r.baseline_data_wait_share, Some(0.8));
+        assert_eq!(r.turns.len(), 2, "the undecided turn 3 is left out");
+        // final.json overrides the last kept turn's figure.
+        assert_eq!(r.speedup, 1.5);
+        assert_eq!(r.speedup_ci, Some([1.45, 1.55]));
+        assert_eq!(r.final_sps, 150.0);
+        // The last kept turn's share, not the reverted turn's.
+        assert_eq!(r.final_data_wait_share, Some(0.1));
+        // profiled + 3 baseline + 6 + 4 turn runs + 6 final runs.
+        assert_eq!(r.bench_runs, 1 + 3 + 6 + 4 + 6);
+        assert_eq!(r.total_cost_usd, 0.75);
+        assert!(r.interrupted);
+        assert!(r.stop_reason.contains("killed"), "{}", r.stop_reason);
+        assert!(r.kept_diff.contains("+workers = 4"), "{}", r.kept_diff);
+    }
+
+    #[test]
+    fn the_live_session_and_a_rebuild_differ_only_in_what_the_session_knows() {
+        let d = tempfile::tempdir().unwrap();
+        killed_run(d.path());
+        let facts = RunFacts::read(d.path()).unwrap();
+        let rebuilt = assemble(d.path(), facts.clone(), None);
+        let live = LiveFigures {
+            stop_reason: "iteration limit (2) reached".into(),
+            interrupted: false,
+            wall_s: 12.5,
+            bench_runs: 99,
+            total_cost_usd: 2.0,
+            agent_time_ms: 7,
+            knob_sources: vec![],
+        };
+        let written = assemble(d.path(), facts, Some(live.clone()));
+        assert_eq!(written.stop_reason, live.stop_reason);
+        assert!(!written.interrupted);
+        assert_eq!(
+            (written.wall_s, written.bench_runs, written.total_cost_usd),
+            (12.5, 99, 2.0)
+        );
+        let same = RunReport {
+            stop_reason: rebuilt.stop_reason.clone(),
+            interrupted: rebuilt.interrupted,
+            wall_s: rebuilt.wall_s,
+            bench_runs: rebuilt.bench_runs,
+            total_cost_usd: rebuilt.total_cost_usd,
+            agent_time_ms: rebuilt.agent_time_ms,
+            ..written
+        };
+        // NaN wall time (one event) compares unequal: compare the JSON.
+        assert_eq!(
+            report::render_json(&same),
+            report::render_json(&rebuilt),
+            "every other field is assembled the same way"
+        );
+    }
+
+    #[test]
+    fn without_a_final_measurement_the_speedup_is_the_last_kept_turns() {
+        let d = tempfile::tempdir().unwrap();
+        killed_run(d.path());
+        std::fs::remove_file(FinalBench::path(d.path())).unwrap();
+        let r = assemble(d.path(), RunFacts::read(d.path()).unwrap(), None);
+        assert_eq!(r.final_sps, 150.0);
+        assert_eq!(r.speedup, 1.5);
+        assert_eq!(r.speedup_ci, None);
+        assert_eq!(r.bench_runs, 1 + 3 + 6 + 4);
+        std::fs::remove_file(BaselineBench::path(d.path())).unwrap();
+        assert!(RunFacts::read(d.path()).unwrap_err().is_missing());
+    }
+}

@@ -1,0 +1,84 @@
+//! What one turn decided: the [`Decision`], the agent call's [`AgentInfo`],
+//! and the [`TurnRow`] that `turns/NN/decision.json` holds. Domain types of
+//! the loop, the agents and the event log; the report renders them (and
+//! re-exports them as `report::TurnRow` etc.), it does not own them.
+
+use serde::{Deserialize, Serialize};
+
+/// What happened to one proposed change.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Measured faster by the decision rule; the change stays.
+    Kept,
+    /// A cheaper setting (fewer workers, a setting dropped) measured no more
+    /// than min_gain slower by the equivalence rule; the change stays.
+    KeptCheaper,
+    /// Measured, not faster by the rule; restored byte for byte.
+    Reverted,
+    /// Failed verification (more than one change, a non-editable file, data changed, ...).
+    Rejected,
+    /// The agent or the bench failed; restored.
+    Failed,
+    /// The agent ended without changing any file.
+    NoChange,
+}
+
+impl Decision {
+    /// Whether the change stays (faster, or cheaper and as fast).
+    pub fn is_kept(self) -> bool {
+        matches!(self, Decision::Kept | Decision::KeptCheaper)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Kept => "kept",
+            Decision::KeptCheaper => "kept_cheaper",
+            Decision::Reverted => "reverted",
+            Decision::Rejected => "rejected",
+            Decision::Failed => "failed",
+            Decision::NoChange => "no_change",
+        }
+    }
+}
+
+/// What the agent call cost and how it ended.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct AgentInfo {
+    pub backend: String,
+    pub num_turns: Option<u32>,
+    pub cost_usd: Option<f64>,
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+}
+
+/// One row of the before/after table.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct TurnRow {
+    pub turn: u32,
+    /// One line, e.g. "num_workers 0 → 4".
+    pub change: String,
+    pub file: Option<String>,
+    /// Incumbent's median samples/sec in this turn's measurement.
+    pub before_sps: Option<f64>,
+    /// Candidate's median samples/sec in this turn's measurement.
+    pub after_sps: Option<f64>,
+    /// Median of the paired ratios candidate/incumbent.
+    pub ratio: Option<f64>,
+    /// Confidence interval of the ratio, [low, high].
+    pub ratio_ci: Option<[f64; 2]>,
+    /// Number of bench processes this decision took (candidate + incumbent).
+    pub runs: u32,
+    pub decision: Decision,
+    pub reason: String,
+    pub agent: AgentInfo,
+    /// Every candidate run's samples/sec (for the plot's spread).
+    #[serde(default)]
+    pub candidate_samples: Vec<f64>,
+    /// Every incumbent run's samples/sec in this turn.
+    #[serde(default)]
+    pub incumbent_samples: Vec<f64>,
+    /// data_wait share of step time of the candidate (median), when measured.
+    #[serde(default)]
+    pub data_wait_share: Option<f64>,
+}

@@ -1,0 +1,456 @@
+//! Every user-visible word of tuneloop, English and Japanese, in one table:
+//! the reports' labels ([`Labels`], read by `report`), the live terminal
+//! view's ([`ViewWords`], `cli::view`) and those of `runs` and `show`
+//! ([`ReviewWords`], `review`). [`for_language`] is the one place a
+//! language code is mapped to a language. Adding a word means adding it to
+//! both languages here; the compiler checks that none is missing.
+
+/// The words of one language, for every part of tuneloop that speaks.
+pub struct Words {
+    pub report: Labels,
+    pub view: ViewWords,
+    pub review: ReviewWords,
+}
+
+pub const ENGLISH: Words = Words {
+    report: EN,
+    view: VIEW_EN,
+    review: REVIEW_EN,
+};
+
+pub const JAPANESE: Words = Words {
+    report: JA,
+    view: VIEW_JA,
+    review: REVIEW_JA,
+};
+
+/// The words for a language code: "ja" (also "ja-JP", "ja_JP") → Japanese,
+/// anything else → English.
+pub fn for_language(language: &str) -> &'static Words {
+    let l = language.trim().to_ascii_lowercase();
+    if l == "ja" || l.starts_with("ja-") || l.starts_with("ja_") {
+        &JAPANESE
+    } else {
+        &ENGLISH
+    }
+}
+
+// ------------------------------------------------------------- reports
+
+/// Every user-visible label of a report, in one language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Labels {
+    /// `lang` attribute of the HTML page.
+    pub lang: &'static str,
+    pub title: &'static str,
+    pub project: &'static str,
+    pub agent: &'static str,
+    pub started: &'static str,
+    pub throughput: &'static str,
+    pub baseline: &'static str,
+    pub final_: &'static str,
+    pub speedup: &'static str,
+    /// The ratio's confidence interval. No level here: the policy sets it
+    /// (`decision.confidence`), and each row's reason states it.
+    pub ci: &'static str,
+    pub ceiling: &'static str,
+    /// What the cores the job may use can feed: usable cores / CPU per sample.
+    pub cpu_limit: &'static str,
+    /// How the CPU limit was reached; `{cores}` and `{cost}` are replaced.
+    pub cpu_limit_how: &'static str,
+    /// Cores other processes kept busy; `{n}` is replaced.
+    pub others_busy: &'static str,
+    /// The lower of the ceiling and the CPU limit.
+    pub binding_limit: &'static str,
+    pub binding_step_alone: &'static str,
+    pub binding_cpu: &'static str,
+    pub kept_cheaper: &'static str,
+    pub plot_cpu_limit: &'static str,
+    pub measured_loader: &'static str,
+    pub knob_sources: &'static str,
+    /// The final throughput as a share of the ceiling; `{pct}` is replaced
+    /// by the percentage, e.g. "final is 81.7% of it".
+    pub of_ceiling: &'static str,
+    /// The data path's limit measured by `tuneloop probe` (feature `libtorch`).
+    pub data_path: &'static str,
+    pub data_wait_share: &'static str,
+    pub agent_cost: &'static str,
+    pub agent_time: &'static str,
+    pub bench_runs: &'static str,
+    pub wall_time: &'static str,
+    pub stop_reason: &'static str,
+    pub interrupted: &'static str,
+    pub interrupted_note: &'static str,
+    pub turns: &'static str,
+    pub plot: &'static str,
+    // Table columns.
+    pub col_turn: &'static str,
+    pub col_change: &'static str,
+    pub col_before: &'static str,
+    pub col_after: &'static str,
+    pub col_ratio: &'static str,
+    pub col_ci: &'static str,
+    pub col_runs: &'static str,
+    pub col_decision: &'static str,
+    pub col_reason: &'static str,
+    pub no_turns: &'static str,
+    // Decisions.
+    pub kept: &'static str,
+    pub reverted: &'static str,
+    pub rejected: &'static str,
+    pub failed: &'static str,
+    pub no_change: &'static str,
+    // Kept changes.
+    pub kept_changes: &'static str,
+    pub none: &'static str,
+    // Plot.
+    pub plot_x: &'static str,
+    pub plot_y: &'static str,
+    /// The y axis when it is logarithmic (a run spanning a wide range).
+    pub plot_y_log: &'static str,
+    pub plot_samples: &'static str,
+    pub plot_incumbent: &'static str,
+    pub plot_spread: &'static str,
+    pub plot_rejected_failed: &'static str,
+    pub plot_baseline: &'static str,
+    pub plot_ceiling: &'static str,
+}
+
+pub const EN: Labels = Labels {
+    lang: "en",
+    title: "tuneloop report",
+    project: "Project",
+    agent: "Agent",
+    started: "Started",
+    throughput: "Throughput",
+    baseline: "baseline",
+    final_: "final",
+    speedup: "Speedup",
+    ci: "CI",
+    ceiling: "Ceiling",
+    cpu_limit: "CPU limit",
+    cpu_limit_how: "{cores} ÷ {cost} of CPU per sample",
+    others_busy: "other processes kept {n} cores busy",
+    binding_limit: "Binding limit",
+    binding_step_alone: "the step alone (ceiling)",
+    binding_cpu: "what the cores can feed (CPU limit)",
+    kept_cheaper: "kept (cheaper, within min_gain)",
+    plot_cpu_limit: "CPU limit",
+    measured_loader: "Measured loader",
+    knob_sources: "Its knobs are set at",
+    of_ceiling: "final is {pct} of it",
+    data_path: "Data-path limit",
+    data_wait_share: "data_wait share",
+    agent_cost: "Agent cost",
+    agent_time: "Agent time",
+    bench_runs: "Bench runs",
+    wall_time: "Wall time",
+    stop_reason: "Stop reason",
+    interrupted: "Interrupted",
+    interrupted_note: "the run was interrupted; this report covers the turns finished so far",
+    turns: "Turns",
+    plot: "Throughput by turn",
+    col_turn: "turn",
+    col_change: "change",
+    col_before: "before (samples/sec)",
+    col_after: "after",
+    col_ratio: "ratio",
+    col_ci: "CI",
+    col_runs: "runs",
+    col_decision: "decision",
+    col_reason: "reason",
+    no_turns: "no turns",
+    kept: "kept",
+    reverted: "reverted",
+    rejected: "rejected",
+    failed: "failed",
+    no_change: "no change",
+    kept_changes: "Kept changes",
+    none: "none",
+    plot_x: "turn (0 = baseline)",
+    plot_y: "samples/sec",
+    plot_y_log: "samples/sec (log scale)",
+    plot_samples: "measurements",
+    plot_incumbent: "incumbent",
+    plot_spread: "candidate min–max",
+    plot_rejected_failed: "rejected / failed",
+    plot_baseline: "baseline",
+    plot_ceiling: "ceiling",
+};
+
+pub const JA: Labels = Labels {
+    lang: "ja",
+    title: "tuneloop レポート",
+    project: "プロジェクト",
+    agent: "エージェント",
+    started: "開始",
+    throughput: "スループット",
+    baseline: "ベースライン",
+    final_: "最終",
+    speedup: "高速化",
+    ci: "信頼区間",
+    ceiling: "上限 (ceiling)",
+    cpu_limit: "CPU の上限 (CPU limit)",
+    cpu_limit_how: "{cores} ÷ 1 サンプルあたりの CPU 時間 {cost}",
+    others_busy: "他のプロセスが {n} コアを使用",
+    binding_limit: "律速する上限 (binding limit)",
+    binding_step_alone: "ステップ単体 (上限)",
+    binding_cpu: "コアが供給できる量 (CPU の上限)",
+    kept_cheaper: "採用 (より安価、min_gain 以内)",
+    plot_cpu_limit: "CPU の上限",
+    measured_loader: "計測したローダー",
+    knob_sources: "設定値の定義場所",
+    of_ceiling: "最終は上限の {pct}",
+    data_path: "データ経路の上限 (data-path limit)",
+    data_wait_share: "data_wait の割合",
+    agent_cost: "エージェント費用",
+    agent_time: "エージェント時間",
+    bench_runs: "ベンチ実行回数",
+    wall_time: "所要時間",
+    stop_reason: "停止理由",
+    interrupted: "中断",
+    interrupted_note: "実行は中断されました。このレポートは完了したターンまでを示します",
+    turns: "ターン",
+    plot: "ターンごとのスループット",
+    col_turn: "ターン",
+    col_change: "変更",
+    col_before: "変更前 (samples/sec)",
+    col_after: "変更後",
+    col_ratio: "比",
+    col_ci: "信頼区間",
+    col_runs: "実行回数",
+    col_decision: "判定",
+    col_reason: "理由",
+    no_turns: "ターンなし",
+    kept: "採用",
+    reverted: "差し戻し",
+    rejected: "却下",
+    failed: "失敗",
+    no_change: "変更なし",
+    kept_changes: "採用した変更",
+    none: "なし",
+    plot_x: "ターン (0 = ベースライン)",
+    plot_y: "samples/sec",
+    plot_y_log: "samples/sec (対数目盛)",
+    plot_samples: "測定値",
+    plot_incumbent: "現行ベスト",
+    plot_spread: "候補の最小–最大",
+    plot_rejected_failed: "却下 / 失敗",
+    plot_baseline: "ベースライン",
+    plot_ceiling: "上限",
+};
+
+// ----------------------------------------------------- the live view
+
+/// The words of the view in one language. English wording is the plain
+/// mode's contract (tests and scripts grep it): change it with care.
+pub struct ViewWords {
+    pub turn: &'static str,
+    pub run_started: &'static str,
+    pub run_resumed: &'static str,
+    pub baseline_line: &'static str,
+    pub cpus: &'static str,
+    pub low_data_wait: &'static str,
+    pub incumbent: &'static str,
+    pub agent_done: &'static str,
+    pub agent_failed: &'static str,
+    pub agent_line: &'static str,
+    pub pair_of: &'static str,
+    pub runs: &'static str,
+    pub stopped: &'static str,
+    pub final_line: &'static str,
+    pub warning: &'static str,
+    pub report: &'static str,
+    pub phase_baseline: &'static str,
+    pub phase_agent: &'static str,
+    pub phase_measuring: &'static str,
+    pub phase_deciding: &'static str,
+    pub phase_final: &'static str,
+    pub last: &'static str,
+}
+
+// Placeholders: {id} {agent} {n} {sps} {dw} {ceil} {cpus} {dev} {pct} {list}
+// {state} {secs} {cost} {summary} {k} {total} {reason} {x} {lo} {hi} {path}.
+pub const VIEW_EN: ViewWords = ViewWords {
+    turn: "turn",
+    run_started: "run {id} started, agent {agent}",
+    run_resumed: "run {id} resumed after {n} completed turn(s)",
+    baseline_line: "baseline {sps} samples/sec, data_wait {dw}, ceiling {ceil}, {cpus}, {dev}",
+    cpus: "{n} CPUs",
+    low_data_wait: "data_wait is only {pct}% of step time: DataLoader tuning cannot help much. Compute-side candidates: {list}",
+    incumbent: "incumbent",
+    agent_done: "done",
+    agent_failed: "failed",
+    agent_line: "agent {state} in {secs} s{cost}: {summary}",
+    pair_of: "pair {k} of {total}",
+    runs: "runs",
+    stopped: "stopped: {reason}",
+    final_line: "final: best vs baseline ×{x} [{lo}, {hi}]",
+    warning: "warning: ",
+    report: "report: {path}",
+    phase_baseline: "baseline",
+    phase_agent: "agent",
+    phase_measuring: "measuring",
+    phase_deciding: "deciding",
+    phase_final: "final",
+    last: "last",
+};
+
+pub const VIEW_JA: ViewWords = ViewWords {
+    turn: "ターン",
+    run_started: "実行 {id} を開始 (エージェント {agent})",
+    run_resumed: "実行 {id} を再開 (完了済み {n} ターン)",
+    baseline_line: "ベースライン {sps} samples/sec, data_wait {dw}, 上限 {ceil}, {cpus}, {dev}",
+    cpus: "CPU {n} 個",
+    low_data_wait: "data_wait はステップ時間の {pct}% にすぎません: DataLoader の調整ではほとんど速くなりません。計算側の候補: {list}",
+    incumbent: "現行ベスト",
+    agent_done: "完了",
+    agent_failed: "失敗",
+    agent_line: "エージェント{state} ({secs} 秒{cost}): {summary}",
+    pair_of: "ペア {k}/{total}",
+    runs: "回実行",
+    stopped: "停止: {reason}",
+    final_line: "最終: ベスト対ベースライン ×{x} [{lo}, {hi}]",
+    warning: "警告: ",
+    report: "レポート: {path}",
+    phase_baseline: "ベースライン測定",
+    phase_agent: "エージェント",
+    phase_measuring: "測定中",
+    phase_deciding: "判定中",
+    phase_final: "最終測定",
+    last: "直近",
+};
+
+// ------------------------------------------------------- runs, show
+
+/// Words of `runs` and `show`, English and Japanese.
+pub struct ReviewWords {
+    pub id: &'static str,
+    pub date: &'static str,
+    pub project: &'static str,
+    pub agent: &'static str,
+    pub turns: &'static str,
+    pub speedup: &'static str,
+    pub state: &'static str,
+    pub stop_reason: &'static str,
+    pub no_runs: &'static str,
+    pub run: &'static str,
+    pub turn: &'static str,
+    pub prompt: &'static str,
+    pub summary: &'static str,
+    pub failure: &'static str,
+    pub tool_calls: &'static str,
+    pub none: &'static str,
+    pub diff: &'static str,
+    pub measurements: &'static str,
+    pub pair: &'static str,
+    pub incumbent: &'static str,
+    pub candidate: &'static str,
+    pub ratio: &'static str,
+    pub median: &'static str,
+    pub decision: &'static str,
+    pub bench_error: &'static str,
+    pub exit: &'static str,
+    pub cost: &'static str,
+    pub time: &'static str,
+    pub agent_turns: &'static str,
+    pub runs: &'static str,
+    pub interrupted: &'static str,
+    pub agent_section: &'static str,
+}
+
+pub const REVIEW_EN: ReviewWords = ReviewWords {
+    id: "ID",
+    date: "DATE",
+    project: "PROJECT",
+    agent: "AGENT",
+    turns: "TURNS",
+    speedup: "SPEEDUP",
+    state: "STATE",
+    stop_reason: "STOP REASON",
+    no_runs: "no runs yet; start one with `tuneloop start`",
+    run: "run",
+    turn: "turn",
+    prompt: "prompt",
+    summary: "summary",
+    failure: "failure",
+    tool_calls: "tool calls",
+    none: "(none)",
+    diff: "diff",
+    measurements: "measurements (samples/sec)",
+    pair: "pair",
+    incumbent: "incumbent",
+    candidate: "candidate",
+    ratio: "ratio",
+    median: "median",
+    decision: "decision",
+    bench_error: "bench error",
+    exit: "exit",
+    cost: "cost",
+    time: "time",
+    agent_turns: "turns",
+    runs: "runs",
+    interrupted: "interrupted",
+    agent_section: "agent",
+};
+
+pub const REVIEW_JA: ReviewWords = ReviewWords {
+    id: "ID",
+    date: "日時",
+    project: "プロジェクト",
+    agent: "エージェント",
+    turns: "ターン",
+    speedup: "高速化",
+    state: "状態",
+    stop_reason: "停止理由",
+    no_runs: "まだ実行がありません。`tuneloop start` で始めます",
+    run: "実行",
+    turn: "ターン",
+    prompt: "プロンプト",
+    summary: "要約",
+    failure: "失敗",
+    tool_calls: "ツール呼び出し",
+    none: "(なし)",
+    diff: "差分",
+    measurements: "測定 (samples/sec)",
+    pair: "ペア",
+    incumbent: "現行ベスト",
+    candidate: "候補",
+    ratio: "比",
+    median: "中央値",
+    decision: "判定",
+    bench_error: "ベンチのエラー",
+    exit: "終了コード",
+    cost: "費用",
+    time: "時間",
+    agent_turns: "ターン数",
+    runs: "回実行",
+    interrupted: "中断",
+    agent_section: "エージェント",
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_language_choice_for_every_part() {
+        for code in ["ja", "JA", " ja-JP", "ja_JP"] {
+            let w = for_language(code);
+            assert_eq!(w.report.lang, "ja", "{code}");
+            assert_eq!(w.view.turn, "ターン", "{code}");
+            assert_eq!(w.review.turn, JAPANESE.review.turn, "{code}");
+        }
+        for code in ["en", "", "fr", "japanese"] {
+            let w = for_language(code);
+            assert_eq!(w.report.lang, "en", "{code}");
+            assert_eq!(w.view.turn, "turn", "{code}");
+            assert_eq!(w.review.id, "ID", "{code}");
+        }
+        // The report's labels and the other words come from the same table.
+        assert!(std::ptr::eq(
+            crate::report::labels_for("ja"),
+            &for_language("ja").report
+        ));
+    }
+}
