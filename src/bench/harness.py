@@ -238,16 +238,19 @@ def fingerprint_update(h, batch, torch):
         h.update(repr(batch).encode())
 
 
-def _proc_cpu_s(pid):
-    """CPU seconds a live process has used, every live thread counted (a
-    worker may run a thread pool: /proc/PID/schedstat alone is its main
-    thread's). Linux /proc; None elsewhere."""
+def _proc_cpu_s(pid, all_threads=False):
+    """CPU seconds a live process has used (Linux /proc; None elsewhere): its
+    main thread's, or with ``all_threads`` every live thread's (a worker's
+    queue feeder thread, a ``__getitems__`` thread pool)."""
     try:
-        total = 0
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        return total / 1e9
+        if all_threads:
+            total = 0
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            return total / 1e9
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
     except (OSError, ValueError, IndexError):
         pass
     try:
@@ -328,11 +331,11 @@ class LoaderCpu:
     With the agent's data_wait and train_step figures, it tells a loader that
     waits (more workers pay) from one that computes (the cores are the limit)."""
 
-    def __init__(self):
+    def __init__(self, all_threads=False):
         self.start = None
+        self.all_threads = all_threads
 
-    @staticmethod
-    def _now(it):
+    def _now(self, it):
         try:
             import resource
             children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -340,7 +343,7 @@ class LoaderCpu:
         except (ImportError, OSError):
             return None
         for w in getattr(it, "_workers", None) or []:
-            cpu = _proc_cpu_s(getattr(w, "pid", None))
+            cpu = _proc_cpu_s(getattr(w, "pid", None), self.all_threads)
             if cpu is None:
                 return None
             total += cpu
@@ -526,6 +529,9 @@ def main():
     job.sync()
     t_start = None
     loader_cpu = LoaderCpu()
+    # Every thread of the workers: what the CPU limit needs (the agent's
+    # loader model was calibrated on the main threads' figure above).
+    loader_threads_cpu = LoaderCpu(all_threads=True)
     main_cpu_start = None
     busy_start = None
     step_waits = []  # each timed step's data_wait: steady waiting, or a few long stalls?
@@ -536,6 +542,7 @@ def main():
             if i == args.warmup:
                 job.sync()
                 loader_cpu.begin(it)
+                loader_threads_cpu.begin(it)
                 main_cpu_start = time.process_time()
                 busy_start = _machine_busy_s()
                 t_start = time.perf_counter()
@@ -584,8 +591,10 @@ def main():
     # The workers' memory while they are alive, and what the machine has left.
     live_workers, workers_rss, workers_pss = workers_memory(it)
     main_rss, _ = _proc_memory(os.getpid())
+    worker_threads_cpu = None
     if workers > 0:
         worker_cpu = loader_cpu.end(it)
+        worker_threads_cpu = loader_threads_cpu.end(it)
     else:
         worker_cpu = fetch_cpu if main_cpu is not None else None
         if main_cpu is not None:
@@ -626,6 +635,7 @@ def main():
         "epochs": epochs,
         "epoch_starts_timed": epoch_starts_timed,
         "loader_cpu_s": worker_cpu,
+        "loader_threads_cpu_s": worker_threads_cpu if workers > 0 else worker_cpu,
         "main_cpu_s": main_cpu,
         "fetch_cpu_s": fetch_cpu if main_cpu is not None else None,
         "data_wait_step_median_s": statistics.median(step_waits) if step_waits else None,

@@ -174,7 +174,8 @@ pub fn measurements_of(v: &serde_json::Value) -> Vec<Measurement> {
 /// figures are rank 0's and the samples everyone's, so the samples are
 /// rank 0's share.
 pub fn cpu_s_per_sample(m: &Measurement) -> Option<f64> {
-    let cpu = m.loader_cpu_s? + m.main_cpu_s?;
+    // Every thread of the workers when the harness counted them.
+    let cpu = m.loader_threads_cpu_s.or(m.loader_cpu_s)? + m.main_cpu_s?;
     let ranks = f64::from(m.world_size.unwrap_or(1).max(1));
     let samples = match m.samples {
         Some(s) => s as f64 / ranks,
@@ -238,6 +239,10 @@ mod tests {
         // 0.6 s of loading, 0.2 s of training over 3,200 samples: 250 µs each.
         let x = m(0.6, 0.2, Some(2.0), Some("cpu_count"));
         assert!((cpu_s_per_sample(&x).unwrap() - 0.00025).abs() < 1e-12);
+        // The workers' every thread, when counted, not their main threads alone.
+        let mut threads = x.clone();
+        threads.loader_threads_cpu_s = Some(1.0);
+        assert!((cpu_s_per_sample(&threads).unwrap() - 0.000375).abs() < 1e-12);
         // Without the samples figure (an older harness): steps × batch.
         let mut old = x.clone();
         old.samples = None;

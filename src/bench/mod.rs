@@ -108,6 +108,11 @@ pub struct Measurement {
     /// processes', or the training process's own inside `next()` without workers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loader_cpu_s: Option<f64>,
+    /// Like `loader_cpu_s` with every thread of the workers counted (their
+    /// queue feeder threads, a `__getitems__` thread pool): the CPU limit's
+    /// figure. `loader_cpu_s` counts the workers' main threads only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader_threads_cpu_s: Option<f64>,
     /// CPU seconds of the training process over the timed steps, loading excluded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub main_cpu_s: Option<f64>,
