@@ -301,6 +301,9 @@ class Recorder:
         self.hi = self.lo + STEPS
         self.loader_cpu = H.LoaderCpu()
         self.loader_cpu.begin(it)
+        # Every thread of the workers, for the CPU limit (see the harness).
+        self.loader_threads_cpu = H.LoaderCpu(all_threads=True)
+        self.loader_threads_cpu.begin(it)
         self.window = (cpu_now(), H._machine_busy_s())
         if MODE == "profile":
             self.start_profiler()
@@ -314,6 +317,7 @@ class Recorder:
         main_rss, _ = H._proc_memory(os.getpid())
         cores, cores_source = H.usable_cores()
         loader_cpu = self.loader_cpu.end(it)
+        loader_threads_cpu = self.loader_threads_cpu.end(it)
         busy_end = H._machine_busy_s()
         cpu_end = cpu_now()
         lo, hi = self.lo, self.hi
@@ -325,7 +329,7 @@ class Recorder:
         main_cpu = max(0.0, cpu_end - self.window[0] - self.excluded_cpu - fetch_cpu)
         workers = getattr(tr.loader, "num_workers", 0) or 0
         if workers == 0:
-            loader_cpu = fetch_cpu
+            loader_cpu = loader_threads_cpu = fetch_cpu
         busy = None
         if self.window[1] is not None and busy_end is not None:
             busy = max(0.0, busy_end - self.window[1] - self.excluded_busy)
@@ -344,6 +348,7 @@ class Recorder:
             "epochs": tr.epochs,
             "epoch_starts_timed": sum(1 for b in tr.epoch_starts if lo < b < hi),
             "loader_cpu_s": loader_cpu,
+            "loader_threads_cpu_s": loader_threads_cpu,
             "main_cpu_s": main_cpu,
             "fetch_cpu_s": fetch_cpu,
             "data_wait_step_median_s": statistics.median(waits) if waits else None,
