@@ -45,6 +45,14 @@ fn line_of(ws: &Ws, file: &str, needle: &str) -> usize {
         + 1
 }
 
+/// One tuning run at a time: each runs its job with 2 workers on 2 cores,
+/// and two at once leave the pairs too noisy to show even a 2× gain.
+static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// `init -- command…`, then small step counts and a fast policy.
 fn init_command(ws: &Ws, command: &[&str], steps: u32) {
     let mut args = vec!["init", "--"];
@@ -56,11 +64,11 @@ fn init_command(ws: &Ws, command: &[&str], steps: u32) {
         .replace("steps = 40", &format!("steps = {steps}"))
         .replace("warmup_steps = 5", "warmup_steps = 2");
     ws.write("tuneloop.toml", &toml);
-    // One turn, up to 6 pairs: these jobs start transformers or Lightning in
-    // every run, and a loaded box needs a few pairs to show a 2× gain.
+    // One turn, up to 8 pairs (the default): these jobs start transformers
+    // or Lightning in every run, and a loaded box needs pairs to show a 2× gain.
     ws.write(
         "policies/default.toml",
-        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 6"),
+        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 8"),
     );
 }
 
@@ -88,6 +96,7 @@ fn changed_lines(diff: &str) -> Vec<&str> {
 
 #[test]
 fn an_argparse_script_is_tuned_at_its_flag_default() {
+    let _one = serial();
     let ws = example("own_script");
     init_command(&ws, &["python", "train.py", "--epochs", "3"], 16);
     let toml = ws.read("tuneloop.toml");
@@ -153,6 +162,7 @@ fn an_argparse_script_is_tuned_at_its_flag_default() {
 
 #[test]
 fn a_hugging_face_trainer_script_is_tuned_in_its_training_arguments() {
+    let _one = serial();
     let ws = example("hf_trainer");
     init_command(&ws, &["python", "train.py"], 8);
     let (dir, _rep, diff) = start_and_keep(&ws);
@@ -174,6 +184,7 @@ fn a_hugging_face_trainer_script_is_tuned_in_its_training_arguments() {
 
 #[test]
 fn a_lightning_script_is_tuned_and_its_logs_are_not_a_change() {
+    let _one = serial();
     let ws = example("lightning");
     init_command(&ws, &["python", "train.py"], 12);
     let (dir, _rep, diff) = start_and_keep(&ws);
