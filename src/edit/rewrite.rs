@@ -80,16 +80,7 @@ pub fn set_kwarg(
     name: &str,
     value: Option<&str>,
 ) -> Result<String, RewriteError> {
-    if !is_identifier(name) {
-        return Err(RewriteError::InvalidName(name.to_string()));
-    }
-    let value = value.map(str::trim);
-    if value == Some("") {
-        return Err(RewriteError::EmptyValue {
-            name: name.to_string(),
-        });
-    }
-    check_syntax(src).map_err(RewriteError::SourceSyntax)?;
+    let value = check_request(src, name, value)?;
 
     let tree = parse_python(src, &site.file)?;
     let sites = scan_tree(&site.file, src, &tree);
@@ -114,13 +105,51 @@ pub fn set_kwarg(
     let args = call
         .child_by_field_name("arguments")
         .ok_or_else(not_found)?;
-    if args.kind() != "argument_list" {
-        return Err(RewriteError::GeneratorArgument { line: current.line });
-    }
+    let Some(out) = keyword_edit(src, &tree, args, name, value, current.line, not_found)? else {
+        return Ok(src.to_string());
+    };
+    verify(&sites, index, &out, name, value)?;
+    Ok(out)
+}
 
+/// The name must be an identifier, a value not empty, the source valid:
+/// the value, trimmed.
+fn check_request<'v>(
+    src: &str,
+    name: &str,
+    value: Option<&'v str>,
+) -> Result<Option<&'v str>, RewriteError> {
+    if !is_identifier(name) {
+        return Err(RewriteError::InvalidName(name.to_string()));
+    }
+    let value = value.map(str::trim);
+    if value == Some("") {
+        return Err(RewriteError::EmptyValue {
+            name: name.to_string(),
+        });
+    }
+    check_syntax(src).map_err(RewriteError::SourceSyntax)?;
+    Ok(value)
+}
+
+/// Sets, adds or removes keyword `name` in the argument list `args` of a
+/// call at `line`: the new source, or `None` when there is nothing to do
+/// (an absent keyword to remove).
+fn keyword_edit(
+    src: &str,
+    tree: &Tree,
+    args: Node<'_>,
+    name: &str,
+    value: Option<&str>,
+    line: usize,
+    not_found: impl Fn() -> RewriteError,
+) -> Result<Option<String>, RewriteError> {
+    if args.kind() != "argument_list" {
+        return Err(RewriteError::GeneratorArgument { line });
+    }
     let ctx = Ctx {
         src,
-        tree: &tree,
+        tree,
         args,
         arg_nodes: argument_nodes(args),
         nl: if src.contains("\r\n") { "\r\n" } else { "\n" },
@@ -137,22 +166,19 @@ pub fn set_kwarg(
     if matching.len() > 1 {
         return Err(RewriteError::DuplicateKwarg {
             name: name.to_string(),
-            line: current.line,
+            line,
         });
     }
-
     let edits = match (matching.first(), value) {
         (Some(kw), Some(v)) => {
-            let val = kw.child_by_field_name("value").ok_or_else(not_found)?;
+            let val = kw.child_by_field_name("value").ok_or_else(&not_found)?;
             vec![(val.byte_range(), v.to_string())]
         }
         (None, Some(v)) => ctx.insert(&format!("{name}={v}")),
         (Some(kw), None) => ctx.remove(*kw),
-        (None, None) => return Ok(src.to_string()),
+        (None, None) => return Ok(None),
     };
-    let out = apply(src, edits);
-    verify(&sites, index, &out, name, value)?;
-    Ok(out)
+    Ok(Some(apply(src, edits)))
 }
 
 /// Everything the layout decisions need about one call.
@@ -493,16 +519,7 @@ pub(crate) fn set_call_kwarg(
     name: &str,
     value: Option<&str>,
 ) -> Result<String, RewriteError> {
-    if !is_identifier(name) {
-        return Err(RewriteError::InvalidName(name.to_string()));
-    }
-    let value = value.map(str::trim);
-    if value == Some("") {
-        return Err(RewriteError::EmptyValue {
-            name: name.to_string(),
-        });
-    }
-    check_syntax(src).map_err(RewriteError::SourceSyntax)?;
+    let value = check_request(src, name, value)?;
     let tree = parse_python(src, "<source>")?;
     let (line, column) = super::scan::line_col(src, call_start);
     let not_found = || RewriteError::SiteNotFound {
@@ -520,41 +537,9 @@ pub(crate) fn set_call_kwarg(
     let args = node
         .child_by_field_name("arguments")
         .ok_or_else(not_found)?;
-    if args.kind() != "argument_list" {
-        return Err(RewriteError::GeneratorArgument { line });
-    }
-    let ctx = Ctx {
-        src,
-        tree: &tree,
-        args,
-        arg_nodes: argument_nodes(args),
-        nl: if src.contains("\r\n") { "\r\n" } else { "\n" },
+    let Some(out) = keyword_edit(src, &tree, args, name, value, line, not_found)? else {
+        return Ok(src.to_string());
     };
-    let matching: Vec<Node<'_>> = ctx
-        .arg_nodes
-        .iter()
-        .copied()
-        .filter(|a| {
-            a.kind() == "keyword_argument"
-                && a.child_by_field_name("name").map(|n| text(n, src)) == Some(name)
-        })
-        .collect();
-    if matching.len() > 1 {
-        return Err(RewriteError::DuplicateKwarg {
-            name: name.to_string(),
-            line,
-        });
-    }
-    let edits = match (matching.first(), value) {
-        (Some(kw), Some(v)) => {
-            let val = kw.child_by_field_name("value").ok_or_else(not_found)?;
-            vec![(val.byte_range(), v.to_string())]
-        }
-        (None, Some(v)) => ctx.insert(&format!("{name}={v}")),
-        (Some(kw), None) => ctx.remove(*kw),
-        (None, None) => return Ok(src.to_string()),
-    };
-    let out = apply(src, edits);
     check_syntax(&out).map_err(|source| RewriteError::BrokenSyntax {
         name: name.to_string(),
         source,
