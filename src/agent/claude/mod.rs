@@ -151,6 +151,7 @@ impl ClaudeAgent {
             device: ctx.incumbent.device.as_deref(),
             call_sites: &sites,
             knob_sites: &knob_sites,
+            measured_site: ctx.incumbent.call_site.as_deref(),
             loader_settings: ctx
                 .incumbent
                 .loader

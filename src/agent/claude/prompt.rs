@@ -84,6 +84,9 @@ pub struct PromptFacts<'a> {
     /// The same calls (and `TrainingArguments` calls) with where each knob's
     /// value is defined; empty when not known.
     pub knob_sites: &'a [crate::edit::KnobSite],
+    /// Command mode: the call site (`file:line`) the measurement saw build
+    /// the training loader.
+    pub measured_site: Option<&'a str>,
     /// The DataLoader's settings as the harness saw them at run time.
     pub loader_settings: Vec<(String, String)>,
     pub history: &'a [TurnRow],
@@ -238,6 +241,21 @@ fn call_sites(f: &PromptFacts, ja: bool) -> String {
             let ks = f.knob_sites.iter().find(|k| {
                 k.kind == crate::edit::SiteKind::DataLoader && k.file == s.file && k.line == s.line
             });
+            let measured = f
+                .measured_site
+                .and_then(|m| m.rsplit_once(':'))
+                .and_then(|(file, l)| Some((file, l.parse::<usize>().ok()?)))
+                .is_some_and(|(file, l)| match ks {
+                    Some(k) => k.matches(file, l),
+                    None => file == s.file && l == s.line,
+                });
+            if measured {
+                line.push_str(if ja {
+                    "  ← tuneloop が計測している学習用ローダー"
+                } else {
+                    "  ← the training loader tuneloop measures"
+                });
+            }
             for o in ks.iter().flat_map(|k| &k.knobs) {
                 // Keywords written in the call are in the line above.
                 if !matches!(o.source, crate::edit::Source::Keyword) {
@@ -666,6 +684,7 @@ mod tests {
             device: Some("cpu"),
             call_sites: sites,
             knob_sites: &[],
+            measured_site: None,
             loader_settings: vec![
                 ("num_workers".into(), "2".into()),
                 ("pin_memory".into(), "False".into()),
@@ -911,5 +930,15 @@ mod tests {
             ),
             "{text}"
         );
+        assert!(!text.contains("tuneloop measures"), "{text}");
+        // Command mode: the loader the measurement timed is marked.
+        f.measured_site = Some("train.py:7");
+        let text = call_sites(&f, false);
+        assert!(
+            text.contains("pin_memory=True)  ← the training loader tuneloop measures\n"),
+            "{text}"
+        );
+        f.measured_site = Some("other.py:7");
+        assert!(!call_sites(&f, false).contains("tuneloop measures"));
     }
 }
