@@ -291,6 +291,22 @@ fn a_command_that_reads_stdin_gets_none_and_is_measured() {
 }
 
 #[test]
+fn a_loop_that_stops_by_its_own_step_count_during_the_ceiling_still_gives_a_figure() {
+    // Like a Trainer's max_steps: 20 batches, whatever the loader has left;
+    // the measurement needs 14, the ceiling's replay 23 more.
+    let script = LOOP
+        .replace("BATCHES", "400")
+        .replace("for x, y in loader:", "for _, (x, y) in zip(range(20), loader):");
+    let ws = script_ws(&script, 120);
+    let r = ws.tuneloop(&["bench", "--repeats", "1", "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let m = &v["runs"][0];
+    assert!(m["samples_per_sec"].as_f64().unwrap() > 0.0, "{v:#}");
+    assert_eq!(m["steps"], 12, "{v:#}");
+}
+
+#[test]
 fn a_measurement_leaves_no_process_behind() {
     // Workers that would outlive a careless end: persistent, several.
     let script = LOOP.replace("BATCHES", "400").replace(
