@@ -373,6 +373,8 @@ fn main() {
     ));
 
     let mut examples = vec![];
+    // Written after each part, so a long run cut short keeps what it measured.
+    write_results(&repo, &over, &examples);
     for ex in EXAMPLES.iter() {
         if only
             .as_ref()
@@ -381,7 +383,11 @@ fn main() {
             continue;
         }
         examples.push(example(&repo, &bin, ex, user_pairs));
+        write_results(&repo, &over, &examples);
     }
+}
+
+fn write_results(repo: &Path, over: &[Value], examples: &[Value]) {
     let result = json!({"machine": common::machine(), "overhead": over, "examples": examples});
     std::fs::write(
         repo.join("bench/command.json"),
@@ -394,7 +400,7 @@ fn main() {
         common::machine()
     );
     body.push_str("### What the instrumentation costs\n\nThe same script, run plain and with tuneloop's instrumentation on its path (never ending it), timing itself; interleaved pairs, ratio instrumented / plain (1.00 = no cost).\n\n| workload | pairs | plain (samples/sec, median) | instrumented | ratio (median) | range |\n|---|---:|---:|---:|---:|---|\n");
-    for o in &over {
+    for o in over {
         body.push_str(&format!(
             "| {} | {} | {:.0} | {:.0} | {:.3} | [{:.3}, {:.3}] |\n",
             o["workload"].as_str().unwrap(),
@@ -407,7 +413,7 @@ fn main() {
         ));
     }
     body.push_str("\n### The bundled examples, tuned as a user would\n\n`tuneloop init -- <command>` then `tuneloop start --agent builtin` (default policy) on a fresh copy; then the user's own command, run exactly as before, timed end to end with the baseline files and with the tuned ones (interleaved pairs; speed-up = wall before / wall after, median).\n\n| example | baseline → final (samples/sec) | speed-up (interval) | kept | runs / wall | user's command | its wall before → after | its speed-up | its own throughput figure, after / before |\n|---|---|---|---|---:|---|---|---:|---:|\n");
-    for e in &examples {
+    for e in examples {
         let ci = e["speedup_ci"]
             .as_array()
             .map(|c| {

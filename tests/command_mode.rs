@@ -294,9 +294,10 @@ fn a_command_that_reads_stdin_gets_none_and_is_measured() {
 fn a_loop_that_stops_by_its_own_step_count_during_the_ceiling_still_gives_a_figure() {
     // Like a Trainer's max_steps: 20 batches, whatever the loader has left;
     // the measurement needs 14, the ceiling's replay 23 more.
-    let script = LOOP
-        .replace("BATCHES", "400")
-        .replace("for x, y in loader:", "for _, (x, y) in zip(range(20), loader):");
+    let script = LOOP.replace("BATCHES", "400").replace(
+        "for x, y in loader:",
+        "for _, (x, y) in zip(range(20), loader):",
+    );
     let ws = script_ws(&script, 120);
     let r = ws.tuneloop(&["bench", "--repeats", "1", "--json"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
