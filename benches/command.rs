@@ -74,9 +74,14 @@ fn figure(out: &str, label: &str) -> Option<f64> {
         let at = l.find(label)?;
         let after = l[at + label.len()..].split_whitespace().next();
         let before = l[..at].split_whitespace().last();
-        after
-            .and_then(|w| w.trim_end_matches(',').parse().ok())
-            .or_else(|| before.and_then(|w| w.trim_end_matches(',').parse().ok()))
+        // transformers 5 prints its metrics quoted: `'train_samples_per_second': '121.6',`
+        let number = |w: &str| {
+            w.trim_end_matches([',', '}'])
+                .trim_matches('\'')
+                .parse()
+                .ok()
+        };
+        after.and_then(number).or_else(|| before.and_then(number))
     })
 }
 
