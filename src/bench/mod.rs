@@ -8,6 +8,7 @@
 //! process (worker start-up counts) run through [`crate::process`].
 
 pub mod command;
+pub mod cost;
 pub mod limits;
 pub mod stats;
 
