@@ -584,14 +584,16 @@ pub fn next_proposal_for(
                 // estimate moving within its own margin, a close call that
                 // costs many runs to settle and is seldom kept.
                 (need as f64 >= nw as f64 * WORKER_HEADROOM).then(|| {
+                    let by_memory = memory_cap(nw, incumbent).filter(|(c, _)| *c == cap);
+                    // Cut short by memory: say how many would keep up.
+                    let keep_up = if by_memory.is_some() { wanted } else { need };
                     let mut why = format!(
-                        "data_wait is {:.0}%: a worker takes {:.0} ms per batch and the step could take {:.1} ms, so about {need} workers keep up (up to ×{:.1})",
+                        "data_wait is {:.0}%: a worker takes {:.0} ms per batch and the step could take {:.1} ms, so about {keep_up} workers keep up (up to ×{:.1})",
                         share * 100.0,
                         m.batch_latency_s * 1e3,
                         m.best_step_s() * 1e3,
                         m.predicted_gain()
                     );
-                    let by_memory = memory_cap(nw, incumbent).filter(|(c, _)| *c == cap);
                     if need > (cpus * 8).clamp(8, 64) {
                         why.push_str(&format!(
                             "; past 8 per core: items wait, the CPU is not the limit, and at {:.0} MB a worker memory allows it",
@@ -604,7 +606,7 @@ pub fn next_proposal_for(
                     // Which memory figure stopped the count short of what keeps up.
                     if let Some((_, free)) = by_memory.filter(|_| wanted > need) {
                         why.push_str(&format!(
-                            "; memory bounds it at {cap} of the {wanted} workers, at {:.0} MB a worker: {}",
+                            "; memory bounds it at {cap}, at {:.0} MB a worker: {}",
                             incumbent.memory_per_worker().unwrap_or(0.0) / 1e6,
                             free.describe()
                         ));
@@ -1099,12 +1101,11 @@ mod tests {
         );
         assert!(model.workers_needed() > 26);
         assert!(
-            p.why.contains(&format!(
-                "memory bounds it at 26 of the {} workers, at 30 MB a worker",
-                model.workers_needed()
-            )) && p
-                .why
-                .contains("600 MB free under the job's cgroup memory limit"),
+            p.why
+                .contains(&format!("about {} workers keep up", model.workers_needed()))
+                && p.why.contains("memory bounds it at 26, at 30 MB a worker")
+                && p.why
+                    .contains("600 MB free under the job's cgroup memory limit"),
             "{}",
             p.why
         );
