@@ -883,6 +883,8 @@ fn a_real_run_shows_live_progress_and_its_report_has_the_expected_shape() {
                 "[CORES]",
             ),
             (r"\d+ µs", "[N] µs"),
+            // The processes' memory varies from run to run.
+            (r"\d+(\.\d+)? [MG]B", "[MEM]"),
             (r"\d+\.\d+", "[N]"),
         ]
         .map(|(a, b)| (a.to_string(), b.to_string())),
