@@ -1320,7 +1320,10 @@ fn a_hybrid_run_spends_no_claude_call_until_the_knobs_are_settled() {
         "builtin turns first, then Claude's: {:?}",
         turns
             .iter()
-            .map(|t| format!("{} {} {}", t["agent"]["backend"], t["change"], t["decision"]))
+            .map(|t| format!(
+                "{} {} {}",
+                t["agent"]["backend"], t["change"], t["decision"]
+            ))
             .collect::<Vec<_>>()
     );
     assert_eq!(turns[0]["change"], "num_workers (default) → 2");
