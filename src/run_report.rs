@@ -158,10 +158,12 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         let events = store::read_events(dir).unwrap_or_default();
         LiveFigures {
             stop_reason: stop_reason_from_log(&events, facts.state),
-            interrupted: true,
+            // Rebuilt: the session that ran it did not finish its report,
+            // unless the folder says it ran to its stop rule.
+            interrupted: facts.state != Some(RunState::Finished),
             wall_s: wall_seconds(&events),
             bench_runs: counted_runs,
-            total_cost_usd: facts.turns.iter().filter_map(|r| r.agent.cost_usd).sum(),
+            total_cost_usd: crate::turn::total_cost_usd(&facts.turns),
             agent_time_ms: facts.turns.iter().map(|r| r.agent.duration_ms).sum(),
             knob_sources: Vec::new(),
         }
@@ -416,6 +418,23 @@ mod tests {
         assert!(r.interrupted);
         assert!(r.stop_reason.contains("killed"), "{}", r.stop_reason);
         assert!(r.kept_diff.contains("+workers = 4"), "{}", r.kept_diff);
+    }
+
+    #[test]
+    fn a_finished_run_rebuilt_is_not_called_interrupted_and_costs_print_unsigned() {
+        let d = tempfile::tempdir().unwrap();
+        killed_run(d.path());
+        let mut rec = RunRecord::read(d.path()).unwrap();
+        rec.state = RunState::Finished;
+        rec.write(d.path()).unwrap();
+        let mut facts = RunFacts::read(d.path()).unwrap();
+        for t in &mut facts.turns {
+            t.agent.cost_usd = None;
+        }
+        let r = assemble(d.path(), facts, None);
+        assert!(!r.interrupted);
+        // A float sum of nothing is -0.0, which prints as "$-0.00".
+        assert_eq!(format!("{:.2}", r.total_cost_usd), "0.00");
     }
 
     #[test]

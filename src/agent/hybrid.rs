@@ -58,7 +58,7 @@ impl HandoffFacts {
 
 /// What the run's agent calls have cost so far.
 pub fn spent(history: &[TurnRow]) -> f64 {
-    history.iter().filter_map(|r| r.agent.cost_usd).sum()
+    crate::turn::total_cost_usd(history)
 }
 
 /// `Ok` when Claude Code should take the turn; else why not, in words that
