@@ -30,6 +30,7 @@ use tree_sitter::{Node, Tree};
 
 use super::config_file::{self, ConfigKind};
 use super::rewrite::{set_call_kwarg, set_kwarg, RewriteError};
+use super::spread::{self, Spread};
 use super::scan::{
     argument_nodes, call_node, call_site, line_col, named_children, parse_python, scan_tree,
     scan_tree_with, text, CallSite, ScanError,
@@ -77,6 +78,23 @@ pub enum Source {
         /// The value as written in the file.
         value: String,
     },
+    /// An entry of a dict literal the call spreads (`**train_kwargs`),
+    /// assigned in the same function ([`super::spread`]).
+    Spread {
+        file: String,
+        /// Line of the entry's value, or of the literal it would be added to.
+        line: usize,
+        /// The dict the call spreads: `train_kwargs`.
+        dict: String,
+        /// The variable whose literal holds (or gets) the entry: `dict`, or
+        /// the dict a `dict.update(other)` adds.
+        holder: String,
+        /// The entry's value as written; `None`: not set (the default).
+        value: Option<String>,
+        /// Later conditional writes of the key that may win at run time:
+        /// "overridden to 1 under `if use_cuda` by cuda_kwargs (main.py:77)".
+        overrides: Vec<String>,
+    },
     /// Not editable: the value is computed.
     Unresolved { reason: String },
 }
@@ -101,6 +119,7 @@ impl KnobOrigin {
             Source::Keyword => self.expr.clone(),
             Source::Flag { default, .. } => default.clone(),
             Source::Config { value, .. } => Some(config_file::python_value(value)),
+            Source::Spread { value, .. } => value.clone(),
             Source::Unresolved { .. } => None,
         }
     }
@@ -137,6 +156,29 @@ impl KnobOrigin {
                 key,
                 value,
             } => format!("{lhs} → {key}: {value} ({file}:{line})"),
+            Source::Spread {
+                file,
+                line,
+                holder,
+                value,
+                overrides,
+                ..
+            } => {
+                let mut s = match value {
+                    Some(v) => format!(
+                        "{} = {v} → {holder}[\"{}\"] ({file}:{line})",
+                        self.knob, self.keyword
+                    ),
+                    None => format!(
+                        "{lhs}: the default; set \"{}\" in {holder} ({file}:{line})",
+                        self.keyword
+                    ),
+                };
+                for o in overrides {
+                    s.push_str(&format!("; {o}"));
+                }
+                s
+            }
             Source::Unresolved { reason } => format!("{lhs}: not editable ({reason})"),
         }
     }
@@ -637,6 +679,40 @@ fn resolve(
     Source::Unresolved { reason }
 }
 
+/// A knob absent from a DataLoader call: the entry of the dict literal the
+/// call spreads, if it spreads one ([`super::spread`]); an entry that is no
+/// literal is followed like a keyword (`"num_workers": args.workers`).
+fn spread_origin(
+    call: Node<'_>,
+    src: &str,
+    file: &str,
+    key: &str,
+    facts: &FileFacts,
+    read: ReadFile<'_>,
+) -> (Option<String>, Source) {
+    match spread::follow_key(call, src, file, key) {
+        Spread::NotApplicable => (None, Source::Keyword),
+        Spread::Unresolved(reason) => (None, Source::Unresolved { reason }),
+        Spread::Found(f) => match f.value {
+            Some(v) if !is_literal(v, src) => (
+                Some(text(v, src).to_string()),
+                resolve(v, src, file, facts, read),
+            ),
+            value => (
+                None,
+                Source::Spread {
+                    file: file.to_string(),
+                    line: line_col(src, value.unwrap_or(f.target).start_byte()).0,
+                    dict: f.dict,
+                    holder: f.holder,
+                    value: value.map(|v| text(v, src).to_string()),
+                    overrides: f.overrides,
+                },
+            ),
+        },
+    }
+}
+
 fn enclosing_function(node: Node<'_>, src: &str) -> Option<String> {
     let mut n = node.parent();
     while let Some(p) = n {
@@ -667,14 +743,21 @@ fn site_of(
                 SiteKind::TrainingArguments => format!("dataloader_{knob}"),
             };
             let value = keyword_value(call, src, &kw);
+            let (expr, source) = match value {
+                None if kind == SiteKind::DataLoader => {
+                    spread_origin(call, src, file, &kw, facts, read)
+                }
+                None => (None, Source::Keyword),
+                Some(v) => (
+                    Some(text(v, src).to_string()),
+                    resolve(v, src, file, facts, read),
+                ),
+            };
             KnobOrigin {
                 knob: knob.to_string(),
                 keyword: kw,
-                expr: value.map(|v| text(v, src).to_string()),
-                source: match value {
-                    None => Source::Keyword,
-                    Some(v) => resolve(v, src, file, facts, read),
-                },
+                expr,
+                source,
             }
         })
         .collect();
@@ -823,6 +906,11 @@ pub fn set_knob(
                 .map_err(|e| format!("cannot edit {file}: {e}"))?;
             Ok((file.clone(), out))
         }
+        Source::Spread { .. } => {
+            let src = read_file(&site.file)?;
+            let out = spread::set_entry(&src, &site.file, site.call_start, knob, value)?;
+            Ok((site.file.clone(), out))
+        }
         Source::Unresolved { reason } => Err(format!(
             "{knob} at {} is not editable: {reason}; write the value as a literal, a flag default or a config value",
             site.at()
@@ -929,6 +1017,10 @@ pub fn python_edit(file: &str, old: &str, new: &str, read: ReadFile<'_>) -> Pyth
     let (Ok(old_tree), Ok(new_tree)) = (parse_python(old, file), parse_python(new, file)) else {
         return PythonEdit::NotAtSource;
     };
+    // An entry of a dict spread into a DataLoader call.
+    if let Some(edit) = spread::spread_edit(file, old, new) {
+        return edit;
+    }
     let loaders: Vec<String> = project_loaders(file, old, &old_tree, read)
         .into_iter()
         .map(|(l, _)| l)
