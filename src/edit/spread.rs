@@ -591,20 +591,20 @@ fn insert_pair(src: &str, dict: Node<'_>, key: &str, value: &str) -> String {
 }
 
 /// The literal entries (or the one assigned value) of a spread target, as
-/// `(key, value text)`.
-fn target_entries(node: Node<'_>, src: &str) -> Option<Vec<(String, String)>> {
+/// `(key, value text, line of the value)`.
+fn target_entries(node: Node<'_>, src: &str) -> Option<Vec<(String, String, usize)>> {
+    let entry = |k: String, v: Node<'_>| (k, text(v, src).to_string(), line_col(src, v.start_byte()).0);
     if node.kind() == "assignment" {
         let key = node
             .child_by_field_name("left")?
             .child_by_field_name("subscript")
             .and_then(|k| string_key(k, src))?;
-        let right = node.child_by_field_name("right")?;
-        return Some(vec![(key, text(right, src).to_string())]);
+        return Some(vec![entry(key, node.child_by_field_name("right")?)]);
     }
     Some(
         literal_entries(node, src)?
             .into_iter()
-            .map(|(k, v)| (k, text(v, src).to_string()))
+            .map(|(k, v)| entry(k, v))
             .collect(),
     )
 }
@@ -699,10 +699,9 @@ pub(crate) fn spread_edit(file: &str, old: &str, new: &str) -> Option<PythonEdit
                 a.line, b.holder
             )));
         };
-        let mut keys: Vec<&String> = eb.iter().chain(&ea).map(|(k, _)| k).collect();
-        keys.dedup();
-        let value = |e: &[(String, String)], k: &str| {
-            e.iter().rev().find(|(x, _)| x == k).map(|(_, v)| v.clone())
+        let keys: Vec<&String> = eb.iter().chain(&ea).map(|(k, _, _)| k).collect();
+        let value = |e: &[(String, String, usize)], k: &str| {
+            e.iter().rev().find(|(x, _, _)| x == k).map(|(_, v, _)| v.clone())
         };
         let mut seen: Vec<&String> = Vec::new();
         for k in keys {
@@ -728,16 +727,22 @@ pub(crate) fn spread_edit(file: &str, old: &str, new: &str) -> Option<PythonEdit
                     a.line, b.holder
                 )));
             }
+            // The line of the new value (of the dict when it was removed).
+            let line = ea
+                .iter()
+                .rev()
+                .find(|(x, _, _)| x == k)
+                .map_or(a.line, |(_, _, l)| *l);
             let from = from.unwrap_or_else(|| "(default)".into());
             let to = to.unwrap_or_else(|| "(default)".into());
             changes.push(SourceChange {
                 file: file.to_string(),
                 knob: k.clone(),
                 change: format!(
-                    "{k} {from} → {to} ({}[\"{k}\"], {file}:{})",
-                    b.holder, a.line
+                    "{k} {from} → {to} ({}[\"{k}\"], {file}:{line})",
+                    b.holder
                 ),
-                line: a.line,
+                line,
             });
         }
     }
@@ -755,7 +760,7 @@ fn node_at(
     src: &str,
     file: &str,
     range: &std::ops::Range<usize>,
-) -> Option<Option<Vec<(String, String)>>> {
+) -> Option<Option<Vec<(String, String, usize)>>> {
     let tree = parse_python(src, file).ok()?;
     let mut node = tree
         .root_node()
