@@ -224,7 +224,11 @@ fn an_mnist_style_script_gets_num_workers_in_the_dict_it_spreads() {
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     let dir = r.run_dir();
     let base = json_file(&dir.join("baseline/bench.json"));
-    let train_line = line_of(&ws, "main.py", "train_loader = torch.utils.data.DataLoader(");
+    let train_line = line_of(
+        &ws,
+        "main.py",
+        "train_loader = torch.utils.data.DataLoader(",
+    );
     assert_eq!(
         base["runs"][0]["call_site"],
         format!("main.py:{train_line}"),
@@ -248,6 +252,18 @@ fn an_mnist_style_script_gets_num_workers_in_the_dict_it_spreads() {
             r#"+    train_kwargs = {"batch_size": args.batch_size, "num_workers": 2}"#,
         ],
         "{diff}"
+    );
+    // The report says where the measured loader's knobs are set: the dict.
+    let sources = rep["knob_sources"].as_array().unwrap();
+    assert!(
+        sources
+            .iter()
+            .any(|s| s.as_str().unwrap().starts_with("num_workers")
+                && s.as_str().unwrap().contains("train_kwargs")
+                && s.as_str()
+                    .unwrap()
+                    .contains("under `if use_cuda` by cuda_kwargs")),
+        "{sources:?}"
     );
     let now = ws.read("main.py");
     if decision.starts_with("kept") {

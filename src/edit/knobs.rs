@@ -30,11 +30,11 @@ use tree_sitter::{Node, Tree};
 
 use super::config_file::{self, ConfigKind};
 use super::rewrite::{set_call_kwarg, set_kwarg, RewriteError};
-use super::spread::{self, Spread};
 use super::scan::{
     argument_nodes, call_node, call_site, line_col, named_children, parse_python, scan_tree,
     scan_tree_with, text, CallSite, ScanError,
 };
+use super::spread::{self, Spread};
 use crate::verify::DATA_PRESERVING;
 
 /// Reads a project file by its path relative to the project root.
@@ -175,7 +175,7 @@ impl KnobOrigin {
                     ),
                 };
                 for o in overrides {
-                    s.push_str(&format!("; {o}"));
+                    s.push_str(&format!(", {o}"));
                 }
                 s
             }
@@ -1018,7 +1018,7 @@ pub fn python_edit(file: &str, old: &str, new: &str, read: ReadFile<'_>) -> Pyth
         return PythonEdit::NotAtSource;
     };
     // An entry of a dict spread into a DataLoader call.
-    if let Some(edit) = spread::spread_edit(file, old, new) {
+    if let Some(edit) = spread::spread_edit(file, old, new, read) {
         return edit;
     }
     let loaders: Vec<String> = project_loaders(file, old, &old_tree, read)
@@ -1788,7 +1788,7 @@ mod spread_tests {
         assert_eq!(nw.current(), None);
         assert_eq!(
             nw.describe(&s[0].at()),
-            format!("num_workers not set: the default; set \"num_workers\" in train_kwargs (main.py:{base}); overridden to 1 under `if use_cuda` by cuda_kwargs (main.py:{update})")
+            format!("num_workers not set: the default; set \"num_workers\" in train_kwargs (main.py:{base}), overridden to 1 under `if use_cuda` by cuda_kwargs (main.py:{update})")
         );
         assert_eq!(
             s[0].origin("prefetch_factor").unwrap().describe(&s[0].at()),
@@ -1823,13 +1823,16 @@ mod spread_tests {
         assert_eq!(nw2.current().as_deref(), Some("2"));
         assert!(
             nw2.describe(&s2[0].at()).starts_with(&format!(
-                "num_workers = 2 → train_kwargs[\"num_workers\"] (main.py:{base}); overridden to 1"
+                "num_workers = 2 → train_kwargs[\"num_workers\"] (main.py:{base}), overridden to 1"
             )),
             "{}",
             nw2.describe(&s2[0].at())
         );
         let again = set("main.py", &out, &s2[0], "num_workers", "4");
-        assert_eq!(again, out.replace("\"num_workers\": 2}", "\"num_workers\": 4}"));
+        assert_eq!(
+            again,
+            out.replace("\"num_workers\": 2}", "\"num_workers\": 4}")
+        );
     }
 
     #[test]
@@ -1854,7 +1857,10 @@ mod spread_tests {
         );
         assert_eq!(s[0].effective_call().kwarg("num_workers"), Some("4"));
         let out = set("t.py", src, &s[0], "num_workers", "8");
-        assert_eq!(out, src.replace("\"num_workers\": 4,", "\"num_workers\": 8,"));
+        assert_eq!(
+            out,
+            src.replace("\"num_workers\": 4,", "\"num_workers\": 8,")
+        );
         assert!(
             matches!(edit("t.py", src, &out), PythonEdit::Changes(c) if c.len() == 1 && c[0].change == "num_workers 4 → 8 (loader_kwargs[\"num_workers\"], t.py:6)" && c[0].line == 6)
         );
@@ -1923,8 +1929,8 @@ mod spread_tests {
         assert_eq!(
             s[0].describe_knobs()[..2],
             [
-                "num_workers not set: the default; set \"num_workers\" in kw (t.py:4); overridden to 4 under `if fast` by `kw['num_workers'] = 4` (t.py:6)".to_string(),
-                "pin_memory not set: the default; set \"pin_memory\" in kw (t.py:4); overridden to False under `else` by `kw.update(pin_memory=False)` (t.py:8)".to_string(),
+                "num_workers not set: the default; set \"num_workers\" in kw (t.py:4), overridden to 4 under `if fast` by `kw['num_workers'] = 4` (t.py:6)".to_string(),
+                "pin_memory not set: the default; set \"pin_memory\" in kw (t.py:4), overridden to False under `else` by `kw.update(pin_memory=False)` (t.py:8)".to_string(),
             ]
         );
         // `dict(...)`: a keyword added to it.
@@ -1938,7 +1944,10 @@ mod spread_tests {
         );
         let s2 = sites("t.py", &out);
         let again = set("t.py", &out, &s2[0], "num_workers", "6");
-        assert!(again.contains("dict(batch_size=8, num_workers=6)"), "{again}");
+        assert!(
+            again.contains("dict(batch_size=8, num_workers=6)"),
+            "{again}"
+        );
     }
 
     #[test]
@@ -1954,7 +1963,10 @@ mod spread_tests {
         );
         let read = |_: &str| Some(src.to_string());
         let err = set_knob(&s[0], "num_workers", "2", &read).unwrap_err();
-        assert!(err.contains("not editable") && err.contains("cannot see"), "{err}");
+        assert!(
+            err.contains("not editable") && err.contains("cannot see"),
+            "{err}"
+        );
         // A key set after the unknown update is known again.
         let fixed = src.replace(
             "    return DataLoader",
@@ -1967,7 +1979,10 @@ mod spread_tests {
         );
         // A dict built by a call: not a literal whose keys can be seen.
         let built = src.replace("{\"batch_size\": 8}", "vars(opts)");
-        let nw = sites("t.py", &built)[0].origin("num_workers").unwrap().clone();
+        let nw = sites("t.py", &built)[0]
+            .origin("num_workers")
+            .unwrap()
+            .clone();
         assert!(
             matches!(&nw.source, Source::Unresolved { reason } if reason.contains("`kw` is `vars(opts)` (t.py:4), not a dict literal")),
             "{nw:?}"
@@ -1985,7 +2000,10 @@ mod spread_tests {
         let out = set("t.py", src, &s[0], "num_workers", "2");
         assert_eq!(
             out,
-            src.replace("'pin_memory': True}", "'pin_memory': True, 'num_workers': 2}")
+            src.replace(
+                "'pin_memory': True}",
+                "'pin_memory': True, 'num_workers': 2}"
+            )
         );
         // Inside a function, a module-level dict is not followed: the
         // call's own keyword, as without a spread.
@@ -2024,6 +2042,24 @@ mod spread_tests {
             )
             .replace("lr=args.lr", "lr=0.1");
         assert_eq!(edit("main.py", MNIST, &two), PythonEdit::NotAtSource);
+        // A keyword next to the spread the dict may carry: it would crash on CUDA.
+        let kw = MNIST.replace(
+            "(dataset1, **train_kwargs)",
+            "(dataset1, num_workers=2, **train_kwargs)",
+        );
+        match edit("main.py", MNIST, &kw) {
+            PythonEdit::Rejected(r) => assert_eq!(
+                r,
+                format!("main.py:{}: num_workers= added next to `**train_kwargs`, whose dict may carry \"num_workers\" too (the call would get it twice and fail); set \"num_workers\" in train_kwargs (main.py:{base}) instead", line(MNIST, "train_loader ="))
+            ),
+            other => panic!("{other:?}"),
+        }
+        // One the dict never carries is the call's keyword, as before.
+        let pf = MNIST.replace(
+            "(dataset1, **train_kwargs)",
+            "(dataset1, prefetch_factor=4, **train_kwargs)",
+        );
+        assert_eq!(edit("main.py", MNIST, &pf), PythonEdit::NotAtSource);
         // The CUDA-only dict is no source: left to the other checks.
         let cuda = MNIST.replace("\"num_workers\": 1, \"pin", "\"num_workers\": 4, \"pin");
         assert_eq!(edit("main.py", MNIST, &cuda), PythonEdit::NotAtSource);

@@ -22,7 +22,7 @@
 
 use tree_sitter::Node;
 
-use super::knobs::{PythonEdit, SourceChange};
+use super::knobs::{knob_sites, PythonEdit, ReadFile, Source, SourceChange};
 use super::scan::{argument_nodes, line_col, named_children, parse_python, text};
 use crate::verify::DATA_PRESERVING;
 
@@ -213,10 +213,9 @@ fn condition(stmt: Node<'_>, scope: Node<'_>, src: &str) -> Option<String> {
                 p.kind().trim_end_matches("_statement")
             )),
             "try_statement" => Some("under `try`".to_string()),
-            "except_clause" | "finally_clause" => Some(format!(
-                "under `{}`",
-                p.kind().trim_end_matches("_clause")
-            )),
+            "except_clause" | "finally_clause" => {
+                Some(format!("under `{}`", p.kind().trim_end_matches("_clause")))
+            }
             "case_clause" => Some("under a `case`".to_string()),
             _ => None,
         };
@@ -528,8 +527,12 @@ pub(crate) fn set_entry(
             ))
         }
     };
-    super::scan::check_syntax(&out)
-        .map_err(|e| format!("{file}: setting \"{key}\" in `{}` broke it: {e}", found.holder))?;
+    super::scan::check_syntax(&out).map_err(|e| {
+        format!(
+            "{file}: setting \"{key}\" in `{}` broke it: {e}",
+            found.holder
+        )
+    })?;
     Ok(out)
 }
 
@@ -559,9 +562,7 @@ fn insert_pair(src: &str, dict: Node<'_>, key: &str, value: &str) -> String {
         .skip(1)
         .find(|c| c.kind() != "comment")
         .filter(|c| c.kind() == ",");
-    let line_start = src[..last.start_byte()]
-        .rfind('\n')
-        .map_or(0, |i| i + 1);
+    let line_start = src[..last.start_byte()].rfind('\n').map_or(0, |i| i + 1);
     let indent = &src[line_start..last.start_byte()];
     if !indent.chars().all(|c| c == ' ' || c == '\t') {
         // On one line: after the last entry.
@@ -593,7 +594,8 @@ fn insert_pair(src: &str, dict: Node<'_>, key: &str, value: &str) -> String {
 /// The literal entries (or the one assigned value) of a spread target, as
 /// `(key, value text, line of the value)`.
 fn target_entries(node: Node<'_>, src: &str) -> Option<Vec<(String, String, usize)>> {
-    let entry = |k: String, v: Node<'_>| (k, text(v, src).to_string(), line_col(src, v.start_byte()).0);
+    let entry =
+        |k: String, v: Node<'_>| (k, text(v, src).to_string(), line_col(src, v.start_byte()).0);
     if node.kind() == "assignment" {
         let key = node
             .child_by_field_name("left")?
@@ -618,20 +620,22 @@ struct Target {
     knobs: Vec<String>,
 }
 
-fn targets(file: &str, src: &str) -> Vec<Target> {
+/// The spread targets of `src`'s DataLoader calls (the calls
+/// [`knob_sites`] finds, imported subclasses included).
+fn targets(file: &str, src: &str, read: ReadFile<'_>) -> Vec<Target> {
     let Ok(tree) = parse_python(src, file) else {
         return Vec::new();
     };
     let mut out: Vec<Target> = Vec::new();
-    for site in super::scan::scan_tree(file, src, &tree) {
-        if !site.has_spread {
+    for site in knob_sites(file, src, read).unwrap_or_default() {
+        let Some(scanned) = site.call.as_ref().filter(|c| c.has_spread) else {
             continue;
-        }
-        let Some(call) = super::scan::call_node(&tree, &site.call_range) else {
+        };
+        let Some(call) = call_at(tree.root_node(), site.call_start) else {
             continue;
         };
         for knob in DATA_PRESERVING {
-            if site.kwargs.contains_key(knob) {
+            if scanned.kwargs.contains_key(knob) {
                 continue;
             }
             let Spread::Found(f) = follow_key(call, src, file, knob) else {
@@ -657,15 +661,68 @@ fn targets(file: &str, src: &str) -> Vec<Target> {
     out
 }
 
+/// A knob keyword added to a call next to a `**` spread whose dict may
+/// carry the same key: the call would get it twice at run time.
+fn keyword_beside_spread(
+    file: &str,
+    old: &str,
+    new: &str,
+    read: ReadFile<'_>,
+) -> Option<PythonEdit> {
+    let before = knob_sites(file, old, read).ok()?;
+    let after = knob_sites(file, new, read).ok()?;
+    if before.len() != after.len() {
+        return None;
+    }
+    for (b, a) in before.iter().zip(&after) {
+        let Some(call) = a.call.as_ref() else {
+            continue;
+        };
+        for o in &b.knobs {
+            let Source::Spread {
+                holder,
+                value,
+                overrides,
+                file: f,
+                line,
+                ..
+            } = &o.source
+            else {
+                continue;
+            };
+            if call.kwargs.contains_key(&o.keyword) && (value.is_some() || !overrides.is_empty()) {
+                return Some(PythonEdit::Rejected(format!(
+                    "{file}:{}: {k}= added next to `**{}`, whose dict may carry \"{k}\" too (the call would get it twice and fail); set \"{k}\" in {holder} ({f}:{line}) instead",
+                    a.line,
+                    match &o.source {
+                        Source::Spread { dict, .. } => dict.as_str(),
+                        _ => "",
+                    },
+                    k = o.keyword
+                )));
+            }
+        }
+    }
+    None
+}
+
 /// A Python file's edit seen through the dicts spread into its DataLoader
 /// calls: `None` when no such dict changed (the other checks decide), else
 /// the knob changes it makes there, or why it is no knob change.
-pub(crate) fn spread_edit(file: &str, old: &str, new: &str) -> Option<PythonEdit> {
-    let before = targets(file, old);
+pub(crate) fn spread_edit(
+    file: &str,
+    old: &str,
+    new: &str,
+    read: ReadFile<'_>,
+) -> Option<PythonEdit> {
+    if let Some(rejected) = keyword_beside_spread(file, old, new, read) {
+        return Some(rejected);
+    }
+    let before = targets(file, old, read);
     if before.is_empty() {
         return None;
     }
-    let after = targets(file, new);
+    let after = targets(file, new, read);
     let texts = |src: &str, t: &[Target]| -> Vec<String> {
         t.iter().map(|t| src[t.range.clone()].to_string()).collect()
     };
@@ -687,12 +744,8 @@ pub(crate) fn spread_edit(file: &str, old: &str, new: &str) -> Option<PythonEdit
         if ob == ab {
             continue;
         }
-        let Some(node_b) = node_at(old, file, &b.range) else {
-            return None;
-        };
-        let Some(node_a) = node_at(new, file, &a.range) else {
-            return None;
-        };
+        let node_b = node_at(old, file, &b.range)?;
+        let node_a = node_at(new, file, &a.range)?;
         let (Some(eb), Some(ea)) = (node_b, node_a) else {
             return Some(PythonEdit::Rejected(format!(
                 "{file}:{}: `{}` changed into something whose keys cannot be seen",
@@ -701,7 +754,10 @@ pub(crate) fn spread_edit(file: &str, old: &str, new: &str) -> Option<PythonEdit
         };
         let keys: Vec<&String> = eb.iter().chain(&ea).map(|(k, _, _)| k).collect();
         let value = |e: &[(String, String, usize)], k: &str| {
-            e.iter().rev().find(|(x, _, _)| x == k).map(|(_, v, _)| v.clone())
+            e.iter()
+                .rev()
+                .find(|(x, _, _)| x == k)
+                .map(|(_, v, _)| v.clone())
         };
         let mut seen: Vec<&String> = Vec::new();
         for k in keys {
@@ -738,10 +794,7 @@ pub(crate) fn spread_edit(file: &str, old: &str, new: &str) -> Option<PythonEdit
             changes.push(SourceChange {
                 file: file.to_string(),
                 knob: k.clone(),
-                change: format!(
-                    "{k} {from} → {to} ({}[\"{k}\"], {file}:{line})",
-                    b.holder
-                ),
+                change: format!("{k} {from} → {to} ({}[\"{k}\"], {file}:{line})", b.holder),
                 line,
             });
         }

@@ -952,6 +952,6 @@ mod tests {
         let mut f = facts("en", &sites, &hist, &knobs, &TableDelivery::Stdin);
         f.knob_sites = &knob_sites;
         let text = call_sites(&f, false);
-        assert!(text.contains("  - train.py line 7: DataLoader(1 positional, **…)\n      num_workers not set: the default; set \"num_workers\" in kw (train.py:4); overridden to 1 under `if use_cuda` by `kw.update(…)` (train.py:6)\n      pin_memory not set: the default; set \"pin_memory\" in kw (train.py:4)\n"), "{text}");
+        assert!(text.contains("  - train.py line 7: DataLoader(1 positional, **…)\n      num_workers not set: the default; set \"num_workers\" in kw (train.py:4), overridden to 1 under `if use_cuda` by `kw.update(…)` (train.py:6)\n      pin_memory not set: the default; set \"pin_memory\" in kw (train.py:4)\n"), "{text}");
     }
 }
