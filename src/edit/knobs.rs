@@ -16,6 +16,9 @@
 //! * Hugging Face `TrainingArguments(...)` / `Seq2SeqTrainingArguments(...)`,
 //!   whose `dataloader_*` keywords are the knobs of the loader transformers
 //!   builds; a keyword there may itself come from a flag or a config file.
+//! * a knob absent from a call that spreads a dict literal of the same
+//!   function (`DataLoader(ds, **train_kwargs)`): that dict's entry, added
+//!   to the literal when absent ([`super::spread`]).
 //!
 //! Anything else (a computed expression, a local variable) stays "not
 //! editable", with the reason. Call sites themselves come from
