@@ -210,6 +210,75 @@ fn a_lightning_script_is_tuned_and_its_logs_are_not_a_change() {
     );
 }
 
+#[test]
+fn an_mnist_style_script_gets_num_workers_in_the_dict_it_spreads() {
+    // pytorch/examples' MNIST: `DataLoader(dataset1, **train_kwargs)`, with
+    // `num_workers` added to the dict under `if use_cuda`. A `num_workers=`
+    // keyword next to the spread would crash there ("got multiple values").
+    let _one = serial();
+    let ws = Ws::new();
+    let script = include_str!("fixtures/mnist/main.py");
+    ws.write("main.py", script);
+    init_command(&ws, &["python", "main.py", "--epochs", "2"], 12);
+    let r = ws.tuneloop(&["start", "--agent", "builtin", "--iterations", "1"]);
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let dir = r.run_dir();
+    let base = json_file(&dir.join("baseline/bench.json"));
+    let train_line = line_of(
+        &ws,
+        "main.py",
+        "train_loader = torch.utils.data.DataLoader(",
+    );
+    assert_eq!(
+        base["runs"][0]["call_site"],
+        format!("main.py:{train_line}"),
+        "{base:#}"
+    );
+    let rep = json_file(&dir.join("report.json"));
+    let turn = &rep["turns"][0];
+    // The candidate ran and was judged on its measurements (kept or
+    // reverted by the noise of the box), not rejected or failed.
+    let decision = turn["decision"].as_str().unwrap();
+    assert!(
+        ["kept", "kept_cheaper", "reverted"].contains(&decision),
+        "{rep:#}\n{}",
+        r.stdout
+    );
+    let diff = std::fs::read_to_string(dir.join("turns/01/diff.patch")).unwrap();
+    assert_eq!(
+        changed_lines(&diff),
+        vec![
+            r#"-    train_kwargs = {"batch_size": args.batch_size}"#,
+            r#"+    train_kwargs = {"batch_size": args.batch_size, "num_workers": 2}"#,
+        ],
+        "{diff}"
+    );
+    // The report says where the measured loader's knobs are set: the dict.
+    let sources = rep["knob_sources"].as_array().unwrap();
+    assert!(
+        sources
+            .iter()
+            .any(|s| s.as_str().unwrap().starts_with("num_workers")
+                && s.as_str().unwrap().contains("train_kwargs")
+                && s.as_str()
+                    .unwrap()
+                    .contains("under `if use_cuda` by cuda_kwargs")),
+        "{sources:?}"
+    );
+    let now = ws.read("main.py");
+    if decision.starts_with("kept") {
+        assert_eq!(
+            now,
+            script.replace(
+                r#"{"batch_size": args.batch_size}"#,
+                r#"{"batch_size": args.batch_size, "num_workers": 2}"#
+            )
+        );
+    } else {
+        assert_eq!(now, script, "a reverted turn restores the file's bytes");
+    }
+}
+
 fn script_ws(script: &str, timeout_s: u32) -> Ws {
     let ws = Ws::new();
     ws.write("train.py", script);

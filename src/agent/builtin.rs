@@ -195,6 +195,12 @@ impl BuiltinAgent {
                             "set {}={} in {}:{} ({})",
                             p.knob, p.value, site.file, site.line, p.why
                         ),
+                        Some(edit::Source::Spread {
+                            holder, file, line, ..
+                        }) => format!(
+                            "set \"{}\": {} in {holder} ({file}:{line}) ({})",
+                            p.knob, p.value, p.why
+                        ),
                         Some(_) => format!(
                             "set {}={} where it is defined: {} ({})",
                             p.knob,

@@ -16,6 +16,9 @@
 //! * Hugging Face `TrainingArguments(...)` / `Seq2SeqTrainingArguments(...)`,
 //!   whose `dataloader_*` keywords are the knobs of the loader transformers
 //!   builds; a keyword there may itself come from a flag or a config file.
+//! * a knob absent from a call that spreads a dict literal of the same
+//!   function (`DataLoader(ds, **train_kwargs)`): that dict's entry, added
+//!   to the literal when absent ([`super::spread`]).
 //!
 //! Anything else (a computed expression, a local variable) stays "not
 //! editable", with the reason. Call sites themselves come from
@@ -34,6 +37,7 @@ use super::scan::{
     argument_nodes, call_node, call_site, line_col, named_children, parse_python, scan_tree,
     scan_tree_with, text, CallSite, ScanError,
 };
+use super::spread::{self, Spread};
 use crate::verify::DATA_PRESERVING;
 
 /// Reads a project file by its path relative to the project root.
@@ -77,6 +81,23 @@ pub enum Source {
         /// The value as written in the file.
         value: String,
     },
+    /// An entry of a dict literal the call spreads (`**train_kwargs`),
+    /// assigned in the same function ([`super::spread`]).
+    Spread {
+        file: String,
+        /// Line of the entry's value, or of the literal it would be added to.
+        line: usize,
+        /// The dict the call spreads: `train_kwargs`.
+        dict: String,
+        /// The variable whose literal holds (or gets) the entry: `dict`, or
+        /// the dict a `dict.update(other)` adds.
+        holder: String,
+        /// The entry's value as written; `None`: not set (the default).
+        value: Option<String>,
+        /// Later conditional writes of the key that may win at run time:
+        /// "overridden to 1 under `if use_cuda` by cuda_kwargs (main.py:77)".
+        overrides: Vec<String>,
+    },
     /// Not editable: the value is computed.
     Unresolved { reason: String },
 }
@@ -101,6 +122,7 @@ impl KnobOrigin {
             Source::Keyword => self.expr.clone(),
             Source::Flag { default, .. } => default.clone(),
             Source::Config { value, .. } => Some(config_file::python_value(value)),
+            Source::Spread { value, .. } => value.clone(),
             Source::Unresolved { .. } => None,
         }
     }
@@ -137,6 +159,29 @@ impl KnobOrigin {
                 key,
                 value,
             } => format!("{lhs} → {key}: {value} ({file}:{line})"),
+            Source::Spread {
+                file,
+                line,
+                holder,
+                value,
+                overrides,
+                ..
+            } => {
+                let mut s = match value {
+                    Some(v) => format!(
+                        "{} = {v} → {holder}[\"{}\"] ({file}:{line})",
+                        self.knob, self.keyword
+                    ),
+                    None => format!(
+                        "{lhs}: the default; set \"{}\" in {holder} ({file}:{line})",
+                        self.keyword
+                    ),
+                };
+                for o in overrides {
+                    s.push_str(&format!(", {o}"));
+                }
+                s
+            }
             Source::Unresolved { reason } => format!("{lhs}: not editable ({reason})"),
         }
     }
@@ -637,6 +682,40 @@ fn resolve(
     Source::Unresolved { reason }
 }
 
+/// A knob absent from a DataLoader call: the entry of the dict literal the
+/// call spreads, if it spreads one ([`super::spread`]); an entry that is no
+/// literal is followed like a keyword (`"num_workers": args.workers`).
+fn spread_origin(
+    call: Node<'_>,
+    src: &str,
+    file: &str,
+    key: &str,
+    facts: &FileFacts,
+    read: ReadFile<'_>,
+) -> (Option<String>, Source) {
+    match spread::follow_key(call, src, file, key) {
+        Spread::NotApplicable => (None, Source::Keyword),
+        Spread::Unresolved(reason) => (None, Source::Unresolved { reason }),
+        Spread::Found(f) => match f.value {
+            Some(v) if !is_literal(v, src) => (
+                Some(text(v, src).to_string()),
+                resolve(v, src, file, facts, read),
+            ),
+            value => (
+                None,
+                Source::Spread {
+                    file: file.to_string(),
+                    line: line_col(src, value.unwrap_or(f.target).start_byte()).0,
+                    dict: f.dict,
+                    holder: f.holder,
+                    value: value.map(|v| text(v, src).to_string()),
+                    overrides: f.overrides,
+                },
+            ),
+        },
+    }
+}
+
 fn enclosing_function(node: Node<'_>, src: &str) -> Option<String> {
     let mut n = node.parent();
     while let Some(p) = n {
@@ -667,14 +746,21 @@ fn site_of(
                 SiteKind::TrainingArguments => format!("dataloader_{knob}"),
             };
             let value = keyword_value(call, src, &kw);
+            let (expr, source) = match value {
+                None if kind == SiteKind::DataLoader => {
+                    spread_origin(call, src, file, &kw, facts, read)
+                }
+                None => (None, Source::Keyword),
+                Some(v) => (
+                    Some(text(v, src).to_string()),
+                    resolve(v, src, file, facts, read),
+                ),
+            };
             KnobOrigin {
                 knob: knob.to_string(),
                 keyword: kw,
-                expr: value.map(|v| text(v, src).to_string()),
-                source: match value {
-                    None => Source::Keyword,
-                    Some(v) => resolve(v, src, file, facts, read),
-                },
+                expr,
+                source,
             }
         })
         .collect();
@@ -823,6 +909,11 @@ pub fn set_knob(
                 .map_err(|e| format!("cannot edit {file}: {e}"))?;
             Ok((file.clone(), out))
         }
+        Source::Spread { .. } => {
+            let src = read_file(&site.file)?;
+            let out = spread::set_entry(&src, &site.file, site.call_start, knob, value)?;
+            Ok((site.file.clone(), out))
+        }
         Source::Unresolved { reason } => Err(format!(
             "{knob} at {} is not editable: {reason}; write the value as a literal, a flag default or a config value",
             site.at()
@@ -929,6 +1020,10 @@ pub fn python_edit(file: &str, old: &str, new: &str, read: ReadFile<'_>) -> Pyth
     let (Ok(old_tree), Ok(new_tree)) = (parse_python(old, file), parse_python(new, file)) else {
         return PythonEdit::NotAtSource;
     };
+    // An entry of a dict spread into a DataLoader call.
+    if let Some(edit) = spread::spread_edit(file, old, new, read) {
+        return edit;
+    }
     let loaders: Vec<String> = project_loaders(file, old, &old_tree, read)
         .into_iter()
         .map(|(l, _)| l)
@@ -1653,5 +1748,323 @@ trainer.train()
         let s = &sites_in(&p, "train.py")[0];
         assert!(matches!(&s.origin("num_workers").unwrap().source,
             Source::Config { file, key, .. } if file == "conf/train.yaml" && key == "loader.num_workers"));
+    }
+}
+
+/// Knobs passed through a `**name` spread of a dict literal ([`super::spread`]).
+#[cfg(test)]
+mod spread_tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// pytorch/examples' MNIST `main.py` (synthetic data): `train_kwargs`
+    /// spread into the loader, `num_workers` added under `if use_cuda`.
+    const MNIST: &str = include_str!("../../tests/fixtures/mnist/main.py");
+
+    fn sites(file: &str, src: &str) -> Vec<KnobSite> {
+        knob_sites(file, src, &|_: &str| None).unwrap()
+    }
+
+    fn set(file: &str, src: &str, site: &KnobSite, knob: &str, v: &str) -> String {
+        let files: HashMap<String, String> = [(file.to_string(), src.to_string())].into();
+        let (f, out) = set_knob(site, knob, v, &|p: &str| files.get(p).cloned()).unwrap();
+        assert_eq!(f, file);
+        out
+    }
+
+    fn line(src: &str, needle: &str) -> usize {
+        src.lines().position(|l| l.contains(needle)).unwrap() + 1
+    }
+
+    fn edit(file: &str, old: &str, new: &str) -> PythonEdit {
+        python_edit(file, old, new, &|_: &str| None)
+    }
+
+    #[test]
+    fn a_key_absent_everywhere_is_added_to_the_base_literal() {
+        let s = sites("main.py", MNIST);
+        assert_eq!(s.len(), 2);
+        let base = line(MNIST, "train_kwargs = {");
+        let update = line(MNIST, "train_kwargs.update(cuda_kwargs)");
+        let nw = s[0].origin("num_workers").unwrap();
+        assert!(nw.editable());
+        assert_eq!(nw.current(), None);
+        assert_eq!(
+            nw.describe(&s[0].at()),
+            format!("num_workers not set: the default; set \"num_workers\" in train_kwargs (main.py:{base}), overridden to 1 under `if use_cuda` by cuda_kwargs (main.py:{update})")
+        );
+        assert_eq!(
+            s[0].origin("prefetch_factor").unwrap().describe(&s[0].at()),
+            format!("prefetch_factor not set: the default; set \"prefetch_factor\" in train_kwargs (main.py:{base})")
+        );
+        // The test loader spreads its own dict.
+        assert!(s[1].describe_knobs()[0].contains("in test_kwargs"));
+
+        // Never a keyword next to the spread: the entry goes into the literal.
+        let out = set("main.py", MNIST, &s[0], "num_workers", "2");
+        assert_eq!(
+            out,
+            MNIST.replace(
+                r#"train_kwargs = {"batch_size": args.batch_size}"#,
+                r#"train_kwargs = {"batch_size": args.batch_size, "num_workers": 2}"#
+            )
+        );
+        assert_eq!(
+            edit("main.py", MNIST, &out),
+            PythonEdit::Changes(vec![SourceChange {
+                file: "main.py".into(),
+                knob: "num_workers".into(),
+                change: format!(
+                    "num_workers (default) → 2 (train_kwargs[\"num_workers\"], main.py:{base})"
+                ),
+                line: base,
+            }])
+        );
+        // Tuned again: the entry is now the source, changed in place.
+        let s2 = sites("main.py", &out);
+        let nw2 = s2[0].origin("num_workers").unwrap();
+        assert_eq!(nw2.current().as_deref(), Some("2"));
+        assert!(
+            nw2.describe(&s2[0].at()).starts_with(&format!(
+                "num_workers = 2 → train_kwargs[\"num_workers\"] (main.py:{base}), overridden to 1"
+            )),
+            "{}",
+            nw2.describe(&s2[0].at())
+        );
+        let again = set("main.py", &out, &s2[0], "num_workers", "4");
+        assert_eq!(
+            again,
+            out.replace("\"num_workers\": 2}", "\"num_workers\": 4}")
+        );
+    }
+
+    #[test]
+    fn a_key_present_in_the_literal_is_changed_there() {
+        let src = "from torch.utils.data import DataLoader\n\ndef make(ds):\n    loader_kwargs = {\n        \"batch_size\": 64,\n        \"num_workers\": 4,  # two per GPU\n    }\n    return DataLoader(ds, shuffle=True, **loader_kwargs)\n";
+        let s = sites("t.py", src);
+        let nw = s[0].origin("num_workers").unwrap();
+        assert_eq!(
+            nw.source,
+            Source::Spread {
+                file: "t.py".into(),
+                line: 6,
+                dict: "loader_kwargs".into(),
+                holder: "loader_kwargs".into(),
+                value: Some("4".into()),
+                overrides: vec![],
+            }
+        );
+        assert_eq!(
+            nw.describe(&s[0].at()),
+            "num_workers = 4 → loader_kwargs[\"num_workers\"] (t.py:6)"
+        );
+        assert_eq!(s[0].effective_call().kwarg("num_workers"), Some("4"));
+        let out = set("t.py", src, &s[0], "num_workers", "8");
+        assert_eq!(
+            out,
+            src.replace("\"num_workers\": 4,", "\"num_workers\": 8,")
+        );
+        assert!(
+            matches!(edit("t.py", src, &out), PythonEdit::Changes(c) if c.len() == 1 && c[0].change == "num_workers 4 → 8 (loader_kwargs[\"num_workers\"], t.py:6)" && c[0].line == 6)
+        );
+        // An absent key: a line of its own, like its neighbours.
+        let out = set("t.py", src, &s[0], "pin_memory", "True");
+        assert_eq!(
+            out,
+            src.replace(
+                "# two per GPU\n",
+                "# two per GPU\n        \"pin_memory\": True,\n"
+            )
+        );
+        assert!(
+            matches!(edit("t.py", src, &out), PythonEdit::Changes(c) if c.len() == 1 && c[0].knob == "pin_memory")
+        );
+    }
+
+    #[test]
+    fn an_unconditional_later_write_is_the_source() {
+        // `update` of another literal, after an update tuneloop cannot see.
+        let src = "from torch.utils.data import DataLoader\nkw = {'batch_size': 8}\nkw.update(load_extra())\nfast = {'num_workers': 2}\nkw.update(fast)\nloader = DataLoader(ds, **kw)\n";
+        let s = sites("t.py", src);
+        let nw = s[0].origin("num_workers").unwrap();
+        assert!(
+            matches!(&nw.source, Source::Spread { holder, value: Some(v), line: 4, dict, .. } if holder == "fast" && v == "2" && dict == "kw"),
+            "{nw:?}"
+        );
+        assert_eq!(
+            nw.describe(&s[0].at()),
+            "num_workers = 2 → fast[\"num_workers\"] (t.py:4)"
+        );
+        let out = set("t.py", src, &s[0], "num_workers", "6");
+        assert_eq!(out, src.replace("{'num_workers': 2}", "{'num_workers': 6}"));
+        assert!(
+            matches!(edit("t.py", src, &out), PythonEdit::Changes(c) if c[0].change == "num_workers 2 → 6 (fast[\"num_workers\"], t.py:4)")
+        );
+        // The keys the unknown update may add stay unknown.
+        assert!(!s[0].origin("pin_memory").unwrap().editable());
+        // A subscript assignment, last: it wins over the literal's entry.
+        let src = "from torch.utils.data import DataLoader\nkw = {'num_workers': 0}\nkw['num_workers'] = 3\nloader = DataLoader(ds, **kw)\n";
+        let s = sites("t.py", src);
+        let nw = s[0].origin("num_workers").unwrap();
+        assert_eq!(nw.current().as_deref(), Some("3"));
+        assert_eq!(
+            nw.describe(&s[0].at()),
+            "num_workers = 3 → kw[\"num_workers\"] (t.py:3)"
+        );
+        let out = set("t.py", src, &s[0], "num_workers", "5");
+        assert_eq!(out, src.replace("] = 3", "] = 5"));
+        assert!(
+            matches!(edit("t.py", src, &out), PythonEdit::Changes(c) if c[0].change == "num_workers 3 → 5 (kw[\"num_workers\"], t.py:3)")
+        );
+        // The literal's entry is dead: changing it is no knob change.
+        let dead = src.replace("{'num_workers': 0}", "{'num_workers': 4}");
+        assert!(
+            matches!(edit("t.py", src, &dead), PythonEdit::Rejected(r) if r.contains("not where the loader's num_workers is set")),
+            "{:?}",
+            edit("t.py", src, &dead)
+        );
+    }
+
+    #[test]
+    fn conditional_writes_are_described_as_overrides() {
+        let src = "from torch.utils.data import DataLoader\n\ndef main(fast):\n    kw = dict(batch_size=8)\n    if fast:\n        kw['num_workers'] = 4\n    else:\n        kw.update(pin_memory=False)\n    return DataLoader(ds, **kw)\n";
+        let s = sites("t.py", src);
+        assert_eq!(
+            s[0].describe_knobs()[..2],
+            [
+                "num_workers not set: the default; set \"num_workers\" in kw (t.py:4), overridden to 4 under `if fast` by `kw['num_workers'] = 4` (t.py:6)".to_string(),
+                "pin_memory not set: the default; set \"pin_memory\" in kw (t.py:4), overridden to False under `else` by `kw.update(pin_memory=False)` (t.py:8)".to_string(),
+            ]
+        );
+        // `dict(...)`: a keyword added to it.
+        let out = set("t.py", src, &s[0], "num_workers", "2");
+        assert_eq!(
+            out,
+            src.replace("dict(batch_size=8)", "dict(batch_size=8, num_workers=2)")
+        );
+        assert!(
+            matches!(edit("t.py", src, &out), PythonEdit::Changes(c) if c[0].change == "num_workers (default) → 2 (kw[\"num_workers\"], t.py:4)")
+        );
+        let s2 = sites("t.py", &out);
+        let again = set("t.py", &out, &s2[0], "num_workers", "6");
+        assert!(
+            again.contains("dict(batch_size=8, num_workers=6)"),
+            "{again}"
+        );
+    }
+
+    #[test]
+    fn an_update_whose_content_is_unknown_leaves_the_knob_unresolved() {
+        let src = "from torch.utils.data import DataLoader\n\ndef main(extra):\n    kw = {\"batch_size\": 8}\n    if extra:\n        kw.update(extra)\n    return DataLoader(ds, **kw)\n";
+        let s = sites("t.py", src);
+        let nw = s[0].origin("num_workers").unwrap();
+        assert!(!nw.editable());
+        let d = nw.describe(&s[0].at());
+        assert_eq!(
+            d,
+            "num_workers not set: not editable (`kw.update(extra)` (t.py:6) may set \"num_workers\" in `kw` from a dict tuneloop cannot see; write \"num_workers\" into the `kw` literal (t.py:4), or make what it adds a dict literal of the same function)"
+        );
+        let read = |_: &str| Some(src.to_string());
+        let err = set_knob(&s[0], "num_workers", "2", &read).unwrap_err();
+        assert!(
+            err.contains("not editable") && err.contains("cannot see"),
+            "{err}"
+        );
+        // A key set after the unknown update is known again.
+        let fixed = src.replace(
+            "    return DataLoader",
+            "    kw[\"num_workers\"] = 1\n    return DataLoader",
+        );
+        let s = sites("t.py", &fixed);
+        assert_eq!(
+            s[0].origin("num_workers").unwrap().current().as_deref(),
+            Some("1")
+        );
+        // A dict built by a call: not a literal whose keys can be seen.
+        let built = src.replace("{\"batch_size\": 8}", "vars(opts)");
+        let nw = sites("t.py", &built)[0]
+            .origin("num_workers")
+            .unwrap()
+            .clone();
+        assert!(
+            matches!(&nw.source, Source::Unresolved { reason } if reason.contains("`kw` is `vars(opts)` (t.py:4), not a dict literal")),
+            "{nw:?}"
+        );
+    }
+
+    #[test]
+    fn module_level_calls_use_module_level_dicts_only() {
+        let src = "from torch.utils.data import DataLoader\nkw = {'batch_size': 8, 'pin_memory': True}\nloader = DataLoader(ds, **kw)\n\ndef other(ds, **opts):\n    return DataLoader(ds, **kw)\n";
+        let s = sites("t.py", src);
+        assert_eq!(
+            s[0].origin("pin_memory").unwrap().describe(&s[0].at()),
+            "pin_memory = True → kw[\"pin_memory\"] (t.py:2)"
+        );
+        let out = set("t.py", src, &s[0], "num_workers", "2");
+        assert_eq!(
+            out,
+            src.replace(
+                "'pin_memory': True}",
+                "'pin_memory': True, 'num_workers': 2}"
+            )
+        );
+        // Inside a function, a module-level dict is not followed: the
+        // call's own keyword, as without a spread.
+        assert_eq!(s[1].origin("num_workers").unwrap().source, Source::Keyword);
+    }
+
+    #[test]
+    fn a_turn_that_changes_the_dict_otherwise_is_no_knob_change() {
+        let base = line(MNIST, "train_kwargs = {");
+        // batch_size in the spread dict: not a knob.
+        let bs = MNIST.replace(
+            r#"train_kwargs = {"batch_size": args.batch_size}"#,
+            r#"train_kwargs = {"batch_size": 32}"#,
+        );
+        match edit("main.py", MNIST, &bs) {
+            PythonEdit::Rejected(r) => assert_eq!(
+                r,
+                format!("main.py:{base}: \"batch_size\" in `train_kwargs` changed; only the DataLoader knobs (num_workers, pin_memory, prefetch_factor, persistent_workers) may change")
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Claude's own layout of the same knob entry is that knob's change.
+        let own = MNIST.replace(
+            r#"train_kwargs = {"batch_size": args.batch_size}"#,
+            "train_kwargs = {\n        'batch_size': args.batch_size,\n        'num_workers': 3,\n    }",
+        );
+        assert!(
+            matches!(edit("main.py", MNIST, &own), PythonEdit::Changes(c) if c.len() == 1 && c[0].change.starts_with("num_workers (default) → 3 (train_kwargs"))
+        );
+        // A knob entry and other code: not one knob change; the
+        // DataLoader-only check rejects the code edit.
+        let two = MNIST
+            .replace(
+                r#"{"batch_size": args.batch_size}"#,
+                r#"{"batch_size": args.batch_size, "num_workers": 2}"#,
+            )
+            .replace("lr=args.lr", "lr=0.1");
+        assert_eq!(edit("main.py", MNIST, &two), PythonEdit::NotAtSource);
+        // A keyword next to the spread the dict may carry: it would crash on CUDA.
+        let kw = MNIST.replace(
+            "(dataset1, **train_kwargs)",
+            "(dataset1, num_workers=2, **train_kwargs)",
+        );
+        match edit("main.py", MNIST, &kw) {
+            PythonEdit::Rejected(r) => assert_eq!(
+                r,
+                format!("main.py:{}: num_workers= added next to `**train_kwargs`, whose dict may carry \"num_workers\" too (the call would get it twice and fail); set \"num_workers\" in train_kwargs (main.py:{base}) instead", line(MNIST, "train_loader ="))
+            ),
+            other => panic!("{other:?}"),
+        }
+        // One the dict never carries is the call's keyword, as before.
+        let pf = MNIST.replace(
+            "(dataset1, **train_kwargs)",
+            "(dataset1, prefetch_factor=4, **train_kwargs)",
+        );
+        assert_eq!(edit("main.py", MNIST, &pf), PythonEdit::NotAtSource);
+        // The CUDA-only dict is no source: left to the other checks.
+        let cuda = MNIST.replace("\"num_workers\": 1, \"pin", "\"num_workers\": 4, \"pin");
+        assert_eq!(edit("main.py", MNIST, &cuda), PythonEdit::NotAtSource);
     }
 }

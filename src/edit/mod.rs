@@ -16,7 +16,8 @@
 //!   keyword, an argparse flag's `default=`, a config file's value, a Hugging
 //!   Face `TrainingArguments` keyword), edits it there, and classifies a
 //!   turn's edit as knob changes at their sources; [`config_file`] finds and
-//!   edits one value of a YAML, JSON or TOML file.
+//!   edits one value of a YAML, JSON or TOML file; [`spread`] follows a knob
+//!   into the dict literal a call spreads (`**train_kwargs`).
 //! * [`compare`] matches a file's call sites before and after a change, so the
 //!   caller can check that exactly one DataLoader argument changed and nothing
 //!   outside the calls did.
@@ -31,6 +32,7 @@ pub mod knobs;
 pub mod rewrite;
 pub mod scan;
 pub mod scope;
+pub mod spread;
 
 pub use compare::{
     compare_sites, compare_sources, non_call_changes, CompareError, KwargChange, SiteDelta,

@@ -941,4 +941,17 @@ mod tests {
         f.measured_site = Some("other.py:7");
         assert!(!call_sites(&f, false).contains("tuneloop measures"));
     }
+
+    #[test]
+    fn a_spread_dict_shows_where_its_knobs_are_set() {
+        let src = "from torch.utils.data import DataLoader\n\ndef main(use_cuda):\n    kw = {'batch_size': 64}\n    if use_cuda:\n        kw.update({'num_workers': 1})\n    loader = DataLoader(ds, **kw)\n";
+        let sites = crate::edit::scan_source("train.py", src).unwrap();
+        let read = |_: &str| None;
+        let knob_sites = crate::edit::knob_sites("train.py", src, &read).unwrap();
+        let (_, hist, knobs) = setup();
+        let mut f = facts("en", &sites, &hist, &knobs, &TableDelivery::Stdin);
+        f.knob_sites = &knob_sites;
+        let text = call_sites(&f, false);
+        assert!(text.contains("  - train.py line 7: DataLoader(1 positional, **…)\n      num_workers not set: the default; set \"num_workers\" in kw (train.py:4), overridden to 1 under `if use_cuda` by `kw.update(…)` (train.py:6)\n      pin_memory not set: the default; set \"pin_memory\" in kw (train.py:4)\n"), "{text}");
+    }
 }
