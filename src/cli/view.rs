@@ -22,9 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::review_view::char_width;
 use crate::event::Event;
 use crate::report::{labels_for, Decision, Labels};
-use crate::review::char_width;
 use crate::words::ViewWords as Words;
 
 /// Colour on stderr: a terminal, and no `NO_COLOR`.
@@ -591,8 +591,8 @@ fn terminal_width() -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::review_view::display_width;
     use crate::report::{AgentInfo, TurnRow};
-    use crate::review::display_width;
 
     /// A writer the test can read back.
     #[derive(Clone, Default)]
