@@ -1237,10 +1237,8 @@ impl<'a> Session<'a> {
     /// The final state's measurements: the final comparison's runs of it
     /// when there was one, else the incumbent's last measurement.
     fn final_state_runs(&self) -> Vec<Measurement> {
-        let best = std::fs::read_to_string(self.store.dir.join("final.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .map(|v| crate::bench::limits::measurements_of(&v["best"]))
+        let best = FinalBench::read(&self.store.dir)
+            .map(|f| f.best)
             .unwrap_or_default();
         if best.is_empty() {
             vec![self.incumbent.clone()]
