@@ -5,6 +5,7 @@
 //! reason); only set-up and infrastructure failures end the run with an error.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::agent::{Agent, TurnContext};
@@ -16,6 +17,7 @@ use crate::edit;
 use crate::error::{exit, BenchError};
 use crate::event::Event;
 use crate::judge::{self, DataCheck};
+use crate::measure::Measure;
 use crate::process::Interrupt;
 use crate::report::{self, Decision, RunReport, TurnRow};
 use crate::run_folder::{
@@ -128,7 +130,7 @@ pub struct PairFailure {
 /// when given). The caller puts the right files in place afterwards.
 #[allow(clippy::too_many_arguments)]
 pub async fn measure_interleaved(
-    bencher: &Bencher,
+    bencher: &dyn Measure,
     root: &Path,
     candidate: &FileSet,
     incumbent: &FileSet,
@@ -156,7 +158,7 @@ pub async fn measure_interleaved(
 #[allow(clippy::too_many_arguments)]
 pub async fn measure_interleaved_by(
     rule: fn(&PairedRatio, &crate::config::DecisionPolicy) -> Verdict,
-    bencher: &Bencher,
+    bencher: &dyn Measure,
     root: &Path,
     candidate: &FileSet,
     incumbent: &FileSet,
@@ -259,7 +261,8 @@ pub struct Session<'a> {
     policy: Policy,
     policy_path: PathBuf,
     agent: Agent,
-    bencher: Bencher,
+    /// What measures the project: the [`Bencher`], or a scripted one in tests.
+    bencher: Arc<dyn Measure>,
     store: RunStore,
     view: &'a mut (dyn FnMut(&Event) + Send),
     interrupt: Interrupt,
@@ -341,7 +344,8 @@ pub fn prepare<'a>(
     crate::git::check_clean(&root, &editable, opts.allow_dirty).map_err(LoopError::Config)?;
     let store = RunStore::create(&runs_dir).at("cannot create a run folder in", &runs_dir)?;
     let harness = store.dir.join("harness");
-    let bencher = Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?;
+    let bencher: Arc<dyn Measure> =
+        Arc::new(Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?);
     let baseline_files =
         FileSet::capture(&root, &editable).at("cannot read the editable files in", &root)?;
     let saved = store.dir.join("baseline").join("files");
@@ -432,7 +436,8 @@ pub fn resume<'a>(
         .at("cannot save the incumbent files to", &saved)?;
     let store = RunStore::open(run_dir).at("cannot open the run log in", run_dir)?;
     let harness = run_dir.join("harness");
-    let bencher = Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?;
+    let bencher: Arc<dyn Measure> =
+        Arc::new(Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?);
     let git_branch = run.git_branch.clone();
     Ok(Session {
         ws,
@@ -745,12 +750,12 @@ impl<'a> Session<'a> {
 
     async fn baseline(&mut self) -> Result<(), LoopError> {
         let bdir = self.store.dir.join("baseline");
-        let before = match self.bencher.run {
-            Some(_) => Some(
+        let before = match self.bencher.runs_command() {
+            true => Some(
                 ProjectSnapshot::capture(&self.root, &self.snapshot_skip())
                     .at("cannot snapshot the project folder", &self.root)?,
             ),
-            None => None,
+            false => None,
         };
         self.phase("baseline", None, "profiled run");
         let prof = match self.bencher.profile(&self.interrupt).await {
@@ -1031,7 +1036,7 @@ impl<'a> Session<'a> {
         };
         let res = measure_interleaved_by(
             rule,
-            &bencher,
+            &*bencher,
             &root,
             &cand,
             &inc,
@@ -1190,7 +1195,7 @@ impl<'a> Session<'a> {
             self.interrupt.clone(),
         );
         let res = measure_interleaved(
-            &bencher,
+            &*bencher,
             &root,
             &best,
             &base,
@@ -1322,7 +1327,7 @@ pub fn write_report_files(dir: &Path, r: &RunReport) -> std::io::Result<()> {
 
 /// A/A calibration: the incumbent against itself, `pairs` interleaved pairs.
 pub async fn calibrate(
-    bencher: &Bencher,
+    bencher: &dyn Measure,
     root: &Path,
     files: &FileSet,
     policy: &Policy,
@@ -1350,6 +1355,9 @@ fn test_stall(point: &str) {
         std::thread::sleep(std::time::Duration::from_secs(120));
     }
 }
+
+#[cfg(test)]
+mod turn_tests;
 
 #[cfg(test)]
 mod tests {
