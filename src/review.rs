@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::report::{RunReport, TurnRow};
+use crate::report::RunReport;
 use crate::run_folder::{self, AgentRecord, RunFolderError, RunRecord, RunState, TurnBench};
 use crate::run_report::{self, RunFacts};
 use crate::store;
+use crate::turn::TurnRow;
 
 /// Why a run folder cannot be read back.
 #[derive(Debug, thiserror::Error)]

@@ -19,13 +19,14 @@ use crate::event::Event;
 use crate::judge::{self, DataCheck};
 use crate::measure::Measure;
 use crate::process::Interrupt;
-use crate::report::{self, Decision, RunReport, TurnRow};
+use crate::report::{self, RunReport};
 use crate::run_folder::{
     self, AgentRecord, BaselineBench, FinalBench, RunEnvironment, RunRecord, RunState, TurnBench,
     TurnFolder,
 };
 use crate::run_report::{self, LiveFigures, RunFacts};
 use crate::store::{self, FileSet, Lock, RunStore};
+use crate::turn::{Decision, TurnRow};
 use crate::verify::{self, ProjectSnapshot};
 
 /// Why a run ended early with an error (exit codes of DESIGN).

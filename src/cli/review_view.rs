@@ -5,9 +5,10 @@
 use std::fmt::Write as _;
 
 use crate::bench::stats;
-use crate::report::{self, Decision, TurnRow};
+use crate::report;
 use crate::review::{RunSummary, TurnFiles};
 use crate::run_folder::TurnBench;
+use crate::turn::{Decision, TurnRow};
 use crate::words::ReviewWords as Words;
 
 fn words(language: &str) -> &'static Words {

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 
 use super::review_view::char_width;
 use crate::event::Event;
-use crate::report::{labels_for, Decision, Labels};
+use crate::report::{labels_for, Labels};
+use crate::turn::Decision;
 use crate::words::ViewWords as Words;
 
 /// Colour on stderr: a terminal, and no `NO_COLOR`.
@@ -592,7 +593,7 @@ fn terminal_width() -> Option<usize> {
 mod tests {
     use super::*;
     use crate::cli::review_view::display_width;
-    use crate::report::{AgentInfo, TurnRow};
+    use crate::turn::{AgentInfo, TurnRow};
 
     /// A writer the test can read back.
     #[derive(Clone, Default)]
