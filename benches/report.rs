@@ -171,6 +171,7 @@ fn build_run(ws: &Path) -> PathBuf {
         measured_loader: None,
         knob_sources: Vec::new(),
         limits: None,
+        costs: None,
     };
     tuneloop::run_loop::write_report_files(&dir, &report).unwrap();
     dir

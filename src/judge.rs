@@ -16,6 +16,33 @@ use crate::verify;
 /// of the ceiling's one run than about the job having reached it.
 pub const CREDIBLE_CEILING_SHARE: f64 = 1.10;
 
+/// How much more of the step data_wait may take than the gap to the ceiling
+/// leaves room for, before the two figures contradict each other.
+const DATA_WAIT_SLACK: f64 = 0.10;
+
+/// The incumbent's share of the step-alone ceiling, when that share can be
+/// believed: `None` without a ceiling, and `None` when the ceiling's one run
+/// was disturbed — the incumbent far above it, or (a loaded machine slowing
+/// the ceiling run) near it while the incumbent's own steps still wait for
+/// data: at a share `x` of the step alone, data_wait can take at most about
+/// `1 − x` of the step, so 98% of the ceiling with 40% data_wait is a ceiling
+/// measured too low, not a job that has reached it.
+pub fn credible_ceiling_share(
+    incumbent_sps: f64,
+    ceiling_sps: Option<f64>,
+    data_wait_share: Option<f64>,
+) -> Option<f64> {
+    let c = ceiling_sps.filter(|c| *c > 0.0)?;
+    let x = incumbent_sps / c;
+    if x > CREDIBLE_CEILING_SHARE {
+        return None;
+    }
+    match data_wait_share {
+        Some(w) if w > (1.0 - x).max(0.0) + DATA_WAIT_SLACK => None,
+        _ => Some(x),
+    }
+}
+
 /// Whether the candidate fed the model the same first batches as the
 /// incumbent (by the harness's fingerprint of them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -220,11 +247,9 @@ pub fn stop_rule(p: &Progress<'_>, policy: &Policy) -> Option<StopReason> {
             }
         }
     }
-    if let Some(c) = p.ceiling_sps.filter(|c| *c > 0.0) {
-        let share = p.incumbent_sps / c;
-        // Far above the step-alone ceiling while data_wait is still a real
-        // share (checked above), the ceiling run was disturbed: not a reason to stop.
-        if share >= d.stop_when_ceiling_share_above && share <= CREDIBLE_CEILING_SHARE {
+    // A ceiling run the figures contradict (disturbed) is not a reason to stop.
+    if let Some(share) = credible_ceiling_share(p.incumbent_sps, p.ceiling_sps, p.incumbent_share) {
+        if share >= d.stop_when_ceiling_share_above {
             return Some(StopReason::NearCeiling { share });
         }
     }
@@ -460,6 +485,7 @@ mod tests {
             let mut g = progress(&none);
             g.incumbent_sps = sps;
             g.ceiling_sps = ceiling;
+            g.incumbent_share = Some(0.06);
             stop_rule(&g, &p)
         };
         assert_eq!(at(80.0, Some(100.0)), None);
@@ -475,6 +501,34 @@ mod tests {
         assert_eq!(at(150.0, Some(100.0)), None);
         assert_eq!(at(95.0, Some(0.0)), None);
         assert_eq!(at(95.0, None), None);
+        // Near the ceiling while 42% of the step still waits for data: the
+        // ceiling run was slowed (a loaded machine), the job has not reached it.
+        let mut g = progress(&none);
+        g.incumbent_sps = 98.0;
+        g.ceiling_sps = Some(100.0);
+        g.incumbent_share = Some(0.42);
+        assert_eq!(stop_rule(&g, &p), None);
+        g.incumbent_share = None;
+        assert!(
+            stop_rule(&g, &p).is_some(),
+            "no data_wait figure: the ceiling stands"
+        );
+    }
+
+    #[test]
+    fn a_ceiling_share_is_believed_only_where_data_wait_leaves_room_for_it() {
+        assert_eq!(
+            credible_ceiling_share(50.0, Some(100.0), Some(0.5)),
+            Some(0.5)
+        );
+        assert_eq!(
+            credible_ceiling_share(95.0, Some(100.0), Some(0.1)),
+            Some(0.95)
+        );
+        assert_eq!(credible_ceiling_share(95.0, Some(100.0), Some(0.2)), None);
+        assert_eq!(credible_ceiling_share(95.0, Some(100.0), None), Some(0.95));
+        assert_eq!(credible_ceiling_share(120.0, Some(100.0), None), None);
+        assert_eq!(credible_ceiling_share(95.0, None, Some(0.0)), None);
     }
 
     #[test]

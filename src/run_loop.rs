@@ -465,7 +465,7 @@ pub fn resume<'a>(
         profile_table: rec.profile_table,
         command_outputs: outputs,
         bench_runs: rec.bench_runs,
-        cost: rec.rows.iter().filter_map(|r| r.agent.cost_usd).sum(),
+        cost: crate::turn::total_cost_usd(&rec.rows),
         agent_ms: rec.rows.iter().map(|r| r.agent.duration_ms).sum(),
         rows: rec.rows,
         resumed: true,

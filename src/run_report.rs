@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::bench::cost::{StateCost, StateCosts, TurnCost};
 use crate::bench::stats;
 use crate::bench::Measurement;
 use crate::report::{self, RunReport, TurnRow};
@@ -157,14 +158,18 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         let events = store::read_events(dir).unwrap_or_default();
         LiveFigures {
             stop_reason: stop_reason_from_log(&events, facts.state),
-            interrupted: true,
+            // Rebuilt: the session that ran it did not finish its report,
+            // unless the folder says it ran to its stop rule.
+            interrupted: facts.state != Some(RunState::Finished),
             wall_s: wall_seconds(&events),
             bench_runs: counted_runs,
-            total_cost_usd: facts.turns.iter().filter_map(|r| r.agent.cost_usd).sum(),
+            total_cost_usd: crate::turn::total_cost_usd(&facts.turns),
             agent_time_ms: facts.turns.iter().map(|r| r.agent.duration_ms).sum(),
             knob_sources: Vec::new(),
         }
     });
+    let costs =
+        Some(state_costs(dir, base_runs, &facts.turns, &final_runs)).filter(|c| c.has_figures());
     RunReport {
         schema_version: report::SCHEMA_VERSION,
         run_id: facts.run_id,
@@ -201,6 +206,31 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
             final_sps,
         ))
         .filter(|l| l.cpu_limit_sps.is_some()), // else the ceiling line says it all
+        costs,
+    }
+}
+
+/// Each state's cost: the baseline's runs, every measured turn's candidate
+/// runs (its `turns/NN/bench.json`, written before its decision, so the
+/// live session and a rebuild read the same files), and the final state's.
+fn state_costs(
+    dir: &Path,
+    baseline: &[Measurement],
+    turns: &[TurnRow],
+    final_runs: &[Measurement],
+) -> StateCosts {
+    let folders = run_folder::turn_folders(dir);
+    StateCosts {
+        baseline: StateCost::of(baseline),
+        turns: turns
+            .iter()
+            .filter_map(|r| {
+                let folder = folders.iter().find(|t| t.turn == r.turn)?;
+                let cost = StateCost::of(&folder.bench().ok()?.candidate)?;
+                Some(TurnCost { turn: r.turn, cost })
+            })
+            .collect(),
+        final_: StateCost::of(final_runs),
     }
 }
 
@@ -391,6 +421,23 @@ mod tests {
     }
 
     #[test]
+    fn a_finished_run_rebuilt_is_not_called_interrupted_and_costs_print_unsigned() {
+        let d = tempfile::tempdir().unwrap();
+        killed_run(d.path());
+        let mut rec = RunRecord::read(d.path()).unwrap();
+        rec.state = RunState::Finished;
+        rec.write(d.path()).unwrap();
+        let mut facts = RunFacts::read(d.path()).unwrap();
+        for t in &mut facts.turns {
+            t.agent.cost_usd = None;
+        }
+        let r = assemble(d.path(), facts, None);
+        assert!(!r.interrupted);
+        // A float sum of nothing is -0.0, which prints as "$-0.00".
+        assert_eq!(format!("{:.2}", r.total_cost_usd), "0.00");
+    }
+
+    #[test]
     fn the_live_session_and_a_rebuild_differ_only_in_what_the_session_knows() {
         let d = tempfile::tempdir().unwrap();
         killed_run(d.path());
@@ -441,5 +488,112 @@ mod tests {
         assert_eq!(r.bench_runs, 1 + 3 + 6 + 4);
         std::fs::remove_file(BaselineBench::path(d.path())).unwrap();
         assert!(RunFacts::read(d.path()).unwrap_err().is_missing());
+    }
+
+    /// A run with `nw` workers of `pss` bytes between them, and `cpu` CPU
+    /// seconds (loading + training) over 10 s of timed steps.
+    fn costly(sps: f64, nw: u64, pss: u64, cpu: f64) -> Measurement {
+        let mut m = m(sps, 0.1);
+        m.loader.insert("num_workers".into(), nw.into());
+        m.live_workers = Some(nw);
+        m.workers_pss_bytes = (nw > 0).then_some(pss);
+        m.loader_cpu_s = Some(cpu / 2.0);
+        m.main_cpu_s = Some(cpu / 2.0);
+        m.wall_s = Some(10.0);
+        m.usable_cores = Some(2.0);
+        m
+    }
+
+    #[test]
+    fn each_states_memory_and_cpu_come_from_its_median_run_in_the_folder() {
+        let d = tempfile::tempdir().unwrap();
+        killed_run(d.path());
+        BaselineBench {
+            profiled: None,
+            runs: vec![
+                costly(100.0, 0, 0, 9.0),
+                costly(102.0, 0, 0, 7.0),
+                costly(98.0, 0, 0, 5.0),
+            ],
+        }
+        .write(d.path())
+        .unwrap();
+        // Turn 1 (kept, 4 workers) and turn 2 (reverted, 8) were measured.
+        for (turn, runs) in [
+            (
+                1,
+                vec![
+                    costly(149.0, 4, 1, 1.0),
+                    costly(150.0, 4, 400_000_000, 14.0),
+                ],
+            ),
+            (2, vec![costly(140.0, 8, 800_000_000, 18.0)]),
+        ] {
+            let t = TurnFolder {
+                turn,
+                dir: d.path().join(format!("turns/{turn:02}")),
+            };
+            t.write_bench(&run_folder::TurnBench {
+                candidate: runs,
+                incumbent: vec![costly(100.0, 0, 0, 9.0)],
+                ratios: vec![],
+                median: None,
+                ci: None,
+                verdict: None,
+            })
+            .unwrap();
+        }
+        let mut f = FinalBench::read(d.path()).unwrap();
+        f.best = vec![
+            costly(151.0, 4, 420_000_000, 16.0),
+            costly(149.0, 4, 410_000_000, 15.0),
+            costly(150.0, 4, 415_000_000, 15.5),
+        ];
+        f.write(d.path()).unwrap();
+        let r = assemble(d.path(), RunFacts::read(d.path()).unwrap(), None);
+        let c = r.costs.expect("figures were measured");
+        let base = c.baseline.clone().unwrap();
+        // The median baseline run (100/s) is the one at 9 CPU seconds.
+        assert_eq!(
+            (base.samples_per_sec, base.num_workers, base.cpu_cores),
+            (100.0, Some(0), Some(0.9))
+        );
+        assert_eq!(base.workers_memory_bytes, Some(0));
+        // Two runs: the lower middle one (149/s).
+        let t1 = c.turn(1).unwrap();
+        assert_eq!((t1.runs, t1.samples_per_sec), (2, 149.0));
+        assert_eq!(c.turn(2).unwrap().workers_memory_bytes, Some(800_000_000));
+        assert_eq!(c.turns.len(), 2);
+        // The final comparison's runs of the final state, not the kept turn's.
+        let fin = c.final_.unwrap();
+        assert_eq!(
+            (fin.samples_per_sec, fin.workers_memory_bytes, fin.cpu_cores),
+            (150.0, Some(415_000_000), Some(1.55))
+        );
+        // Shown in report.md: the headline's before/after and the table.
+        let mut facts = RunFacts::read(d.path()).unwrap();
+        facts.language = "en".into();
+        let md = report::render_markdown(&assemble(d.path(), facts, None));
+        assert!(
+            md.contains(
+                "workers 0 → 4 · workers' memory 0 MB → 415 MB (PSS) · CPU 0.90 → 1.55 cores"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| turn 2 | change 2 | reverted | 140.0 | 8 | 800 MB (PSS) |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn a_run_without_cost_figures_has_no_costs() {
+        let d = tempfile::tempdir().unwrap();
+        killed_run(d.path());
+        let mut facts = RunFacts::read(d.path()).unwrap();
+        facts.language = "en".into();
+        let r = assemble(d.path(), facts, None);
+        assert_eq!(r.costs, None);
+        assert!(!report::render_markdown(&r).contains("Memory and CPU"));
     }
 }

@@ -52,6 +52,14 @@ pub struct AgentInfo {
     pub duration_ms: u64,
 }
 
+/// What the turns' agent calls cost, USD. (A float sum of nothing is
+/// `-0.0`, which prints as "$-0.00": start from `0.0`.)
+pub fn total_cost_usd(rows: &[TurnRow]) -> f64 {
+    rows.iter()
+        .filter_map(|r| r.agent.cost_usd)
+        .fold(0.0, |a, c| a + c)
+}
+
 /// One row of the before/after table.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct TurnRow {

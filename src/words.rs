@@ -114,6 +114,23 @@ pub struct Labels {
     pub plot_rejected_failed: &'static str,
     pub plot_baseline: &'static str,
     pub plot_ceiling: &'static str,
+    // Each state's memory and CPU.
+    /// The headline's baseline → final line of workers, memory and CPU.
+    pub memory_cpu: &'static str,
+    /// The section with each state's memory and CPU.
+    pub costs: &'static str,
+    /// What the section's figures are (one sentence under its title).
+    pub costs_note: &'static str,
+    pub col_state: &'static str,
+    pub col_sps: &'static str,
+    pub col_workers: &'static str,
+    pub col_workers_memory: &'static str,
+    pub col_main_memory: &'static str,
+    pub col_cpu: &'static str,
+    /// A turn's candidate as a state; `{n}` is replaced by the turn.
+    pub state_turn: &'static str,
+    /// The unit of the CPU figures.
+    pub cores_unit: &'static str,
 }
 
 pub const EN: Labels = Labels {
@@ -176,6 +193,17 @@ pub const EN: Labels = Labels {
     plot_rejected_failed: "rejected / failed",
     plot_baseline: "baseline",
     plot_ceiling: "ceiling",
+    memory_cpu: "Memory and CPU",
+    costs: "Memory and CPU by state",
+    costs_note: "Each state's median run. Workers' memory: PSS (shared pages split among the processes that map them) where readable, else RSS. CPU: the loading's and the training process's CPU seconds over the timed steps' wall time, in cores.",
+    col_state: "state",
+    col_sps: "samples/sec",
+    col_workers: "workers",
+    col_workers_memory: "workers' memory",
+    col_main_memory: "training process (RSS)",
+    col_cpu: "CPU",
+    state_turn: "turn {n}",
+    cores_unit: "cores",
 };
 
 pub const JA: Labels = Labels {
@@ -238,6 +266,17 @@ pub const JA: Labels = Labels {
     plot_rejected_failed: "却下 / 失敗",
     plot_baseline: "ベースライン",
     plot_ceiling: "上限",
+    memory_cpu: "メモリと CPU",
+    costs: "状態ごとのメモリと CPU",
+    costs_note: "各状態の中央値の実行の値。ワーカーのメモリ: 読めれば PSS (共有ページを対応付けたプロセスで按分)、読めなければ RSS。CPU: 計測区間の経過時間あたりの、ローダーと学習プロセスの CPU 秒 (コア数)。",
+    col_state: "状態",
+    col_sps: "samples/sec",
+    col_workers: "ワーカー数",
+    col_workers_memory: "ワーカーのメモリ",
+    col_main_memory: "学習プロセス (RSS)",
+    col_cpu: "CPU",
+    state_turn: "ターン {n}",
+    cores_unit: "コア",
 };
 
 // ----------------------------------------------------- the live view

@@ -1294,7 +1294,11 @@ fn a_hybrid_run_spends_no_claude_call_until_the_knobs_are_settled() {
     // data_wait is too small to stop on, so the loop goes on to Claude.
     let mut p = PolicyToml::new();
     p.set("agent", "backend", "\"hybrid\"")
-        .set("loop", "max_iterations", "6")
+        // Room for every builtin turn the noise may bring (the climb, the
+        // threaded turn, cheaper neighbours), and no streak rule that could
+        // end the run before Claude's turn: Claude's turns add no measurement.
+        .set("loop", "max_iterations", "10")
+        .set("loop", "max_consecutive_reverts", "0")
         .set("loop", "knobs", r#"["num_workers", "preprocessing"]"#)
         .set("decision", "stop_when_data_wait_below", "0.0");
     let ws = Ws::managed(&p);
@@ -1304,7 +1308,7 @@ fn a_hybrid_run_spends_no_claude_call_until_the_knobs_are_settled() {
     let rep = json(&run.join("report.json"));
     assert_eq!(rep["agent"], "hybrid");
     let turns = rep["turns"].as_array().unwrap();
-    assert_eq!(turns.len(), 6, "{rep:#}");
+    assert_eq!(turns.len(), 10, "{rep:#}");
     let backends: Vec<&str> = turns
         .iter()
         .map(|t| t["agent"]["backend"].as_str().unwrap())
@@ -1313,7 +1317,14 @@ fn a_hybrid_run_spends_no_claude_call_until_the_knobs_are_settled() {
     assert!(builtin >= 1, "{backends:?}");
     assert!(
         backends[builtin..].iter().all(|b| *b == "claude") && builtin < backends.len(),
-        "builtin turns first, then Claude's: {backends:?}"
+        "builtin turns first, then Claude's: {:?}",
+        turns
+            .iter()
+            .map(|t| format!(
+                "{} {} {}",
+                t["agent"]["backend"], t["change"], t["decision"]
+            ))
+            .collect::<Vec<_>>()
     );
     assert_eq!(turns[0]["change"], "num_workers (default) → 2");
     // One Claude call per Claude turn, none before the knobs were settled.

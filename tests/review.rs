@@ -160,6 +160,7 @@ fn report(ws: &Path) -> RunReport {
         measured_loader: None,
         knob_sources: Vec::new(),
         limits: None,
+        costs: None,
     }
 }
 
@@ -561,6 +562,82 @@ fn a_run_killed_before_its_report_is_rebuilt_from_the_folder() {
     assert_eq!(j[1]["turns"], 5);
 }
 
+/// A measurement with the figures of a state's cost: `nw` workers of
+/// `pss` bytes between them, `cpu` CPU seconds over 10 s of timed steps.
+fn costly(sps: f64, nw: u64, pss: u64, cpu: f64) -> Value {
+    let mut m = measurement(sps, 0.5);
+    m["loader"] = json!({ "num_workers": nw });
+    m["live_workers"] = nw.into();
+    if nw > 0 {
+        m["workers_pss_bytes"] = pss.into();
+        m["workers_rss_bytes"] = (pss * 3).into();
+    }
+    m["main_rss_bytes"] = 1_200_000_000u64.into();
+    m["loader_cpu_s"] = (cpu * 0.75).into();
+    m["main_cpu_s"] = (cpu * 0.25).into();
+    m["wall_s"] = 10.0.into();
+    m["usable_cores"] = 2.0.into();
+    m
+}
+
+#[test]
+fn report_and_show_give_each_states_memory_and_cpu() {
+    let ws = workspace();
+    let dir = handmade_run(ws.path(), KILLED_ID, false);
+    // The harness's memory and CPU figures in the baseline's and turn 1's runs.
+    write_json(
+        &dir.join("baseline/bench.json"),
+        &json!({ "profiled": null, "runs": [
+            costly(812.0, 0, 0, 9.0), costly(805.0, 0, 0, 8.0), costly(820.0, 0, 0, 9.5)] }),
+    );
+    let t1 = dir.join("turns/01/bench.json");
+    let mut b: Value = serde_json::from_str(&std::fs::read_to_string(&t1).unwrap()).unwrap();
+    b["candidate"] = json!([
+        costly(1990.0, 4, 600_000_000, 17.0),
+        costly(2009.0, 4, 640_000_000, 18.0)
+    ]);
+    b["incumbent"] = json!([costly(810.0, 0, 0, 9.0), costly(814.0, 0, 0, 9.2)]);
+    write_json(&t1, &b);
+
+    let md = tl(ws.path(), &["report"]).stdout;
+    // The before/after in the headline: the final state is turn 1's candidate.
+    assert!(
+        md.contains("- **Memory and CPU:** workers 0 → 4 · workers' memory 0 MB → 600 MB (PSS) · CPU 0.90 → 1.70 cores (baseline → final)"),
+        "{md}"
+    );
+    for want in [
+        "## Memory and CPU by state",
+        "| baseline | — | — | 812.0 | 0 | 0 MB | 1.20 GB | 0.90 / 2 cores |",
+        "| turn 1 | num_workers (default) → 4 | kept | 1990.0 | 4 | 600 MB (PSS) | 1.20 GB | 1.70 / 2 cores |",
+        "| final | — | — | 1990.0 | 4 | 600 MB (PSS) | 1.20 GB | 1.70 / 2 cores |",
+    ] {
+        assert!(md.contains(want), "missing {want:?} in\n{md}");
+    }
+    // Turn 2's runs carry no such figures: its row has dashes, not zeros.
+    assert!(
+        md.contains(
+            "| turn 2 | prefetch_factor (default) → 4 | reverted | 2010.5 | — | — | — | — |"
+        ),
+        "{md}"
+    );
+    let v: Value =
+        serde_json::from_str(&tl(ws.path(), &["report", "--format", "json"]).stdout).unwrap();
+    assert_eq!(v["costs"]["baseline"]["cpu_cores"], 0.9);
+    assert_eq!(v["costs"]["final"]["workers_memory_bytes"], 600_000_000);
+    assert_eq!(v["costs"]["final"]["workers_memory_kind"], "pss");
+    assert_eq!(v["costs"]["turns"][0]["turn"], 1);
+    let html = tl(ws.path(), &["report", "--format", "html"]).stdout;
+    assert!(html.contains("<table id=\"costs\">"), "{html}");
+
+    let show = tl(ws.path(), &["show", KILLED_ID, "1"]).stdout;
+    for want in [
+        "Memory and CPU (incumbent): workers 0 · workers' memory 0 MB · training process (RSS) 1.20 GB · CPU 0.90 / 2 cores",
+        "Memory and CPU (candidate): workers 4 · workers' memory 600 MB (PSS) · training process (RSS) 1.20 GB · CPU 1.70 / 2 cores",
+    ] {
+        assert!(show.contains(want), "missing {want:?} in\n{show}");
+    }
+}
+
 #[test]
 fn japanese_runs_show_japanese_words() {
     let ws = workspace();
@@ -806,6 +883,8 @@ fn a_real_run_shows_live_progress_and_its_report_has_the_expected_shape() {
                 "[CORES]",
             ),
             (r"\d+ µs", "[N] µs"),
+            // The processes' memory varies from run to run.
+            (r"\d+(\.\d+)? [MG]B", "[MEM]"),
             (r"\d+\.\d+", "[N]"),
         ]
         .map(|(a, b)| (a.to_string(), b.to_string())),

@@ -40,6 +40,7 @@ use crate::turn::{AgentInfo, Decision, TurnRow};
 pub use super::evidence::LoaderModel;
 use super::evidence::{self, WORKER_HEADROOM};
 use super::{cheaper, threaded, AgentReport, TurnContext};
+use crate::bench::memory::{self, FreeMemory};
 
 /// Climb num_workers only while data_wait is at least this share of the step.
 const CLIMB_WHILE_DATA_WAIT_ABOVE: f64 = 0.2;
@@ -55,16 +56,12 @@ const MAX_WORKERS: u64 = 256;
 /// most 64). Past that only when the figures say items wait (a worker's CPU
 /// per batch far below its wall time per batch), the CPU is not the limit
 /// (the cores could feed a faster step), and memory allows: each worker's
-/// measured memory (PSS, else RSS) against half the machine's free memory.
+/// measured memory (PSS, else RSS) against half the free memory (the
+/// machine's, or under the job's cgroup limit when that is lower).
 /// Known memory also bounds the count below 8 per core, never below `nw`.
 pub fn worker_cap(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel>) -> u64 {
     let base = (cpus * 8).clamp(8, 64);
-    let memory_cap = match (m.memory_per_worker(), m.mem_available_bytes) {
-        (Some(per), Some(free)) if per > 0.0 => {
-            Some(nw + (free as f64 * MEMORY_HEADROOM / per).floor() as u64)
-        }
-        _ => None,
-    };
+    let memory_cap = memory_cap(nw, m).map(|(cap, _)| cap);
     let waits_not_cpu = model.is_some_and(|model| {
         let steps = m.steps.filter(|&s| s > 0).map(f64::from);
         let cpu_per_batch = m.loader_cpu_s.zip(steps).map(|(c, s)| c / s);
@@ -76,6 +73,17 @@ pub fn worker_cap(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel
         Some(mem) => base.min(mem.max(nw)),
         None => base,
     }
+}
+
+/// The workers memory allows: `nw` and as many more as half the free
+/// memory holds at the measured memory per worker; with the free memory's figure.
+fn memory_cap(nw: u64, m: &Measurement) -> Option<(u64, FreeMemory)> {
+    let per = m.memory_per_worker().filter(|p| *p > 0.0)?;
+    let free = memory::free_memory(m)?;
+    Some((
+        nw + (free.bytes as f64 * MEMORY_HEADROOM / per).floor() as u64,
+        free,
+    ))
 }
 
 pub struct BuiltinAgent {
@@ -569,14 +577,18 @@ pub fn next_proposal_for(
             )),
             (_, Some(m)) if m.saturated() => None,
             (_, Some(m)) => {
-                let need = m.workers_needed().min(cap);
+                let wanted = m.workers_needed();
+                let need = wanted.min(cap);
                 // The count now was itself chosen with that headroom (or is
                 // the core count): wanting less than the headroom more is the
                 // estimate moving within its own margin, a close call that
                 // costs many runs to settle and is seldom kept.
                 (need as f64 >= nw as f64 * WORKER_HEADROOM).then(|| {
+                    let by_memory = memory_cap(nw, incumbent).filter(|(c, _)| *c == cap);
+                    // Cut short by memory: say how many would keep up.
+                    let keep_up = if by_memory.is_some() { wanted } else { need };
                     let mut why = format!(
-                        "data_wait is {:.0}%: a worker takes {:.0} ms per batch and the step could take {:.1} ms, so about {need} workers keep up (up to ×{:.1})",
+                        "data_wait is {:.0}%: a worker takes {:.0} ms per batch and the step could take {:.1} ms, so about {keep_up} workers keep up (up to ×{:.1})",
                         share * 100.0,
                         m.batch_latency_s * 1e3,
                         m.best_step_s() * 1e3,
@@ -586,6 +598,17 @@ pub fn next_proposal_for(
                         why.push_str(&format!(
                             "; past 8 per core: items wait, the CPU is not the limit, and at {:.0} MB a worker memory allows it",
                             incumbent.memory_per_worker().unwrap_or(0.0) / 1e6
+                        ));
+                        if let Some((_, free)) = by_memory.filter(|_| wanted <= need) {
+                            why.push_str(&format!(" ({})", free.describe()));
+                        }
+                    }
+                    // Which memory figure stopped the count short of what keeps up.
+                    if let Some((_, free)) = by_memory.filter(|_| wanted > need) {
+                        why.push_str(&format!(
+                            "; memory bounds it at {cap}, at {:.0} MB a worker: {}",
+                            incumbent.memory_per_worker().unwrap_or(0.0) / 1e6,
+                            free.describe()
                         ));
                     }
                     (need, why)
@@ -949,6 +972,148 @@ mod tests {
         busy.workers_pss_bytes = m.workers_pss_bytes;
         busy.mem_available_bytes = Some(8_000_000_000);
         assert_eq!(worker_cap(2, 16, &busy, LoaderModel::of(&busy, 16, 2)), 16);
+    }
+
+    /// A run driven by the builtin agent's proposals on a job whose items
+    /// wait (2 cores), each proposal given a scripted verdict: the first
+    /// count reverted with its interval open but pointing up, the next kept,
+    /// the one after reverted with no gain, persistent_workers kept, every
+    /// other knob and the structural turn reverted. The cheaper neighbours
+    /// must come only once all of that is spent, and nothing but them after.
+    #[test]
+    fn the_cheaper_neighbours_come_only_once_the_climb_is_exhausted() {
+        let knobs: Vec<&str> = ALL.iter().copied().chain(["preprocessing"]).collect();
+        let mut nw: u64 = 0;
+        let mut persistent = false;
+        let call = |nw: u64, persistent: bool| {
+            let p = if persistent {
+                ", persistent_workers=True"
+            } else {
+                ""
+            };
+            site(&format!("DataLoader(ds, num_workers={nw}{p})\n"))
+        };
+        let mut history: Vec<TurnRow> = Vec::new();
+        let mut steps_up = 0;
+        let mut first_cheaper = None;
+        for turn in 1..=14u32 {
+            let s = call(nw, persistent);
+            let mut m = figures(nw, 30.0, 5.0, 2.0, 5.5, 0.0);
+            m.batch_size = Some(32);
+            m.epoch_starts_timed = Some(2);
+            let Some(p) = next_proposal(&m, &s, &history, &knobs, 0.1) else {
+                break;
+            };
+            let from = match p.knob {
+                "num_workers" => nw.to_string(),
+                "prefetch_factor" => "2".into(),
+                "persistent_workers" if persistent => "True".into(),
+                _ => "(default)".into(),
+            };
+            let change = if p.knob == "preprocessing" {
+                "preprocessing in Items.__getitems__ (train.py:8)".to_string()
+            } else {
+                format!("{} {from} → {}", p.knob, p.value)
+            };
+            let cheaper = cheaper::is_cheaper(&change);
+            if cheaper {
+                first_cheaper.get_or_insert(turn);
+            } else {
+                assert!(
+                    first_cheaper.is_none(),
+                    "turn {turn}: {change} after a cheaper neighbour ({})",
+                    p.why
+                );
+            }
+            let mut r = row(turn, &change, Decision::Reverted);
+            (r.ratio, r.ratio_ci) = (Some(1.0), Some([0.98, 1.02]));
+            if p.knob == "num_workers" && !cheaper {
+                steps_up += 1;
+                match steps_up {
+                    // ×1.14, [0.94, 1.36]: not proven, pointing up.
+                    1 => (r.ratio, r.ratio_ci) = (Some(1.14), Some([0.94, 1.36])),
+                    2 => r.decision = Decision::Kept,
+                    _ => {}
+                }
+            }
+            if p.knob == "persistent_workers" && !cheaper {
+                r.decision = Decision::Kept;
+                persistent = true;
+            }
+            if r.decision.is_kept() && p.knob == "num_workers" {
+                nw = p.value.parse().unwrap();
+            }
+            history.push(r);
+        }
+        let changes: Vec<&str> = history.iter().map(|r| r.change.as_str()).collect();
+        let first = first_cheaper.expect("a cheaper neighbour once the climb was over") as usize;
+        let before = &history[..first - 1];
+        // The pointing-up revert led to the next count, which was kept, and a
+        // later count reverted without gain ended the climb.
+        assert_eq!(changes[0], "num_workers 0 → 2", "{changes:?}");
+        assert_eq!(changes[1], "num_workers 0 → 4", "{changes:?}");
+        assert!(steps_up >= 3, "{changes:?}");
+        // Every knob the figures allowed, and the structural turn, before.
+        for want in ["prefetch_factor", "persistent_workers", "__getitems__"] {
+            assert!(
+                before.iter().any(|r| r.change.contains(want)),
+                "{want} not tried before the first cheaper neighbour: {changes:?}"
+            );
+        }
+        // The climb is exhausted there: the same history without the cheaper
+        // turns still proposes the first cheaper neighbour, nothing else.
+        let mut m = figures(nw, 30.0, 5.0, 2.0, 5.5, 0.0);
+        m.batch_size = Some(32);
+        m.epoch_starts_timed = Some(2);
+        assert_climb_over(next_proposal(&m, &call(nw, true), before, &knobs, 0.1));
+        assert!(history[first - 1..]
+            .iter()
+            .all(|r| cheaper::is_cheaper(&r.change)));
+    }
+
+    #[test]
+    fn the_cgroups_memory_limit_bounds_the_workers_when_it_is_lower() {
+        let s = site("DataLoader(ds, num_workers=16)\n");
+        let h = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            row(2, "num_workers 2 → 16", Decision::Kept),
+        ];
+        // As above: items wait, 30 MB a worker, 8 GB free on the machine.
+        let mut m = figures(16, 12.0, 5.0, 2.0, 5.5, 0.0);
+        m.live_workers = Some(16);
+        m.workers_pss_bytes = Some(16 * 30_000_000);
+        m.mem_available_bytes = Some(8_000_000_000);
+        m.main_rss_bytes = Some(520_000_000);
+        let model = LoaderModel::of(&m, 16, 2).unwrap();
+        let free_machine = worker_cap(2, 16, &m, Some(model));
+        // The job's cgroup had 1.6 GB left after the run; the job itself
+        // took 1 GB of it (16 × 30 MB workers, 520 MB training process):
+        // 600 MB free while it ran, half of it for 10 more workers.
+        m.cgroup_memory_headroom_bytes = Some(1_600_000_000);
+        assert_eq!(worker_cap(2, 16, &m, Some(model)), 26);
+        assert!(free_machine > 26);
+        let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "26"),
+            "{}",
+            p.why
+        );
+        assert!(model.workers_needed() > 26);
+        assert!(
+            p.why
+                .contains(&format!("about {} workers keep up", model.workers_needed()))
+                && p.why.contains("memory bounds it at 26, at 30 MB a worker")
+                && p.why
+                    .contains("600 MB free under the job's cgroup memory limit"),
+            "{}",
+            p.why
+        );
+        // A cgroup with room to spare: the machine's MemAvailable bounds it.
+        m.cgroup_memory_headroom_bytes = Some(60_000_000_000);
+        assert_eq!(worker_cap(2, 16, &m, Some(model)), free_machine);
+        let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
+        assert!(!p.why.contains("cgroup"), "{}", p.why);
     }
 
     #[test]

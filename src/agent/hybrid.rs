@@ -58,7 +58,7 @@ impl HandoffFacts {
 
 /// What the run's agent calls have cost so far.
 pub fn spent(history: &[TurnRow]) -> f64 {
-    history.iter().filter_map(|r| r.agent.cost_usd).sum()
+    crate::turn::total_cost_usd(history)
 }
 
 /// `Ok` when Claude Code should take the turn; else why not, in words that
@@ -78,13 +78,13 @@ pub fn handoff(f: &HandoffFacts) -> Result<(), String> {
             ));
         }
     }
-    if let Some(c) = f.ceiling_sps.filter(|c| *c > 0.0) {
-        if f.incumbent_sps >= f.stop_when_ceiling_share_above * c {
-            return Err(format!(
-                "the knobs are settled and the incumbent is at {:.0}% of the ceiling",
-                f.incumbent_sps / c * 100.0
-            ));
-        }
+    let share =
+        crate::judge::credible_ceiling_share(f.incumbent_sps, f.ceiling_sps, f.data_wait_share);
+    if let Some(x) = share.filter(|x| *x >= f.stop_when_ceiling_share_above) {
+        return Err(format!(
+            "the knobs are settled and the incumbent is at {:.0}% of the ceiling",
+            x * 100.0
+        ));
     }
     if f.max_total_usd > 0.0 && f.spent_usd >= f.max_total_usd {
         return Err(format!(
@@ -197,7 +197,14 @@ mod tests {
         no(f, "data_wait is only 5.0%");
         let mut f = facts();
         f.incumbent_sps = 4800.0;
+        f.data_wait_share = Some(0.05);
+        f.stop_when_data_wait_below = 0.0;
         no(f, "96% of the ceiling");
+        // Near a ceiling the incumbent's own data_wait contradicts: the
+        // ceiling run was disturbed, a structural change may still pay.
+        let mut f = facts();
+        f.incumbent_sps = 4800.0;
+        assert_eq!(handoff(&f), Ok(()));
         let mut f = facts();
         f.spent_usd = 5.0;
         no(f, "budget is spent ($5.00 of $5.00)");

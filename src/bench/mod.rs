@@ -8,7 +8,9 @@
 //! process (worker start-up counts) run through [`crate::process`].
 
 pub mod command;
+pub mod cost;
 pub mod limits;
+pub mod memory;
 pub mod stats;
 
 use std::collections::BTreeMap;
@@ -76,6 +78,11 @@ pub struct Measurement {
     /// The machine's MemAvailable when the timed steps ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mem_available_bytes: Option<u64>,
+    /// The job's cgroup memory limit less the cgroup's usage (its inactive
+    /// page cache not counted), read by tuneloop once the run had ended;
+    /// `None` without a limit. See [`memory`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_memory_headroom_bytes: Option<u64>,
     /// Which of them limited `usable_cores`: "cpu_count", "affinity" or "cgroup_quota".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores_limited_by: Option<String>,
@@ -354,6 +361,17 @@ impl Bencher {
     }
 
     pub async fn measure(
+        &self,
+        mode: Mode,
+        interrupt: &Interrupt,
+    ) -> Result<Measurement, BenchError> {
+        // The cgroup's memory headroom now, the run's processes gone.
+        self.measure_run(mode, interrupt)
+            .await
+            .map(memory::with_cgroup_headroom)
+    }
+
+    async fn measure_run(
         &self,
         mode: Mode,
         interrupt: &Interrupt,

@@ -254,7 +254,17 @@ pub fn render_turn(t: &TurnFiles, paint: &Paint) -> String {
 
     head(&mut out, w.measurements);
     match &t.bench {
-        Some(b) => measurements(&mut out, b, t.decision.as_ref(), w, &ci_label),
+        Some(b) => {
+            measurements(&mut out, b, t.decision.as_ref(), w, &ci_label);
+            // Each side's workers, memory and CPU (its median run).
+            for (side, runs) in [(w.incumbent, &b.incumbent), (w.candidate, &b.candidate)] {
+                if let Some(c) = crate::bench::cost::StateCost::of(runs).filter(|c| c.has_figures())
+                {
+                    let summary = report::costs::summary(&c, l);
+                    let _ = writeln!(out, "{} ({side}): {summary}", l.memory_cpu);
+                }
+            }
+        }
         None => {
             let _ = writeln!(out, "{}", w.none);
         }

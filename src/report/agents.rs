@@ -198,7 +198,7 @@ mod tests {
     }
 
     fn report(agent: &str, turns: Vec<TurnRow>, speedup: f64) -> RunReport {
-        let total = turns.iter().filter_map(|t| t.agent.cost_usd).sum();
+        let total = crate::turn::total_cost_usd(&turns);
         RunReport {
             schema_version: 1,
             run_id: "r".into(),
@@ -227,6 +227,7 @@ mod tests {
             measured_loader: None,
             knob_sources: Vec::new(),
             limits: None,
+            costs: None,
         }
     }
 

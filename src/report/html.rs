@@ -57,6 +57,7 @@ pub fn render_html(r: &RunReport, plot_svg: &str) -> String {
     headline(&mut out, r, l, &title);
     plot(&mut out, l, plot_svg);
     table(&mut out, r, l);
+    costs_table(&mut out, r, l);
     kept_diff(&mut out, r, l);
     out.push_str("</body>\n</html>\n");
     out
@@ -143,6 +144,38 @@ fn table(out: &mut String, r: &RunReport, l: &Labels) {
             "<tr><td colspan=\"9\"><em>{}</em></td></tr>",
             esc(l.no_turns)
         );
+    }
+    out.push_str("</tbody>\n</table>\n");
+}
+
+/// Each state's memory and CPU (`#costs`; nothing without figures).
+fn costs_table(out: &mut String, r: &RunReport, l: &Labels) {
+    use super::costs;
+    let rows = costs::rows(r, l);
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<h2>{}</h2>\n<p>{}</p>\n<table id=\"costs\">\n<thead><tr>",
+        esc(l.costs),
+        esc(l.costs_note)
+    );
+    for c in costs::columns(l) {
+        let _ = write!(out, "<th>{}</th>", esc(c));
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for row in rows {
+        let _ = write!(out, "<tr class=\"{}\">", row.class);
+        for (i, cell) in row.cells.iter().enumerate() {
+            let class = if costs::NUMERIC[i] {
+                " class=\"num\""
+            } else {
+                ""
+            };
+            let _ = write!(out, "<td{class}>{}</td>", esc(cell));
+        }
+        out.push_str("</tr>\n");
     }
     out.push_str("</tbody>\n</table>\n");
 }

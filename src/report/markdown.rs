@@ -15,6 +15,7 @@ pub fn render_markdown(r: &RunReport) -> String {
     out.push('\n');
     table(&mut out, r, l);
     out.push('\n');
+    costs_table(&mut out, r, l);
     kept_changes(&mut out, r, l);
     out
 }
@@ -93,6 +94,7 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
             ),
         ));
     }
+    items.extend(super::costs::headline_item(r, l));
     items.push((l.agent_cost, text::usd(r.total_cost_usd)));
     // More than one agent (hybrid): who made which turn, and the price of a point.
     items.extend(super::agents::headline_item(r));
@@ -153,6 +155,26 @@ fn table(out: &mut String, r: &RunReport, l: &Labels) {
     if r.turns.is_empty() {
         let _ = writeln!(out, "\n_{}_", l.no_turns);
     }
+}
+
+/// Each state's memory and CPU (nothing without figures).
+fn costs_table(out: &mut String, r: &RunReport, l: &Labels) {
+    let rows = super::costs::rows(r, l);
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "## {}\n\n{}\n", l.costs, l.costs_note);
+    let _ = writeln!(out, "| {} |", super::costs::columns(l).join(" | "));
+    let align: Vec<&str> = super::costs::NUMERIC
+        .iter()
+        .map(|&n| if n { "---:" } else { "---" })
+        .collect();
+    let _ = writeln!(out, "|{}|", align.join("|"));
+    for row in rows {
+        let cells = row.cells.map(|c| md_cell(&c));
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    out.push('\n');
 }
 
 fn kept_changes(out: &mut String, r: &RunReport, l: &Labels) {

@@ -4,6 +4,7 @@ pub mod model;
 pub use model::*;
 
 pub mod agents;
+pub(crate) mod costs;
 pub mod html;
 pub mod json;
 pub mod labels;

@@ -56,6 +56,11 @@ pub struct RunReport {
     /// the final's share of it (absent in reports written before them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<crate::bench::limits::ThroughputLimits>,
+    /// Each state's workers, their memory and the cores it kept busy:
+    /// baseline, every measured turn's candidate, final (absent in reports
+    /// written before them, and where no run gave those figures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub costs: Option<crate::bench::cost::StateCosts>,
 }
 
 /// How fast this machine can move the project's batches at all, measured

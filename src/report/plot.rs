@@ -524,6 +524,7 @@ mod tests {
             measured_loader: None,
             knob_sources: Vec::new(),
             limits: None,
+            costs: None,
         }
     }
 

@@ -150,6 +150,40 @@ fn sample_report() -> RunReport {
             binding: Some(crate::bench::limits::Binding::Cpu),
             final_share: Some(0.98),
         }),
+        costs: Some(sample_costs()),
+    }
+}
+
+/// Baseline without workers, turns 1, 2 and 6 measured, the final at 6 workers.
+fn sample_costs() -> crate::bench::cost::StateCosts {
+    use crate::bench::cost::{StateCost, StateCosts, TurnCost};
+    let cost = |sps: f64, nw: u64, mem: Option<u64>, cores: f64| StateCost {
+        runs: 5,
+        samples_per_sec: sps,
+        num_workers: Some(nw),
+        workers_memory_bytes: mem,
+        workers_memory_kind: mem.filter(|b| *b > 0).map(|_| "pss".to_string()),
+        main_rss_bytes: Some(1_100_000_000),
+        cpu_cores: Some(cores),
+        usable_cores: Some(2.0),
+    };
+    StateCosts {
+        baseline: Some(cost(812.34, 0, Some(0), 0.98)),
+        turns: vec![
+            TurnCost {
+                turn: 1,
+                cost: cost(1999.95, 4, Some(620_000_000), 1.71),
+            },
+            TurnCost {
+                turn: 2,
+                cost: cost(2010.5, 4, Some(655_000_000), 1.74),
+            },
+            TurnCost {
+                turn: 6,
+                cost: cost(2450.06, 6, Some(930_000_000), 1.93),
+            },
+        ],
+        final_: Some(cost(2450.06, 6, Some(930_000_000), 1.93)),
     }
 }
 
@@ -181,6 +215,7 @@ fn bare_report() -> RunReport {
         turns: vec![],
         kept_diff: String::new(),
         limits: None,
+        costs: None,
         ..sample_report()
     }
 }
@@ -583,4 +618,46 @@ fn a_cheaper_setting_kept_within_min_gain_renders_as_its_own_decision() {
         svg.contains(&hex(super::plot::KEPT_COLOR)),
         "no kept marker"
     );
+}
+
+#[test]
+fn each_states_memory_and_cpu_in_order_baseline_turns_final() {
+    let md = render_markdown(&sample_report());
+    let section = md
+        .split("## Memory and CPU by state")
+        .nth(1)
+        .expect("the costs section")
+        .split("## Kept changes")
+        .next()
+        .unwrap();
+    let rows: Vec<Vec<String>> = section
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| state"))
+        .map(md_cells)
+        .collect();
+    let states: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    // Only the measured turns (1, 2, 6): rejected, failed and unchanged ones have no runs.
+    assert_eq!(states, ["baseline", "turn 1", "turn 2", "turn 6", "final"]);
+    assert_eq!(rows[2][2], "reverted");
+    assert_eq!(
+        &rows[3][3..],
+        ["2450.1", "6", "930 MB (PSS)", "1.10 GB", "1.93 / 2 cores"]
+    );
+    assert_eq!(rows[0][5], "0 MB", "no workers, no workers' memory");
+    // The headline's before/after.
+    assert!(md.contains(
+        "- **Memory and CPU:** workers 0 → 6 · workers' memory 0 MB → 930 MB (PSS) · CPU 0.98 → 1.93 cores (baseline → final)"
+    ));
+    let html = render_html(&sample_report(), PLACEHOLDER_SVG);
+    assert!(html.contains("<table id=\"costs\">"));
+    assert_eq!(html.matches("<tr class=\"kept\"><td>turn").count(), 2);
+    // Without figures (contract mode, an older report): no section, no line.
+    let bare = render_markdown(&bare_report());
+    assert!(!bare.contains("Memory and CPU"), "{bare}");
+    assert!(!render_html(&bare_report(), PLACEHOLDER_SVG).contains("id=\"costs\""));
+    // An older report.json without the field still reads.
+    let json = render_json(&bare_report());
+    assert!(!json.contains("\"costs\""), "{json}");
+    let old: RunReport = serde_json::from_str(&json).unwrap();
+    assert_eq!(old.costs, None);
 }

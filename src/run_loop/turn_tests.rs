@@ -455,16 +455,28 @@ fn a_kept_change_that_leaves_little_data_wait_stops_the_loop() {
 
 #[test]
 fn an_incumbent_near_the_ceiling_stops_the_loop() {
-    let mut s = Setup::new(0, &[2, 3]);
-    s.iterations = 5;
     // The baseline's ceiling run: the step alone runs at 155 samples/sec.
-    let o = session(s, |nw, _, mode| {
-        let mut r = m(if nw == 0 { 100.0 } else { 150.0 }, 0.8, None);
-        if mode == Mode::ThroughputWithCeiling {
-            r.ceiling_sps = Some(155.0);
-        }
-        Ok(r)
-    });
+    // The candidate reaches 150 (97%) with `share` of its step waiting.
+    let near = |share: f64| {
+        let mut s = Setup::new(0, &[2, 3]);
+        s.iterations = 2;
+        session(s, move |nw, _, mode| {
+            let mut r = match nw {
+                0 => m(100.0, 0.8, None),
+                _ => m(150.0, share, None),
+            };
+            if mode == Mode::ThroughputWithCeiling {
+                r.ceiling_sps = Some(155.0);
+            }
+            Ok(r)
+        })
+    };
+    let o = near(0.12);
     assert_eq!(o.report.turns.len(), 1);
     assert_eq!(o.report.stop_reason, "within 3% of the ceiling");
+    // 40% of the step still waiting contradicts 97% of the step alone: the
+    // ceiling run was disturbed, and the loop goes on.
+    let o = near(0.4);
+    assert_eq!(o.report.turns.len(), 2);
+    assert_eq!(o.report.stop_reason, "iteration limit (2) reached");
 }
