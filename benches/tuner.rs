@@ -490,10 +490,8 @@ fn run_workload(
         .filter(|l| *l > 0.0)
         .map(|l| out.oracle_sps / l);
     // The final state's memory, from its runs in the final comparison.
-    let final_runs = std::fs::read_to_string(run_dir.join("final.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .map(|v| tuneloop::bench::limits::measurements_of(&v["best"]))
+    let final_runs = tuneloop::run_folder::FinalBench::read(&run_dir)
+        .map(|f| f.best)
         .unwrap_or_default();
     let mb: Vec<f64> = final_runs
         .iter()

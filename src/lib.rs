@@ -27,6 +27,7 @@ pub mod event;
 pub mod git;
 pub mod interpreter;
 pub mod judge;
+pub mod measure;
 pub mod policy_lint;
 pub mod probe;
 pub mod process;

@@ -5,6 +5,7 @@
 //! reason); only set-up and infrastructure failures end the run with an error.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::agent::{Agent, TurnContext};
@@ -16,14 +17,16 @@ use crate::edit;
 use crate::error::{exit, BenchError};
 use crate::event::Event;
 use crate::judge::{self, DataCheck};
+use crate::measure::Measure;
 use crate::process::Interrupt;
-use crate::report::{self, Decision, RunReport, TurnRow};
+use crate::report::{self, RunReport};
 use crate::run_folder::{
     self, AgentRecord, BaselineBench, FinalBench, RunEnvironment, RunRecord, RunState, TurnBench,
     TurnFolder,
 };
 use crate::run_report::{self, LiveFigures, RunFacts};
 use crate::store::{self, FileSet, Lock, RunStore};
+use crate::turn::{Decision, TurnRow};
 use crate::verify::{self, ProjectSnapshot};
 
 /// Why a run ended early with an error (exit codes of DESIGN).
@@ -128,7 +131,7 @@ pub struct PairFailure {
 /// when given). The caller puts the right files in place afterwards.
 #[allow(clippy::too_many_arguments)]
 pub async fn measure_interleaved(
-    bencher: &Bencher,
+    bencher: &dyn Measure,
     root: &Path,
     candidate: &FileSet,
     incumbent: &FileSet,
@@ -156,7 +159,7 @@ pub async fn measure_interleaved(
 #[allow(clippy::too_many_arguments)]
 pub async fn measure_interleaved_by(
     rule: fn(&PairedRatio, &crate::config::DecisionPolicy) -> Verdict,
-    bencher: &Bencher,
+    bencher: &dyn Measure,
     root: &Path,
     candidate: &FileSet,
     incumbent: &FileSet,
@@ -259,7 +262,8 @@ pub struct Session<'a> {
     policy: Policy,
     policy_path: PathBuf,
     agent: Agent,
-    bencher: Bencher,
+    /// What measures the project: the [`Bencher`], or a scripted one in tests.
+    bencher: Arc<dyn Measure>,
     store: RunStore,
     view: &'a mut (dyn FnMut(&Event) + Send),
     interrupt: Interrupt,
@@ -341,7 +345,8 @@ pub fn prepare<'a>(
     crate::git::check_clean(&root, &editable, opts.allow_dirty).map_err(LoopError::Config)?;
     let store = RunStore::create(&runs_dir).at("cannot create a run folder in", &runs_dir)?;
     let harness = store.dir.join("harness");
-    let bencher = Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?;
+    let bencher: Arc<dyn Measure> =
+        Arc::new(Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?);
     let baseline_files =
         FileSet::capture(&root, &editable).at("cannot read the editable files in", &root)?;
     let saved = store.dir.join("baseline").join("files");
@@ -432,7 +437,8 @@ pub fn resume<'a>(
         .at("cannot save the incumbent files to", &saved)?;
     let store = RunStore::open(run_dir).at("cannot open the run log in", run_dir)?;
     let harness = run_dir.join("harness");
-    let bencher = Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?;
+    let bencher: Arc<dyn Measure> =
+        Arc::new(Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?);
     let git_branch = run.git_branch.clone();
     Ok(Session {
         ws,
@@ -745,12 +751,12 @@ impl<'a> Session<'a> {
 
     async fn baseline(&mut self) -> Result<(), LoopError> {
         let bdir = self.store.dir.join("baseline");
-        let before = match self.bencher.run {
-            Some(_) => Some(
+        let before = match self.bencher.runs_command() {
+            true => Some(
                 ProjectSnapshot::capture(&self.root, &self.snapshot_skip())
                     .at("cannot snapshot the project folder", &self.root)?,
             ),
-            None => None,
+            false => None,
         };
         self.phase("baseline", None, "profiled run");
         let prof = match self.bencher.profile(&self.interrupt).await {
@@ -1031,7 +1037,7 @@ impl<'a> Session<'a> {
         };
         let res = measure_interleaved_by(
             rule,
-            &bencher,
+            &*bencher,
             &root,
             &cand,
             &inc,
@@ -1190,7 +1196,7 @@ impl<'a> Session<'a> {
             self.interrupt.clone(),
         );
         let res = measure_interleaved(
-            &bencher,
+            &*bencher,
             &root,
             &best,
             &base,
@@ -1237,10 +1243,8 @@ impl<'a> Session<'a> {
     /// The final state's measurements: the final comparison's runs of it
     /// when there was one, else the incumbent's last measurement.
     fn final_state_runs(&self) -> Vec<Measurement> {
-        let best = std::fs::read_to_string(self.store.dir.join("final.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .map(|v| crate::bench::limits::measurements_of(&v["best"]))
+        let best = FinalBench::read(&self.store.dir)
+            .map(|f| f.best)
             .unwrap_or_default();
         if best.is_empty() {
             vec![self.incumbent.clone()]
@@ -1324,7 +1328,7 @@ pub fn write_report_files(dir: &Path, r: &RunReport) -> std::io::Result<()> {
 
 /// A/A calibration: the incumbent against itself, `pairs` interleaved pairs.
 pub async fn calibrate(
-    bencher: &Bencher,
+    bencher: &dyn Measure,
     root: &Path,
     files: &FileSet,
     policy: &Policy,
@@ -1352,6 +1356,9 @@ fn test_stall(point: &str) {
         std::thread::sleep(std::time::Duration::from_secs(120));
     }
 }
+
+#[cfg(test)]
+mod turn_tests;
 
 #[cfg(test)]
 mod tests {

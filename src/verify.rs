@@ -45,6 +45,32 @@ pub struct ProjectSnapshot {
     files: BTreeMap<String, Entry>,
 }
 
+/// `snapshot/manifest.json` in a run folder: every file of the snapshot
+/// (fields in the order earlier versions wrote them).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Manifest {
+    #[serde(default)]
+    files: BTreeMap<String, ManifestEntry>,
+    #[serde(default = "dot")]
+    root: PathBuf,
+    #[serde(default)]
+    skip: Vec<PathBuf>,
+}
+
+fn dot() -> PathBuf {
+    PathBuf::from(".")
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ManifestEntry {
+    #[serde(default)]
+    mtime_ns: Option<u64>,
+    #[serde(default)]
+    saved: bool,
+    #[serde(default)]
+    size: u64,
+}
+
 impl ProjectSnapshot {
     pub fn capture(root: &Path, skip: &[PathBuf]) -> std::io::Result<ProjectSnapshot> {
         let mut files = BTreeMap::new();
@@ -107,50 +133,61 @@ impl ProjectSnapshot {
     /// a resumed run can put back what a killed turn's agent touched.
     pub fn save(&self, dir: &Path) -> std::io::Result<()> {
         let _ = std::fs::remove_dir_all(dir);
-        let mut manifest = serde_json::Map::new();
+        let mut files = BTreeMap::new();
         for (rel, e) in &self.files {
             if let Some(c) = &e.content {
                 crate::store::write_atomic(&dir.join("files").join(rel), c)?;
             }
-            let mtime = e
+            let mtime_ns = e
                 .modified
                 .and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok())
                 .map(|d| d.as_nanos() as u64);
-            manifest.insert(rel.clone(), serde_json::json!({"size": e.size, "mtime_ns": mtime, "saved": e.content.is_some()}));
+            files.insert(
+                rel.clone(),
+                ManifestEntry {
+                    mtime_ns,
+                    saved: e.content.is_some(),
+                    size: e.size,
+                },
+            );
         }
         crate::store::write_json(
             &dir.join("manifest.json"),
-            &serde_json::json!({"root": self.root, "skip": self.skip, "files": manifest}),
+            &Manifest {
+                files,
+                root: self.root.clone(),
+                skip: self.skip.clone(),
+            },
         )
     }
 
     pub fn load(dir: &Path) -> std::io::Result<ProjectSnapshot> {
-        let v: serde_json::Value =
+        let m: Manifest =
             serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json"))?)?;
-        let root = PathBuf::from(v["root"].as_str().unwrap_or("."));
         let mut files = BTreeMap::new();
-        if let Some(m) = v["files"].as_object() {
-            for (rel, e) in m {
-                let content = if e["saved"].as_bool() == Some(true) {
-                    Some(std::fs::read(dir.join("files").join(rel))?)
-                } else {
-                    None
-                };
-                let modified = e["mtime_ns"]
-                    .as_u64()
-                    .map(|n| SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(n));
-                files.insert(
-                    rel.clone(),
-                    Entry {
-                        size: e["size"].as_u64().unwrap_or(0),
-                        modified,
-                        content,
-                    },
-                );
-            }
+        for (rel, e) in m.files {
+            let content = if e.saved {
+                Some(std::fs::read(dir.join("files").join(&rel))?)
+            } else {
+                None
+            };
+            let modified = e
+                .mtime_ns
+                .map(|n| SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(n));
+            files.insert(
+                rel,
+                Entry {
+                    size: e.size,
+                    modified,
+                    content,
+                },
+            );
         }
-        let skip = serde_json::from_value(v["skip"].clone()).unwrap_or_default();
-        Ok(ProjectSnapshot { root, skip, files })
+        Ok(ProjectSnapshot {
+            root: m.root,
+            skip: m.skip,
+            files,
+        })
     }
 
     /// Paths added, removed or changed since `self`, other than `ignore`.
@@ -838,5 +875,30 @@ mod tests {
             std::fs::read_to_string(d.path().join("train.py")).unwrap(),
             "edited"
         );
+    }
+
+    #[test]
+    fn a_saved_snapshot_loads_back_and_restores() {
+        let d = tempfile::tempdir().unwrap();
+        let proj = d.path().join("proj");
+        std::fs::create_dir(&proj).unwrap();
+        std::fs::write(proj.join("train.py"), "a").unwrap();
+        std::fs::write(proj.join("bench.py"), "b").unwrap();
+        let snap = ProjectSnapshot::capture(&proj, &[]).unwrap();
+        let saved = d.path().join("snapshot");
+        snap.save(&saved).unwrap();
+        // The manifest as earlier versions wrote it (fields, order).
+        let text = std::fs::read_to_string(saved.join("manifest.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["files"]["bench.py"]["saved"], true);
+        assert_eq!(v["files"]["bench.py"]["size"], 1);
+        assert!(v["files"]["bench.py"]["mtime_ns"].as_u64().is_some());
+        assert!(text.find("\"files\"").unwrap() < text.find("\"root\"").unwrap());
+        let back = ProjectSnapshot::load(&saved).unwrap();
+        assert_eq!(back.root, snap.root);
+        assert_eq!(back.files, snap.files);
+        std::fs::write(proj.join("bench.py"), "tampered").unwrap();
+        assert!(back.restore_others(&["train.py".into()]).is_empty());
+        assert_eq!(std::fs::read_to_string(proj.join("bench.py")).unwrap(), "b");
     }
 }

@@ -8,7 +8,7 @@
 //! not by the keep rule; the run loop asks [`is_cheaper`] which rule applies.
 //! Pure: the one-line change descriptions of the history are all it reads.
 
-use crate::report::{Decision, TurnRow};
+use crate::turn::{Decision, TurnRow};
 
 /// One change, read back from its one-line form ("num_workers 16 → 8").
 #[derive(Clone, Debug, PartialEq)]
@@ -138,7 +138,7 @@ pub fn neighbours(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::AgentInfo;
+    use crate::turn::AgentInfo;
 
     fn row(turn: u32, change: &str, d: Decision) -> TurnRow {
         TurnRow {

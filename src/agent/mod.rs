@@ -11,6 +11,8 @@ pub mod cheaper;
 pub mod claude;
 pub mod evidence;
 pub mod hybrid;
+#[cfg(test)]
+pub mod scripted;
 pub mod threaded;
 
 use std::path::{Path, PathBuf};
@@ -76,6 +78,9 @@ pub enum Agent {
     Builtin(builtin::BuiltinAgent),
     Claude(claude::ClaudeAgent),
     Hybrid(hybrid::HybridAgent),
+    /// The loop's unit tests: a scripted change per turn.
+    #[cfg(test)]
+    Scripted(scripted::ScriptedAgent),
 }
 
 impl Agent {
@@ -92,6 +97,8 @@ impl Agent {
             Agent::Builtin(_) => "builtin",
             Agent::Claude(_) => "claude",
             Agent::Hybrid(_) => "hybrid",
+            #[cfg(test)]
+            Agent::Scripted(_) => "scripted",
         }
     }
 
@@ -101,6 +108,8 @@ impl Agent {
             Agent::Builtin(_) => Ok(()),
             Agent::Claude(c) => c.preflight(),
             Agent::Hybrid(h) => h.preflight(),
+            #[cfg(test)]
+            Agent::Scripted(_) => Ok(()),
         }
     }
 
@@ -115,6 +124,8 @@ impl Agent {
             Agent::Builtin(b) => b.propose(ctx),
             Agent::Claude(c) => c.propose(ctx, on_tool).await,
             Agent::Hybrid(h) => h.propose(ctx, on_tool).await,
+            #[cfg(test)]
+            Agent::Scripted(s) => s.propose(ctx),
         }
     }
 }

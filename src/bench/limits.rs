@@ -158,16 +158,6 @@ impl ThroughputLimits {
     }
 }
 
-/// The measurements of a JSON array as the run folder keeps them
-/// (`final.json`'s "best", a turn's "candidate"); unreadable entries skipped.
-pub fn measurements_of(v: &serde_json::Value) -> Vec<Measurement> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| serde_json::from_value(m.clone()).ok())
-        .collect()
-}
-
 /// CPU seconds one sample cost in one measurement: the workers' loading and
 /// collation (or the training process's own loading, without workers) plus
 /// the training process's receiving and stepping. Under a launcher the CPU

@@ -22,9 +22,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::review_view::char_width;
 use crate::event::Event;
-use crate::report::{labels_for, Decision, Labels};
-use crate::review::char_width;
+use crate::report::{labels_for, Labels};
+use crate::turn::Decision;
 use crate::words::ViewWords as Words;
 
 /// Colour on stderr: a terminal, and no `NO_COLOR`.
@@ -591,8 +592,8 @@ fn terminal_width() -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{AgentInfo, TurnRow};
-    use crate::review::display_width;
+    use crate::cli::review_view::display_width;
+    use crate::turn::{AgentInfo, TurnRow};
 
     /// A writer the test can read back.
     #[derive(Clone, Default)]

@@ -1,0 +1,241 @@
+//! `tuneloop bench`: the project measured as it is (throughput runs, the
+//! ceiling and limits, an optional profile), or an A/A calibration (`--aa`).
+
+use std::path::Path;
+
+use anyhow::anyhow;
+use serde_json::json;
+
+use super::load::{load_policy, load_workspace};
+use super::{config_err, BenchArgs, Failure};
+use crate::bench::{stats, Bencher, Mode};
+use crate::config::{Policy, Workspace};
+use crate::error::exit;
+use crate::process::Interrupt;
+use crate::run_loop;
+use crate::store::FileSet;
+
+pub(super) async fn bench(
+    cwd: &Path,
+    a: BenchArgs,
+    interrupt: &Interrupt,
+) -> std::result::Result<i32, Failure> {
+    let ws = load_workspace(cwd)?;
+    let (_, policy) = load_policy(&ws, a.policy.as_deref())?;
+    crate::interpreter::announce_workspace(&ws, interrupt).await;
+    let tmp = std::env::temp_dir().join(format!("tuneloop-bench-{}", std::process::id()));
+    let bencher = Bencher::new(&ws, &tmp).map_err(config_err)?;
+    let out = bench_inner(&ws, &bencher, &policy, &a, interrupt).await;
+    let _ = std::fs::remove_dir_all(&tmp);
+    out
+}
+
+async fn bench_inner(
+    ws: &Workspace,
+    bencher: &Bencher,
+    policy: &Policy,
+    a: &BenchArgs,
+    interrupt: &Interrupt,
+) -> std::result::Result<i32, Failure> {
+    let baseline_fail = |e: crate::error::BenchError| {
+        if matches!(e, crate::error::BenchError::Interrupted) {
+            Failure {
+                code: exit::INTERRUPTED,
+                error: anyhow!("interrupted"),
+            }
+        } else {
+            Failure {
+                code: exit::BASELINE,
+                error: anyhow!("the bench failed: {e}"),
+            }
+        }
+    };
+    if a.aa {
+        let pairs = a.repeats.unwrap_or(8).max(2);
+        let root = std::fs::canonicalize(&ws.project_root).map_err(config_err)?;
+        let files = FileSet::capture(&root, &ws.file.project.editable).map_err(config_err)?;
+        eprintln!(
+            "A/A calibration: the project against itself, {pairs} interleaved pairs ({} runs)",
+            pairs * 2
+        );
+        let p = run_loop::calibrate(
+            bencher,
+            &root,
+            &files,
+            policy,
+            pairs,
+            interrupt,
+            |role, k, v| {
+                eprintln!("  pair {k} {role:<9} {v:>10.1} samples/sec");
+            },
+        )
+        .await
+        .map_err(|f| baseline_fail(f.error))?;
+        let cal = Calibration::from_ratios(&p.ratio.ratios, policy.decision.confidence);
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&cal).unwrap_or_default());
+        } else {
+            println!(
+                "A/A ratios: {}",
+                cal.ratios
+                    .iter()
+                    .map(|r| format!("{r:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+            println!(
+                "median {:.3}, min {:.3}, max {:.3}, sd of ln(ratio) {:.4}",
+                cal.median, cal.min, cal.max, cal.sd_log
+            );
+            println!(
+                "{:.0}% interval of the mean ratio: [{:.3}, {:.3}]",
+                policy.decision.confidence * 100.0,
+                cal.ci[0],
+                cal.ci[1]
+            );
+            println!(
+                "suggested noise_threshold: {:.3} (policy has {:.3})",
+                cal.suggested_noise_threshold, policy.decision.noise_threshold
+            );
+        }
+        return Ok(exit::OK);
+    }
+    let mut profiled = None;
+    if a.profile {
+        eprintln!("profiled run…");
+        let p = bencher.profile(interrupt).await.map_err(baseline_fail)?;
+        if !a.json {
+            println!("{}", p.table);
+        }
+        profiled = Some(p);
+    }
+    let n = a.repeats.unwrap_or(policy.decision.baseline_runs).max(1);
+    let mut ms = Vec::new();
+    for i in 0..n {
+        eprintln!("throughput run {} of {n}…", i + 1);
+        let mode = if i == 0 {
+            Mode::ThroughputWithCeiling
+        } else {
+            Mode::Throughput
+        };
+        ms.push(
+            bencher
+                .measure(mode, interrupt)
+                .await
+                .map_err(baseline_fail)?,
+        );
+    }
+    let s: Vec<f64> = ms.iter().map(|m| m.samples_per_sec).collect();
+    let med = stats::median(&s);
+    let share = {
+        let v: Vec<f64> = ms.iter().filter_map(|m| m.data_wait_share).collect();
+        (!v.is_empty()).then(|| stats::median(&v))
+    };
+    let ceiling = ms.iter().find_map(|m| m.ceiling_sps);
+    let limits = crate::bench::limits::ThroughputLimits::of(ceiling, &ms, med);
+    let ci = if s.len() >= 2 {
+        let c = stats::log_t_interval(
+            &s.iter().map(|x| x / med).collect::<Vec<_>>(),
+            policy.decision.confidence,
+        );
+        Some([c[0] * med, c[1] * med])
+    } else {
+        None
+    };
+    if a.json {
+        let v = json!({
+            "samples_per_sec": med, "samples": s, "ci": ci, "data_wait_share": share,
+            "ceiling_sps": ceiling, "limits": limits, "runs": ms, "profile_table": profiled.map(|p| p.table),
+        });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return Ok(exit::OK);
+    }
+    println!(
+        "samples/sec: {med:.1} (median of {n}; runs: {})",
+        s.iter()
+            .map(|x| format!("{x:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if let Some([lo, hi]) = ci {
+        println!(
+            "{:.0}% interval: [{lo:.1}, {hi:.1}]",
+            policy.decision.confidence * 100.0
+        );
+    }
+    if let (Some(m), Some(sh)) = (ms.last(), share) {
+        let dw = ms.iter().filter_map(|m| m.data_wait_s).sum::<f64>() / n as f64;
+        let ts = ms.iter().filter_map(|m| m.train_step_s).sum::<f64>() / n as f64;
+        println!(
+            "data_wait: {:.1}% of step time ({dw:.3} s), train_step: {ts:.3} s per run",
+            sh * 100.0
+        );
+        println!(
+            "device: {}, torch {}, {} CPUs{}, num_workers={}",
+            m.device.as_deref().unwrap_or("?"),
+            m.torch_version.as_deref().unwrap_or("?"),
+            m.cpu_count.unwrap_or(0),
+            crate::bench::limits::usable_cores_note(m),
+            m.num_workers().map(|n| n.to_string()).unwrap_or("?".into())
+        );
+        for line in crate::bench::command::describe_loaders(m) {
+            println!("{line}");
+        }
+        if let (Some(n), Some(per)) = (m.live_workers.filter(|&n| n > 0), m.memory_per_worker()) {
+            println!(
+                "workers: {n} alive, {:.0} MB each (PSS: what one more adds){}",
+                per / 1e6,
+                m.mem_available_bytes
+                    .map(|f| format!(", {:.1} GB free on the machine", f as f64 / 1e9))
+                    .unwrap_or_default()
+            );
+        }
+        if sh < policy.decision.stop_when_data_wait_below {
+            println!(
+                "data_wait is small: DataLoader tuning cannot help much. Compute-side candidates:"
+            );
+            for c in run_loop::compute_side_advice() {
+                println!("  - {c}");
+            }
+        }
+    }
+    if let Some(c) = ceiling {
+        println!(
+            "ceiling (step alone, one batch in memory): {c:.1} samples/sec; now at {:.1}% of it",
+            med / c * 100.0
+        );
+    }
+    if let (Some(c), Some(cores), Some(cost)) = (
+        limits.cpu_limit_sps,
+        limits.usable_cores,
+        limits.cpu_s_per_sample,
+    ) {
+        println!(
+            "CPU limit (what {} can feed at {:.0} µs of CPU per sample): {c:.1} samples/sec; now at {:.1}% of it",
+            crate::bench::limits::cores_text(cores, limits.cores_limited_by.as_deref()),
+            cost * 1e6,
+            med / c * 100.0
+        );
+        if let Some(o) = limits.others_cores.filter(|o| *o >= 0.05) {
+            println!(
+                "  other processes kept {o:.1} cores busy meanwhile: the rest feeds about {:.1} samples/sec",
+                ((cores - o).max(0.0)) / cost
+            );
+        }
+    }
+    if let Some((b, _)) = limits.lower() {
+        println!(
+            "binding limit: {}",
+            match b {
+                crate::bench::limits::Binding::StepAlone =>
+                    "the step alone (more loader speed cannot pass it)",
+                crate::bench::limits::Binding::Cpu =>
+                    "the CPU (what the cores can feed; no loader setting passes it)",
+            }
+        );
+    }
+    Ok(exit::OK)
+}
+
+// The A/A figures are pure statistics: they live (and are tested) in bench::stats.
+pub use crate::bench::stats::Calibration;

@@ -1,0 +1,38 @@
+//! The workspace and the policy as the commands load them: warnings printed,
+//! a missing default policy replaced by the built-in one.
+
+use std::path::{Path, PathBuf};
+
+use super::{config_err, Failure};
+use crate::config::{Policy, Workspace};
+
+pub(super) fn load_workspace(cwd: &Path) -> std::result::Result<Workspace, Failure> {
+    let dir = Workspace::find(cwd).map_err(config_err)?;
+    let ws = Workspace::load(&dir).map_err(config_err)?;
+    for w in &ws.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(ws)
+}
+
+pub(super) fn load_policy(
+    ws: &Workspace,
+    file: Option<&Path>,
+) -> std::result::Result<(PathBuf, Policy), Failure> {
+    let path = ws.policy_path(file);
+    let default_path =
+        file.is_none() && ws.file.run.policy == crate::config::RunSection::default().policy;
+    if default_path && !path.exists() {
+        eprintln!(
+            "note: {} not found; using the built-in default policy (`tuneloop init` writes it)",
+            path.display()
+        );
+        return Ok((path, Policy::default()));
+    }
+    let (p, unknown) = Policy::load(&path).map_err(config_err)?;
+    for k in unknown {
+        eprintln!("warning: {}: unknown key `{k}` (ignored)", path.display());
+    }
+    p.validate(&path).map_err(config_err)?;
+    Ok((path, p))
+}

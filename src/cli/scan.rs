@@ -1,0 +1,45 @@
+//! `tuneloop scan`: every DataLoader call site of the given files, with hints.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use super::scan_view;
+use crate::edit;
+use crate::error::exit;
+
+pub(super) fn scan(files: &[PathBuf], json_out: bool) -> Result<i32> {
+    let scanned = scan_view::scan_files(files)?;
+    if json_out {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&scan_view::to_json(&scanned))?
+        );
+    } else {
+        print!("{}", scan_view::to_text(&scanned, hints));
+    }
+    Ok(exit::OK)
+}
+
+fn hints(s: &edit::CallSite) -> Vec<String> {
+    let mut h = Vec::new();
+    let get = |k: &str| s.kwargs.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    if s.has_spread {
+        h.push(
+            "arguments come from **kwargs too: a setting there overrides what is written here"
+                .into(),
+        );
+    }
+    match get("num_workers").as_deref() {
+        None | Some("0") => h.push("num_workers is 0 (the default): data loads in the training process; try the core count".into()),
+        Some(_) => {
+            if get("persistent_workers").is_none() {
+                h.push("persistent_workers not set: workers restart every epoch".into());
+            }
+        }
+    }
+    if get("pin_memory").is_none() {
+        h.push("pin_memory not set: matters only when batches are copied to a GPU".into());
+    }
+    h
+}

@@ -1,0 +1,74 @@
+//! What the loop needs from a measurement, as a small trait: one run of the
+//! project as it is on disk (in a [`Mode`]), one profiled run, and the guards
+//! around the bench's own files (the managed harness, the bench script).
+//! [`Bencher`] implements it by running the project; the loop (`run_loop`)
+//! only sees `&dyn Measure`, so the keep/revert/reject rules and the stop
+//! rule are unit-tested with scripted measurements, without Python.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::bench::{Bencher, Measurement, Mode, Profiled};
+use crate::error::BenchError;
+use crate::process::Interrupt;
+
+/// A measurement under way (the trait is used as `dyn`, so its futures are boxed).
+pub type Pending<'a, T> = Pin<Box<dyn Future<Output = Result<T, BenchError>> + 'a>>;
+
+/// Measures the project with whatever files are in place under its root
+/// (the caller writes the candidate's or the incumbent's files first).
+pub trait Measure: Send + Sync {
+    /// One run: samples/sec, data_wait vs train_step, the data fingerprint.
+    fn measure<'a>(&'a self, mode: Mode, interrupt: &'a Interrupt) -> Pending<'a, Measurement>;
+
+    /// One profiled run: its figures and the profiler table.
+    fn profile<'a>(&'a self, interrupt: &'a Interrupt) -> Pending<'a, Profiled>;
+
+    /// Command mode: the user's own command is run, and what it writes while
+    /// measured is recorded at the baseline.
+    fn runs_command(&self) -> bool {
+        false
+    }
+
+    /// Whether an agent modified the managed harness since it was written.
+    fn harness_changed(&self) -> bool {
+        false
+    }
+
+    /// Writes the managed harness back as tuneloop wrote it.
+    fn restore_harness(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    /// Project files that are part of the measurement (the bench script,
+    /// the command's script): an agent may not edit them.
+    fn script_files(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl Measure for Bencher {
+    fn measure<'a>(&'a self, mode: Mode, interrupt: &'a Interrupt) -> Pending<'a, Measurement> {
+        Box::pin(Bencher::measure(self, mode, interrupt))
+    }
+
+    fn profile<'a>(&'a self, interrupt: &'a Interrupt) -> Pending<'a, Profiled> {
+        Box::pin(Bencher::profile(self, interrupt))
+    }
+
+    fn runs_command(&self) -> bool {
+        self.run.is_some()
+    }
+
+    fn harness_changed(&self) -> bool {
+        Bencher::harness_changed(self)
+    }
+
+    fn restore_harness(&self) -> std::io::Result<()> {
+        Bencher::restore_harness(self)
+    }
+
+    fn script_files(&self) -> Vec<String> {
+        Bencher::script_files(self)
+    }
+}

@@ -1,0 +1,482 @@
+//! Whole sessions without Python: a scripted agent writes one change per
+//! turn, a scripted [`Measure`] returns chosen figures for whatever
+//! `num_workers` is on disk, and the real loop does the rest (verify, measure
+//! interleaved, judge, restore or keep, record, stop). Each test asserts the
+//! decision and the figures recorded, so a broken rule fails here.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::*;
+use crate::agent::scripted::{ScriptedAgent, ScriptedTurn};
+use crate::bench::Profiled;
+use crate::measure::Pending;
+
+/// Figures for a run: `(num_workers on disk, how many runs at that count
+/// came before, mode)`.
+type Figures = dyn Fn(u64, usize, Mode) -> Result<Measurement, BenchError> + Send + Sync;
+
+/// Measures by reading `num_workers=N` from the project's train.py, as a
+/// real run would see the files in place.
+struct Scripted {
+    root: PathBuf,
+    figures: Box<Figures>,
+    /// The count measured by each run, in order.
+    runs: Mutex<Vec<u64>>,
+}
+
+impl Scripted {
+    fn run(&self, mode: Mode) -> Result<Measurement, BenchError> {
+        let text = std::fs::read_to_string(self.root.join("train.py")).unwrap();
+        let nw = workers_in(&text);
+        let mut runs = self.runs.lock().unwrap();
+        let before = runs.iter().filter(|&&n| n == nw).count();
+        runs.push(nw);
+        drop(runs);
+        (self.figures)(nw, before, mode)
+    }
+}
+
+impl Measure for Scripted {
+    fn measure<'a>(&'a self, mode: Mode, _: &'a Interrupt) -> Pending<'a, Measurement> {
+        let r = self.run(mode);
+        Box::pin(async move { r })
+    }
+
+    fn profile<'a>(&'a self, _: &'a Interrupt) -> Pending<'a, Profiled> {
+        let r = self.run(Mode::Profile).map(|measurement| Profiled {
+            measurement,
+            table: "scripted profile".into(),
+        });
+        Box::pin(async move { r })
+    }
+}
+
+fn workers_in(text: &str) -> u64 {
+    let at = text
+        .find("num_workers=")
+        .expect("train.py names num_workers")
+        + 12;
+    text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap()
+}
+
+fn train_py(nw: u64) -> String {
+    format!(
+        "from torch.utils.data import DataLoader\n\n\ndef build():\n    return DataLoader(ds, batch_size=8, num_workers={nw})\n"
+    )
+}
+
+/// A run's figures: samples/sec, data_wait share and the data fingerprint.
+fn m(sps: f64, share: f64, fp: Option<&str>) -> Measurement {
+    Measurement {
+        samples_per_sec: sps,
+        data_wait_share: Some(share),
+        cpu_count: Some(2),
+        fingerprint: fp.map(str::to_string),
+        ..Default::default()
+    }
+}
+
+/// What a test sets up: the starting count, the agent's counts turn by
+/// turn (with a cost each), the policy, and the figures.
+struct Setup {
+    start: u64,
+    turns: Vec<(u64, f64)>,
+    iterations: u32,
+    policy: Policy,
+    /// Move the session's start this far into the past (the time budget).
+    aged: Duration,
+}
+
+impl Setup {
+    fn new(start: u64, turns: &[u64]) -> Setup {
+        Setup {
+            start,
+            turns: turns.iter().map(|&n| (n, 0.0)).collect(),
+            iterations: turns.len() as u32,
+            policy: Policy::default(),
+            aged: Duration::ZERO,
+        }
+    }
+}
+
+/// The outcome of a whole session.
+struct Outcome {
+    report: RunReport,
+    /// The count measured by each run, in order (baseline included).
+    runs: Vec<u64>,
+    /// train.py's count after the run.
+    on_disk: u64,
+    dir: PathBuf,
+    events: Vec<Event>,
+    _tmp: tempfile::TempDir,
+}
+
+impl Outcome {
+    fn row(&self, turn: u32) -> &TurnRow {
+        let r = self
+            .report
+            .turns
+            .iter()
+            .find(|r| r.turn == turn)
+            .expect("the turn has a row");
+        // The report says what decision.json says.
+        let folder = TurnFolder {
+            turn,
+            dir: self.dir.join("turns").join(format!("{turn:02}")),
+        };
+        assert_eq!(folder.decision().as_ref(), Some(r), "decision.json");
+        r
+    }
+
+    fn measured(&self, turn: u32) -> usize {
+        self.events
+            .iter()
+            .filter(|e| matches!(e, Event::Measured { turn: t, .. } if *t == turn))
+            .count()
+    }
+}
+
+fn session(
+    setup: Setup,
+    figures: impl Fn(u64, usize, Mode) -> Result<Measurement, BenchError> + Send + Sync + 'static,
+) -> Outcome {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("train.py"), train_py(setup.start)).unwrap();
+    std::fs::write(
+        d.join("tuneloop.toml"),
+        "[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\nentry = \"train:build\"\n",
+    )
+    .unwrap();
+    let ws = Workspace::load(d).unwrap();
+    let agent = Agent::Scripted(ScriptedAgent {
+        turns: setup
+            .turns
+            .iter()
+            .map(|&(nw, cost_usd)| ScriptedTurn {
+                file: "train.py".into(),
+                text: Some(train_py(nw)),
+                cost_usd,
+            })
+            .collect(),
+    });
+    let events = Mutex::new(Vec::new());
+    let mut view = |e: &Event| events.lock().unwrap().push(e.clone());
+    let mut s = prepare(
+        &ws,
+        StartOptions {
+            policy_path: d.join("policies/default.toml"),
+            policy: setup.policy,
+            iterations: Some(setup.iterations),
+            allow_dirty: true,
+            git_commits: false,
+        },
+        agent,
+        Interrupt::new(),
+        &mut view,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let scripted = Arc::new(Scripted {
+        root: s.root.clone(),
+        figures: Box::new(figures),
+        runs: Mutex::new(Vec::new()),
+    });
+    s.bencher = scripted.clone();
+    s.started = Instant::now().checked_sub(setup.aged).unwrap();
+    let dir = s.run_dir().to_owned();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let report = rt.block_on(s.run()).unwrap_or_else(|(e, _)| panic!("{e}"));
+    let runs = scripted.runs.lock().unwrap().clone();
+    let on_disk = workers_in(&std::fs::read_to_string(d.join("train.py")).unwrap());
+    Outcome {
+        report,
+        runs,
+        on_disk,
+        dir,
+        events: events.into_inner().unwrap(),
+        _tmp: tmp,
+    }
+}
+
+/// 100 samples/sec at the starting count, `cand` at any other, with a
+/// large data_wait share and one fingerprint.
+fn two_levels(
+    start: u64,
+    cand: f64,
+) -> impl Fn(u64, usize, Mode) -> Result<Measurement, BenchError> {
+    move |nw, _, _| Ok(m(if nw == start { 100.0 } else { cand }, 0.8, Some("fp")))
+}
+
+fn close(a: Option<f64>, b: f64) -> bool {
+    a.is_some_and(|a| (a - b).abs() < 1e-9)
+}
+
+#[test]
+fn a_faster_change_is_kept_with_its_figures() {
+    let o = session(Setup::new(0, &[2]), two_levels(0, 150.0));
+    let r = o.row(1);
+    assert_eq!(r.decision, Decision::Kept, "{}", r.reason);
+    assert!(r.change.starts_with("num_workers 0 → 2"), "{}", r.change);
+    assert!(close(r.before_sps, 100.0) && close(r.after_sps, 150.0));
+    assert!(close(r.ratio, 1.5));
+    // Decided at the policy's `repeats` pairs: 2 pairs, 4 runs.
+    assert_eq!(r.runs, 4);
+    assert_eq!(o.measured(1), 4);
+    assert_eq!(r.candidate_samples, vec![150.0, 150.0]);
+    assert_eq!(r.incumbent_samples, vec![100.0, 100.0]);
+    assert!(r.reason.starts_with("faster: ratio 1.500"), "{}", r.reason);
+    // Interleaved: baseline (profile + 3), then A B, B A.
+    assert_eq!(&o.runs[..8], &[0, 0, 0, 0, 0, 2, 2, 0]);
+    // The kept files stay; the final comparison gives the headline.
+    assert_eq!(o.on_disk, 2);
+    assert!(
+        (o.report.speedup - 1.5).abs() < 1e-9,
+        "{}",
+        o.report.speedup
+    );
+    let fin = run_folder::FinalBench::read(&o.dir).unwrap();
+    assert_eq!(fin.best.len(), 3);
+    assert_eq!(o.report.stop_reason, "iteration limit (1) reached");
+}
+
+#[test]
+fn a_gain_below_min_gain_is_reverted() {
+    let o = session(Setup::new(0, &[2]), two_levels(0, 102.0));
+    let r = o.row(1);
+    assert_eq!(r.decision, Decision::Reverted);
+    assert!(close(r.ratio, 1.02));
+    assert!(r.ratio_ci.unwrap()[1] < 1.03);
+    assert!(
+        r.reason.starts_with("faster but under min_gain 3%"),
+        "{}",
+        r.reason
+    );
+    assert_eq!(r.runs, 4);
+    assert_eq!(o.on_disk, 0, "the incumbent's files are back");
+    // Nothing kept: no final comparison.
+    assert!(run_folder::FinalBench::read(&o.dir).is_err());
+}
+
+#[test]
+fn an_open_interval_is_reverted_after_max_repeats_pairs() {
+    // The candidate swings 130 / 85: the interval straddles the gain line.
+    let o = session(Setup::new(0, &[2]), |nw, k, _| {
+        let sps = match nw {
+            0 => 100.0,
+            _ if k % 2 == 0 => 130.0,
+            _ => 85.0,
+        };
+        Ok(m(sps, 0.8, Some("fp")))
+    });
+    let r = o.row(1);
+    assert_eq!(r.decision, Decision::Reverted, "{}", r.reason);
+    let max = Policy::default().decision.max_repeats;
+    assert_eq!(r.runs, 2 * max, "every pair was measured");
+    let [lo, hi] = r.ratio_ci.unwrap();
+    assert!(lo < 1.01 && hi > 1.03, "[{lo}, {hi}]");
+    assert!(r.reason.contains("CI"), "{}", r.reason);
+    assert_eq!(o.on_disk, 0);
+}
+
+/// The data check, case by case: the incumbent's and the candidate's
+/// fingerprints, and the decision the same 1.5× gain gets.
+#[test]
+fn the_data_fingerprint_decides_whether_a_faster_change_may_stay() {
+    let cases: [(Option<&'static str>, Option<&'static str>, Decision); 4] = [
+        (Some("a"), Some("a"), Decision::Kept),
+        (Some("a"), Some("b"), Decision::Rejected),
+        // A candidate run without a fingerprint cannot show the same data.
+        (Some("a"), None, Decision::Rejected),
+        // Nothing to compare against: the verdict stands.
+        (None, Some("b"), Decision::Kept),
+    ];
+    for (inc, cand, want) in cases {
+        let o = session(Setup::new(0, &[2]), move |nw, _, _| {
+            Ok(if nw == 0 {
+                m(100.0, 0.8, inc)
+            } else {
+                m(150.0, 0.8, cand)
+            })
+        });
+        let r = o.row(1);
+        assert_eq!(r.decision, want, "{inc:?} vs {cand:?}: {}", r.reason);
+        // The figures are recorded whatever the data check says.
+        assert!(close(r.ratio, 1.5), "{inc:?} vs {cand:?}");
+        if want == Decision::Rejected {
+            assert!(
+                r.reason.contains("fingerprint differs")
+                    && r.reason.contains("`num_workers` must not alter the data"),
+                "{}",
+                r.reason
+            );
+            assert_eq!(o.on_disk, 0, "rejected: the incumbent's files are back");
+        } else {
+            assert_eq!(o.on_disk, 2);
+        }
+    }
+}
+
+#[test]
+fn a_failed_candidate_measurement_fails_the_turn_and_restores() {
+    let o = session(Setup::new(0, &[2]), |nw, _, _| {
+        if nw == 0 {
+            Ok(m(100.0, 0.8, Some("fp")))
+        } else {
+            Err(BenchError::Timeout {
+                limit_s: 300,
+                tail: "stuck".into(),
+            })
+        }
+    });
+    let r = o.row(1);
+    assert_eq!(r.decision, Decision::Failed);
+    assert!(
+        r.reason.starts_with("bench failed (candidate)"),
+        "{}",
+        r.reason
+    );
+    // The first pair: incumbent, then the candidate that failed.
+    assert_eq!(r.runs, 2);
+    assert_eq!(r.ratio, None);
+    let err = std::fs::read_to_string(o.dir.join("turns/01/bench_error.txt")).unwrap();
+    assert!(err.contains("300"), "{err}");
+    assert_eq!(o.on_disk, 0);
+}
+
+#[test]
+fn fewer_workers_as_fast_are_kept_as_cheaper() {
+    // 4 → 2 workers, 1% slower: inside min_gain, so the cheaper one stays.
+    let o = session(Setup::new(4, &[2]), two_levels(4, 99.0));
+    let r = o.row(1);
+    assert_eq!(r.decision, Decision::KeptCheaper, "{}", r.reason);
+    assert!(close(r.ratio, 0.99));
+    assert_eq!(o.on_disk, 2);
+    // The same figures for a step up are not a gain: reverted.
+    let o = session(Setup::new(2, &[4]), two_levels(2, 99.0));
+    assert_eq!(o.row(1).decision, Decision::Reverted);
+    assert_eq!(o.on_disk, 2);
+}
+
+// ---------------------------------------------------------------- stop rule
+
+#[test]
+fn a_small_baseline_data_wait_stops_before_any_turn() {
+    let o = session(Setup::new(0, &[2]), |_, _, _| Ok(m(100.0, 0.05, None)));
+    assert!(o.report.turns.is_empty());
+    assert_eq!(
+        o.report.stop_reason,
+        "data_wait is only 5.0% of step time at the baseline: DataLoader tuning cannot help much"
+    );
+    // Forced, the same baseline gets its turn.
+    let mut s = Setup::new(0, &[2]);
+    s.policy.loop_.force = true;
+    let o = session(s, |_, _, _| Ok(m(100.0, 0.05, None)));
+    assert_eq!(o.report.turns.len(), 1);
+}
+
+#[test]
+fn the_iteration_limit_stops_the_loop() {
+    let mut s = Setup::new(0, &[2, 3, 4]);
+    s.iterations = 2;
+    let o = session(s, |nw, _, _| Ok(m(100.0 + 40.0 * nw as f64, 0.8, None)));
+    assert_eq!(o.report.turns.len(), 2);
+    assert_eq!(o.row(2).decision, Decision::Kept);
+    assert_eq!(o.on_disk, 3);
+    assert_eq!(o.report.stop_reason, "iteration limit (2) reached");
+}
+
+#[test]
+fn turns_not_kept_in_a_row_stop_the_loop() {
+    let mut s = Setup::new(0, &[2, 3, 4, 5]);
+    s.policy.loop_.max_consecutive_reverts = 2;
+    let o = session(s, |nw, _, _| Ok(m(100.0 - nw as f64, 0.8, None)));
+    assert_eq!(o.report.turns.len(), 2);
+    assert_eq!(o.row(1).decision, Decision::Reverted);
+    assert_eq!(o.row(2).decision, Decision::Reverted);
+    assert_eq!(o.report.stop_reason, "2 turns in a row not kept");
+}
+
+#[test]
+fn the_cost_budget_stops_the_loop() {
+    let mut s = Setup::new(0, &[2, 3, 4]);
+    s.turns = vec![(2, 0.6), (3, 0.6), (4, 0.6)];
+    s.policy.loop_.max_total_usd = 1.0;
+    let o = session(s, |nw, _, _| Ok(m(100.0 + 40.0 * nw as f64, 0.8, None)));
+    assert_eq!(o.report.turns.len(), 2, "stopped once 1.20 USD >= 1.00");
+    assert!(
+        o.report.stop_reason.starts_with("cost budget"),
+        "{}",
+        o.report.stop_reason
+    );
+}
+
+#[test]
+fn the_time_budget_stops_the_loop() {
+    let mut s = Setup::new(0, &[2]);
+    s.policy.loop_.max_wall_s = 60;
+    s.aged = Duration::from_secs(61);
+    let o = session(s, two_levels(0, 150.0));
+    assert!(o.report.turns.is_empty());
+    assert_eq!(o.report.stop_reason, "time budget spent (60 s)");
+}
+
+#[test]
+fn a_kept_change_that_leaves_little_data_wait_stops_the_loop() {
+    let o = session(
+        {
+            let mut s = Setup::new(0, &[2, 3]);
+            s.iterations = 5;
+            s
+        },
+        |nw, _, _| {
+            Ok(match nw {
+                0 => m(100.0, 0.8, None),
+                _ => m(150.0, 0.05, None),
+            })
+        },
+    );
+    assert_eq!(o.report.turns.len(), 1);
+    assert_eq!(o.row(1).decision, Decision::Kept);
+    assert!(close(o.row(1).data_wait_share, 0.05));
+    assert_eq!(
+        o.report.stop_reason,
+        "data_wait no longer significant (5.0% of step time)"
+    );
+}
+
+#[test]
+fn an_incumbent_near_the_ceiling_stops_the_loop() {
+    // The baseline's ceiling run: the step alone runs at 155 samples/sec.
+    // The candidate reaches 150 (97%) with `share` of its step waiting.
+    let near = |share: f64| {
+        let mut s = Setup::new(0, &[2, 3]);
+        s.iterations = 2;
+        session(s, move |nw, _, mode| {
+            let mut r = match nw {
+                0 => m(100.0, 0.8, None),
+                _ => m(150.0, share, None),
+            };
+            if mode == Mode::ThroughputWithCeiling {
+                r.ceiling_sps = Some(155.0);
+            }
+            Ok(r)
+        })
+    };
+    let o = near(0.12);
+    assert_eq!(o.report.turns.len(), 1);
+    assert_eq!(o.report.stop_reason, "within 3% of the ceiling");
+    // 40% of the step still waiting contradicts 97% of the step alone: the
+    // ceiling run was disturbed, and the loop goes on.
+    let o = near(0.4);
+    assert_eq!(o.report.turns.len(), 2);
+    assert_eq!(o.report.stop_reason, "iteration limit (2) reached");
+}
