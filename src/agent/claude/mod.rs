@@ -482,6 +482,21 @@ fn limits_evidence(ctx: &TurnContext<'_>) -> String {
     out
 }
 
+/// Failures that every later call would repeat (authentication, a missing
+/// account or key): the run stops instead of burning its turns.
+pub fn is_fatal(failure: &str) -> bool {
+    let f = failure.to_lowercase();
+    [
+        "not logged in",
+        "/login",
+        "invalid api key",
+        "authentication",
+        "credit balance",
+    ]
+    .iter()
+    .any(|k| f.contains(k))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -562,19 +577,4 @@ mod tests {
         );
         assert_eq!(procedure_block("no markers"), None);
     }
-}
-
-/// Failures that every later call would repeat (authentication, a missing
-/// account or key): the run stops instead of burning its turns.
-pub fn is_fatal(failure: &str) -> bool {
-    let f = failure.to_lowercase();
-    [
-        "not logged in",
-        "/login",
-        "invalid api key",
-        "authentication",
-        "credit balance",
-    ]
-    .iter()
-    .any(|k| f.contains(k))
 }
