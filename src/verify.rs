@@ -21,13 +21,9 @@ const MAX_FILES: usize = 20_000;
 /// Folders never walked (besides the workspace's own `runs/`).
 const SKIP_DIRS: [&str; 5] = [".git", "__pycache__", ".venv", "venv", "node_modules"];
 
-/// The settings that must not change what the model is fed.
-pub const DATA_PRESERVING: [&str; 4] = [
-    "num_workers",
-    "pin_memory",
-    "prefetch_factor",
-    "persistent_workers",
-];
+/// The settings that must not change what the model is fed (the list lives
+/// with the code that reads DataLoader calls).
+pub use crate::edit::DATA_PRESERVING;
 
 #[derive(Clone, Debug, PartialEq)]
 struct Entry {

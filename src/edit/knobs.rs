@@ -38,7 +38,7 @@ use super::scan::{
     scan_tree_with, text, CallSite, ScanError,
 };
 use super::spread::{self, Spread};
-use crate::verify::DATA_PRESERVING;
+use super::DATA_PRESERVING;
 
 /// Reads a project file by its path relative to the project root.
 pub type ReadFile<'a> = &'a dyn Fn(&str) -> Option<String>;

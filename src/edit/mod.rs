@@ -25,6 +25,16 @@
 //! Everything here is a pure function of its inputs (only [`scan_file`] reads
 //! a file); nothing spawns processes or writes files.
 
+/// The DataLoader knobs an agent may change: settings that must not change
+/// what the model is fed (same items, same order), so a turn that changes
+/// the first batches' fingerprint is rejected.
+pub const DATA_PRESERVING: [&str; 4] = [
+    "num_workers",
+    "pin_memory",
+    "prefetch_factor",
+    "persistent_workers",
+];
+
 pub mod compare;
 pub mod config_file;
 pub mod diff;

@@ -24,7 +24,7 @@ use tree_sitter::Node;
 
 use super::knobs::{knob_sites, PythonEdit, ReadFile, Source, SourceChange};
 use super::scan::{argument_nodes, line_col, named_children, parse_python, text};
-use crate::verify::DATA_PRESERVING;
+use super::DATA_PRESERVING;
 
 /// Where a knob absent from the call's keywords is written in a spread dict.
 pub(crate) struct Found<'t> {
