@@ -28,7 +28,8 @@
 //! TL_CHECK_PAIRS, TL_TUNER_LABEL (names the results section, e.g. "before"),
 //! TL_TUNELOOP_BIN (another tuneloop binary, e.g. an older build),
 //! TL_KEEP_TMP=1 (keep the temporary workspaces), TL_TUNER_NOTE (a sentence
-//! for the section's first paragraph). Writes bench/tuner.json
+//! for the section's first paragraph), TL_TUNER_RENDER=1 (measure nothing:
+//! write the label's section again from bench/tuner.json). Writes bench/tuner.json
 //! (after every workload, so a crash loses nothing) and the "Tuner vs
 //! exhaustive sweep — {label}" section of bench/RESULTS.md.
 
@@ -257,6 +258,32 @@ impl Outcome {
     fn time_share(&self) -> f64 {
         self.tuneloop_wall_s / self.sweep_wall_s.max(1e-9)
     }
+
+    /// The sweep's cheapest configuration whose median is within `min_gain`
+    /// of the best median: fewest workers, then fewest settings written.
+    fn cheapest_as_fast(&self, min_gain: f64) -> Option<&SweepPoint> {
+        let best = self.sweep.iter().map(|p| p.median_sps).fold(0.0, f64::max);
+        self.sweep
+            .iter()
+            .filter(|p| p.median_sps >= (1.0 - min_gain) * best)
+            .min_by_key(|p| (workers_of(&p.config), p.config.matches('=').count()))
+    }
+
+    /// Whether tuneloop's final uses no more workers than that configuration.
+    fn no_more_workers_than_cheapest(&self, min_gain: f64) -> Option<bool> {
+        let c = self.cheapest_as_fast(min_gain)?;
+        Some(workers_of(&self.final_config) <= workers_of(&c.config))
+    }
+}
+
+/// The worker count of a configuration's label (`num_workers=4, …`; the
+/// defaults are 0).
+fn workers_of(config: &str) -> u32 {
+    config
+        .split(|c: char| c == ',' || c == '(' || c == ')')
+        .filter_map(|kv| kv.trim().strip_prefix("num_workers="))
+        .find_map(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -609,6 +636,7 @@ fn render(
     pairs: u32,
     total_s: f64,
 ) -> String {
+    let min_gain = Policy::default().decision.min_gain;
     let mut md = String::new();
     md.push_str(&format!(
         "Machine: {}. {note}Each figure is one benchmark invocation (`make bench-tuner`, label \"{label}\", {:.0} min in all): \
@@ -619,8 +647,8 @@ fn render(
         total_s / 60.0
     ));
     md.push_str(
-        "| workload | baseline | tuneloop final | oracle best | final / oracle | final / ceiling | binding limit: final, oracle share | final's workers' memory | tuneloop runs / wall | sweep runs / wall | time share | kept changes reproduced | expected outcome |\n\
-         |---|---:|---|---|---:|---:|---|---:|---:|---:|---:|---|---|\n",
+        "| workload | baseline | tuneloop final | oracle best | final / oracle | final / ceiling | binding limit: final, oracle share | final's workers' memory | cheapest within min_gain (sweep): final's workers no more | tuneloop runs / wall | sweep runs / wall | time share | kept changes reproduced | expected outcome |\n\
+         |---|---:|---|---|---:|---:|---|---:|---|---:|---:|---:|---|---|\n",
     );
     for o in outs {
         let kept = if o.kept.is_empty() {
@@ -643,7 +671,7 @@ fn render(
             _ => "a gain kept",
         };
         md.push_str(&format!(
-            "| {} | {:.0} | {:.0} ({}) | {:.0} ({}) | {:.3}{} | {} | {} | {} | {} / {} | {} / {} | {:.0}% | {} | {}: {} |\n",
+            "| {} | {:.0} | {:.0} ({}) | {:.0} ({}) | {:.3}{} | {} | {} | {} | {} | {} / {} | {} / {} | {:.0}% | {} | {}: {} |\n",
             o.workload,
             o.baseline_sps,
             o.final_sps,
@@ -665,6 +693,15 @@ fn render(
             },
             match (o.final_workers, o.final_workers_mb) {
                 (Some(n), Some(mb)) if n > 0 => format!("{n} × {:.0} MB", mb / n as f64),
+                _ => "–".into(),
+            },
+            match (o.cheapest_as_fast(min_gain), o.no_more_workers_than_cheapest(min_gain)) {
+                (Some(c), Some(ok)) => format!(
+                    "{} ({:.0}): {}",
+                    c.config,
+                    c.median_sps,
+                    if ok { "yes" } else { "NO" }
+                ),
                 _ => "–".into(),
             },
             o.tuneloop_runs,
@@ -696,7 +733,8 @@ fn render(
     md.push_str(&format!(
         "\nFinal / oracle: worst {:.3}, median {:.3} (goal: every workload ≥ 0.90, median ≥ 0.95). \
          Machine time: tuneloop {} in {tl_runs} runs vs the sweep {} in {sw_runs} runs, {:.0}% overall, {:.0}% at worst per workload (goal: under 33%). \
-         Kept changes that did not reproduce: {}. Expected outcomes met: {} of {}.\n",
+         Kept changes that did not reproduce: {}. Expected outcomes met: {} of {}. \
+         The final uses no more workers than the sweep's cheapest configuration within min_gain ({:.0}%) of its best: {} of {}.\n",
         worst,
         stats::median(&shares),
         fmt_s(tl),
@@ -706,6 +744,13 @@ fn render(
         if failed.is_empty() { "none".to_string() } else { failed.join(", ") },
         outs.iter().filter(|o| o.expectation_met).count(),
         outs.len(),
+        min_gain * 100.0,
+        outs.iter()
+            .filter(|o| o.no_more_workers_than_cheapest(min_gain) == Some(true))
+            .count(),
+        outs.iter()
+            .filter(|o| o.no_more_workers_than_cheapest(min_gain).is_some())
+            .count(),
     ));
     md.push_str(
         "\n\"final / oracle\" is measured, not computed from the columns: tuneloop's final files and the oracle's best configuration run \
@@ -713,7 +758,9 @@ fn render(
          tuneloop's wall time (the whole `tuneloop start`, baseline, turns and final measurement) over the sweep's. \"final / ceiling\" is \
          tuneloop's final throughput over the step alone fed an in-memory batch. \"binding limit\" is the lower of that ceiling and \
          what the cores can feed (usable cores ÷ CPU seconds per sample of tuneloop's final state, from its report), with the final's and \
-         the oracle's best throughput as shares of it; the memory is the final state's workers' (PSS) from the final comparison. A kept change reproduces when, measured again against the \
+         the oracle's best throughput as shares of it; the memory is the final state's workers' (PSS) from the final comparison. \
+         \"cheapest within min_gain\" is the sweep's configuration with the fewest workers (then the fewest settings) whose median is within \
+         min_gain of the sweep's best median, with its median; the sweep's medians carry the machine's noise, so near-ties can swap. A kept change reproduces when, measured again against the \
          state it was kept over, the median ratio is above 1.\n\nWhat tuneloop did, and the load other processes put on the machine meanwhile (cores they kept busy during the timed steps, \
          median and highest, from the harness's machine figures; – where the harness had none):\n\n\
          | workload | turns (change: decision ×ratio, runs) | stop reason | others' load: sweep | tuneloop | checks |\n|---|---|---|---|---|---|\n",
@@ -749,6 +796,27 @@ fn render(
     md
 }
 
+/// `TL_TUNER_RENDER=1`: the label's section written again from the figures
+/// recorded in bench/tuner.json, nothing measured (after a change to the
+/// table, or to add a column computed from recorded figures).
+fn render_recorded(repo: &Path, label: &str, note: &str) {
+    let path = repo.join("bench/tuner.json");
+    let all: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let rec = &all[label];
+    let outs: Vec<Outcome> = serde_json::from_value(rec["workloads"].clone())
+        .unwrap_or_else(|e| panic!("no workloads under \"{label}\" in {}: {e}", path.display()));
+    let repeats = rec["sweep_repeats"].as_u64().unwrap_or(3) as usize;
+    let pairs = rec["check_pairs"].as_u64().unwrap_or(3) as u32;
+    let total_s = outs.iter().map(|o| o.total_s).sum();
+    let md = render(&outs, label, note, repeats, pairs, total_s);
+    common::write_section(
+        &repo.join("bench/RESULTS.md"),
+        &format!("Tuner vs exhaustive sweep — {label}"),
+        &md,
+    );
+    println!("{md}");
+}
+
 fn main() {
     if common::skip_unless_benchmarking("tuner") {
         return;
@@ -760,6 +828,9 @@ fn main() {
     let note = std::env::var("TL_TUNER_NOTE")
         .map(|n| format!("{n} "))
         .unwrap_or_default();
+    if std::env::var("TL_TUNER_RENDER").is_ok() {
+        return render_recorded(&repo, &label, &note);
+    }
     let workers: Vec<u32> = std::env::var("TL_SWEEP_WORKERS")
         .unwrap_or_else(|_| "0,1,2,3,4,6,8,12,16".into())
         .split(',')
