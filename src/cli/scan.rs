@@ -26,7 +26,7 @@ fn hints(s: &edit::CallSite) -> Vec<String> {
     let get = |k: &str| s.kwargs.get(k).and_then(|v| v.as_str()).map(str::to_string);
     if s.has_spread {
         h.push(
-            "arguments come from **kwargs too: a setting there overrides what is written here"
+            "arguments come from **kwargs too: a knob set in that dict must not also be written here (Python refuses the same keyword twice); tuneloop edits it in the dict"
                 .into(),
         );
     }
