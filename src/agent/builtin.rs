@@ -521,6 +521,9 @@ pub fn next_proposal_for(
             knob: "persistent_workers",
             value: "True".into(),
             why: match incumbent.epoch_starts_timed {
+                Some(1) => {
+                    "an epoch began during the measurement, starting the workers again".into()
+                }
                 Some(n) if n > 0 => format!(
                     "{n} epochs began during the measurement, each starting the workers again"
                 ),
