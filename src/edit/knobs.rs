@@ -983,7 +983,7 @@ fn role_calls<'t>(
 }
 
 /// The text outside the given (possibly nested) byte ranges.
-fn outside<'s>(src: &'s str, ranges: &[std::ops::Range<usize>]) -> Vec<&'s str> {
+pub(super) fn outside<'s>(src: &'s str, ranges: &[std::ops::Range<usize>]) -> Vec<&'s str> {
     let mut sorted = ranges.to_vec();
     sorted.sort_by_key(|r| r.start);
     let mut pieces = Vec::new();

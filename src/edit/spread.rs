@@ -22,7 +22,7 @@
 
 use tree_sitter::Node;
 
-use super::knobs::{knob_sites, PythonEdit, ReadFile, Source, SourceChange};
+use super::knobs::{knob_sites, outside, PythonEdit, ReadFile, Source, SourceChange};
 use super::scan::{argument_nodes, line_col, named_children, parse_python, text};
 use super::DATA_PRESERVING;
 
@@ -827,19 +827,4 @@ fn node_at(
         node = node.parent().filter(|p| p.byte_range() == *range)?;
     }
     Some(target_entries(node, src))
-}
-
-/// The text outside the given byte ranges.
-fn outside<'s>(src: &'s str, ranges: &[std::ops::Range<usize>]) -> Vec<&'s str> {
-    let mut pieces = Vec::new();
-    let mut pos = 0;
-    for r in ranges {
-        if r.start < pos {
-            continue;
-        }
-        pieces.push(&src[pos..r.start]);
-        pos = r.end;
-    }
-    pieces.push(&src[pos..]);
-    pieces
 }
