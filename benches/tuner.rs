@@ -280,7 +280,7 @@ impl Outcome {
 /// defaults are 0).
 fn workers_of(config: &str) -> u32 {
     config
-        .split(|c: char| c == ',' || c == '(' || c == ')')
+        .split([',', '(', ')'])
         .filter_map(|kv| kv.trim().strip_prefix("num_workers="))
         .find_map(|v| v.trim().parse().ok())
         .unwrap_or(0)
