@@ -318,7 +318,7 @@ fn is_add_argument(call: Node<'_>, src: &str) -> bool {
 }
 
 /// The content of a plain string literal (no f-string interpolation).
-fn string_value(node: Node<'_>, src: &str) -> Option<String> {
+pub(super) fn string_value(node: Node<'_>, src: &str) -> Option<String> {
     if node.kind() != "string"
         || named_children(node)
             .iter()

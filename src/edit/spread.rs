@@ -22,7 +22,7 @@
 
 use tree_sitter::Node;
 
-use super::knobs::{knob_sites, outside, PythonEdit, ReadFile, Source, SourceChange};
+use super::knobs::{knob_sites, outside, string_value, PythonEdit, ReadFile, Source, SourceChange};
 use super::scan::{argument_nodes, line_col, named_children, parse_python, text};
 use super::DATA_PRESERVING;
 
@@ -111,24 +111,6 @@ fn scope_nodes<'t>(scope: Node<'t>, before: usize) -> Vec<Node<'t>> {
     out
 }
 
-/// The content of a plain string literal.
-fn string_key(node: Node<'_>, src: &str) -> Option<String> {
-    if node.kind() != "string"
-        || named_children(node)
-            .iter()
-            .any(|c| c.kind() == "interpolation")
-    {
-        return None;
-    }
-    let t = text(node, src);
-    for q in ["\"", "'"] {
-        if t.len() >= 2 && t.starts_with(q) && t.ends_with(q) && !t.starts_with("\"\"\"") {
-            return Some(t[1..t.len() - 1].to_string());
-        }
-    }
-    None
-}
-
 /// The entries of a dict literal (`{...}`, `dict(k=v)`, or the keywords of
 /// `name.update(k=v)`): `None` when some key cannot be known
 /// (`{**other}`, `{key: v}`, a positional argument).
@@ -140,7 +122,7 @@ fn literal_entries<'t>(node: Node<'t>, src: &str) -> Option<Vec<(String, Node<'t
                 match c.kind() {
                     "comment" => {}
                     "pair" => {
-                        let key = string_key(c.child_by_field_name("key")?, src)?;
+                        let key = string_value(c.child_by_field_name("key")?, src)?;
                         out.push((key, c.child_by_field_name("value")?));
                     }
                     _ => return None,
@@ -250,7 +232,7 @@ fn write_of<'t>(node: Node<'t>, nodes: &[Node<'t>], src: &str, name: &str) -> Op
             }
             let key = left
                 .child_by_field_name("subscript")
-                .and_then(|k| string_key(k, src));
+                .and_then(|k| string_value(k, src));
             let right = node.child_by_field_name("right")?;
             Some(match key {
                 Some(k) => Write {
@@ -600,7 +582,7 @@ fn target_entries(node: Node<'_>, src: &str) -> Option<Vec<(String, String, usiz
         let key = node
             .child_by_field_name("left")?
             .child_by_field_name("subscript")
-            .and_then(|k| string_key(k, src))?;
+            .and_then(|k| string_value(k, src))?;
         return Some(vec![entry(key, node.child_by_field_name("right")?)]);
     }
     Some(
