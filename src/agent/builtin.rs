@@ -58,8 +58,27 @@ const MAX_WORKERS: u64 = 256;
 /// (the cores could feed a faster step), and memory allows: each worker's
 /// measured memory (PSS, else RSS) against half the free memory (the
 /// machine's, or under the job's cgroup limit when that is lower).
-/// Known memory also bounds the count below 8 per core, never below `nw`.
+/// Known memory also bounds the count below 8 per core, never below `nw`,
+/// and so do the batches an epoch holds: a worker past them has none to fetch.
 pub fn worker_cap(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel>) -> u64 {
+    let cap = worker_cap_before_epoch(cpus, nw, m, model);
+    match epoch_cap(nw, m) {
+        Some(b) => cap.min(b),
+        None => cap,
+    }
+}
+
+/// The batches one epoch holds, as a bound on workers (never below `nw`).
+fn epoch_cap(nw: u64, m: &Measurement) -> Option<u64> {
+    m.batches_per_epoch.filter(|b| *b > 0).map(|b| b.max(nw))
+}
+
+fn worker_cap_before_epoch(
+    cpus: u64,
+    nw: u64,
+    m: &Measurement,
+    model: Option<LoaderModel>,
+) -> u64 {
     let base = (cpus * 8).clamp(8, 64);
     let memory_cap = memory_cap(nw, m).map(|(cap, _)| cap);
     let waits_not_cpu = model.is_some_and(|model| {
@@ -624,6 +643,10 @@ pub fn next_proposal_for(
                             incumbent.memory_per_worker().unwrap_or(0.0) / 1e6,
                             free.describe()
                         ));
+                    } else if wanted > need && epoch_cap(nw, incumbent) == Some(cap) {
+                        why.push_str(&format!(
+                            "; an epoch holds {cap} batches, so a worker past {cap} would have none to fetch"
+                        ));
                     }
                     (need, why)
                 })
@@ -666,7 +689,13 @@ pub fn next_proposal_for(
         // Nor when an epoch is so short that its batches are all requested at
         // its start already: the wait left is the epoch's first batch.
         let short_epochs =
-            evidence::short_epochs(incumbent.epoch_starts_timed, incumbent.steps, nw, cur);
+            evidence::short_epochs(
+                incumbent.batches_per_epoch,
+                incumbent.epoch_starts_timed,
+                incumbent.steps,
+                nw,
+                cur,
+            );
         // Nor when the step waits steadily: then the workers' rate is the
         // limit, and a deeper queue does not raise it. Prefetching absorbs
         // stalls (most steps wait little, a few wait long).
@@ -976,6 +1005,26 @@ mod tests {
         assert_eq!(p.value, model.workers_needed().to_string(), "{}", p.why);
         assert!(p.why.contains("past 8 per core"), "{}", p.why);
         assert!(p.why.contains("30 MB a worker"), "{}", p.why);
+        // An epoch of 40 batches: a worker past 40 has none to fetch.
+        let mut short = m.clone();
+        short.batches_per_epoch = Some(40);
+        assert_eq!(worker_cap(2, 16, &short, Some(model)), 40);
+        let p = next_proposal(&short, &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!((p.knob, p.value.as_str()), ("num_workers", "40"), "{}", p.why);
+        assert!(
+            p.why.contains("an epoch holds 40 batches, so a worker past 40 would have none to fetch"),
+            "{}",
+            p.why
+        );
+        // Never below the count now; at it, the climb is over.
+        short.batches_per_epoch = Some(12);
+        assert_eq!(worker_cap(2, 16, &short, Some(model)), 16);
+        let p = next_proposal(&short, &s, &h, &ALL, 0.1);
+        assert!(
+            p.as_ref()
+                .is_none_or(|p| p.knob != "num_workers" || p.value.parse::<u64>().unwrap() < 16),
+            "{p:?}"
+        );
         // Little free memory: no more than it allows, even below 8 per core.
         m.mem_available_bytes = Some(120_000_000);
         assert_eq!(worker_cap(2, 4, &m, Some(model)), 6);

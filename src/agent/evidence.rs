@@ -157,15 +157,20 @@ impl WaitShape {
 /// Whether an epoch is so short that, with `workers` each asking for
 /// `prefetch` batches, all its batches are requested at its start already:
 /// the wait left is the epoch's first batch, which no deeper queue removes.
-/// `epoch_starts` and `steps` are the measurement's (timed steps).
+/// The batches an epoch holds are `len(loader)` when the harness read it,
+/// else estimated from the timed steps over the epochs begun among them.
 pub fn short_epochs(
+    batches_per_epoch: Option<u64>,
     epoch_starts: Option<u32>,
     steps: Option<u32>,
     workers: u64,
     prefetch: u64,
 ) -> bool {
-    match (epoch_starts, steps) {
-        (Some(n), Some(steps)) if n > 0 => u64::from(steps) / u64::from(n) <= workers * prefetch,
+    match (batches_per_epoch, epoch_starts, steps) {
+        (Some(b), ..) => b <= workers * prefetch,
+        (None, Some(n), Some(steps)) if n > 0 => {
+            u64::from(steps) / u64::from(n) <= workers * prefetch
+        }
         _ => false,
     }
 }
@@ -252,6 +257,8 @@ pub struct Evidence {
     pub wait: Option<WaitShape>,
     /// New epochs begun during the timed steps.
     pub epoch_starts: Option<u32>,
+    /// `len(loader)`, when the harness read it.
+    pub batches_per_epoch: Option<u64>,
     /// Timed steps of the measurement.
     pub steps: Option<u32>,
     pub prefetch_factor: u64,
@@ -277,6 +284,7 @@ impl Evidence {
             cpu: CpuBusy::of(m),
             wait: WaitShape::of(m),
             epoch_starts: m.epoch_starts_timed,
+            batches_per_epoch: m.batches_per_epoch,
             steps: m.steps,
             prefetch_factor: m
                 .loader
@@ -342,6 +350,7 @@ impl Evidence {
                 } else if self.wait.is_some_and(|w| w.steady()) {
                     Outlook::SteadyWait
                 } else if short_epochs(
+                    self.batches_per_epoch,
                     self.epoch_starts,
                     self.steps,
                     self.workers,
@@ -512,6 +521,22 @@ mod tests {
         }
         // Epochs of 25 batches with 16 workers asking for 2 each: short.
         m.epoch_starts_timed = Some(4);
+        assert_eq!(
+            Evidence::of(&m, 900.0, None)
+                .outlook("prefetch_factor")
+                .outlook,
+            Outlook::ShortEpochs
+        );
+        // The epoch's own length, when known, rules: 100 batches are more
+        // than 16 workers × 2 ask for at its start.
+        m.batches_per_epoch = Some(100);
+        assert_ne!(
+            Evidence::of(&m, 900.0, None)
+                .outlook("prefetch_factor")
+                .outlook,
+            Outlook::ShortEpochs
+        );
+        m.batches_per_epoch = Some(32);
         assert_eq!(
             Evidence::of(&m, 900.0, None)
                 .outlook("prefetch_factor")

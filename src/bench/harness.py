@@ -324,6 +324,36 @@ def _machine_busy_s():
         return None
 
 
+def _epoch_fill(start, t1):
+    """One epoch start's figures: seconds from the new iterator to its first
+    batch (the pipeline filling from empty, the step idle) and the CPU
+    seconds the machine was busy meanwhile."""
+    t0, busy0 = start
+    busy1 = _machine_busy_s()
+    busy = busy1 - busy0 if busy0 is not None and busy1 is not None else None
+    return (t1 - t0, busy)
+
+
+def epoch_fill_figures(fills):
+    """The medians of the timed epoch starts' fills (see _epoch_fill)."""
+    waits = [w for w, _ in fills]
+    busy = [b for _, b in fills if b is not None]
+    return {
+        "epoch_fill_s": statistics.median(waits) if waits else None,
+        "epoch_fill_busy_s": statistics.median(busy) if busy else None,
+    }
+
+
+def batches_per_epoch(loader):
+    """len(loader): the batches one epoch holds (this rank's under a
+    DistributedSampler); None for an iterable dataset without a length."""
+    try:
+        n = len(loader)
+    except (TypeError, NotImplementedError):
+        return None
+    return n if isinstance(n, int) and n > 0 else None
+
+
 class LoaderCpu:
     """CPU seconds the loader's worker processes spend over the timed steps:
     the live workers' own counters plus what the workers that were joined in
@@ -535,6 +565,7 @@ def main():
     main_cpu_start = None
     busy_start = None
     step_waits = []  # each timed step's data_wait: steady waiting, or a few long stalls?
+    epoch_fills = []  # each timed epoch start: (wait for its first batch, machine CPU busy meanwhile)
     fetch_cpu = 0.0  # this thread's CPU inside next(): the loading itself without workers,
     # receiving a batch from a worker with them
     with ctx as prof:
@@ -548,16 +579,20 @@ def main():
                 t_start = time.perf_counter()
             c0 = time.thread_time()
             t0 = time.perf_counter()
+            fill = None
             with record_function("data_wait"):
                 try:
                     batch = next(it)
                 except StopIteration:
                     # A new epoch: worker start-up is part of the cost.
+                    fill = (time.perf_counter(), _machine_busy_s())
                     it = iter(job.loader)
                     epochs += 1
                     epoch_starts_timed += i >= args.warmup
                     batch = next(it)
             t1 = time.perf_counter()
+            if fill is not None and i >= args.warmup:
+                epoch_fills.append(_epoch_fill(fill, t1))
             c1 = time.thread_time()
             with record_function("train_step"):
                 job.step(batch)
@@ -640,6 +675,8 @@ def main():
         "fetch_cpu_s": fetch_cpu if main_cpu is not None else None,
         "data_wait_step_median_s": statistics.median(step_waits) if step_waits else None,
         "machine_busy_s": machine_busy,
+        "batches_per_epoch": batches_per_epoch(job.loader),
+        **epoch_fill_figures(epoch_fills),
         "device": str(job.device),
         "torch_version": torch.__version__,
         "cuda_available": bool(torch.cuda.is_available()),

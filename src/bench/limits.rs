@@ -8,7 +8,16 @@
 //!   seconds one sample costs is the most samples per second they can give,
 //!   however the work is spread over workers or threads.
 //!
-//! The lower one binds; the final's share of it says how much is really left
+//! * What the cores can feed with the epochs' restarts: every epoch starts
+//!   with an empty pipeline, and until its first batch arrives the step idles
+//!   and the cores are busy only with what the workers can do meanwhile. The
+//!   harness times each epoch start within the timed steps (the wait for the
+//!   first batch and the machine's CPU meanwhile); the core-time left idle
+//!   there is added to every sample's CPU cost at the measured rate of
+//!   restarts. On long epochs it is nothing; on an epoch of 32 batches, with
+//!   more workers × prefetch than that, it is a limit no worker count passes.
+//!
+//! The lowest one binds; the final's share of it says how much is really left
 //! on the table ("92% of what 2 cores can feed", not "10% of the ceiling").
 //! Pure arithmetic on the harness's figures, so it is unit-tested here and
 //! shared by the report, `tuneloop bench`, the plot and both agents.
@@ -18,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::stats;
 use super::Measurement;
 
-/// Which limit is the lower one.
+/// Which limit is the lowest.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Binding {
@@ -26,6 +35,24 @@ pub enum Binding {
     StepAlone,
     /// What the cores the job may use can feed.
     Cpu,
+    /// What the cores can feed, less what each epoch's restart leaves idle.
+    EpochRestarts,
+}
+
+/// What the timed epoch starts cost: how long each waited for its first
+/// batch and how much of the cores stayed idle meanwhile.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct EpochRestarts {
+    /// `len(loader)` of the measured loader, when it has one.
+    #[serde(default)]
+    pub batches_per_epoch: Option<u64>,
+    /// Seconds from an epoch's new iterator to its first batch (median).
+    pub fill_s: f64,
+    /// Core-seconds left idle during that fill (usable cores × fill − the
+    /// machine's busy CPU meanwhile, median).
+    pub idle_core_s: f64,
+    /// Epoch starts per sample over the timed steps (rank 0's samples).
+    pub restarts_per_sample: f64,
 }
 
 /// The limits of one run, as `report.json` keeps them.
@@ -47,6 +74,12 @@ pub struct ThroughputLimits {
     /// What limited them: "cpu_count", "affinity" or "cgroup_quota".
     #[serde(default)]
     pub cores_limited_by: Option<String>,
+    /// The CPU limit with each epoch start's idle cores counted: only when
+    /// the timed steps held an epoch start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_limit_sps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_restarts: Option<EpochRestarts>,
     /// Cores other processes kept busy meanwhile (median): on a shared
     /// machine the job reached only what the rest could feed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,9 +103,18 @@ impl ThroughputLimits {
             (Some(c), Some(s)) if s > 0.0 => Some(c / s),
             _ => None,
         };
+        let restarts = cores.and_then(|c| epoch_restarts(ms, c));
+        let epoch_limit = match (cores, cost, &restarts) {
+            (Some(c), Some(s), Some(r)) if s > 0.0 => {
+                Some(1.0 / (s / c + r.restarts_per_sample * r.idle_core_s / c))
+            }
+            _ => None,
+        };
         let mut out = ThroughputLimits {
             step_alone_sps: step_alone_sps.filter(|c| c.is_finite() && *c > 0.0),
             cpu_limit_sps: cpu_limit.filter(|c| c.is_finite()),
+            epoch_limit_sps: epoch_limit.filter(|c| c.is_finite()),
+            epoch_restarts: restarts,
             cpu_s_per_sample: cost,
             usable_cores: cores,
             cores_limited_by: last.map(|m| {
@@ -98,14 +140,19 @@ impl ThroughputLimits {
         out
     }
 
-    /// The lower of the two limits, and which it is.
+    /// The lowest of the limits, and which it is.
     pub fn lower(&self) -> Option<(Binding, f64)> {
-        match (self.step_alone_sps, self.cpu_limit_sps) {
-            (Some(s), Some(c)) if c < s => Some((Binding::Cpu, c)),
-            (Some(s), _) => Some((Binding::StepAlone, s)),
-            (None, Some(c)) => Some((Binding::Cpu, c)),
-            (None, None) => None,
-        }
+        [
+            (Binding::StepAlone, self.step_alone_sps),
+            (Binding::Cpu, self.cpu_limit_sps),
+            (Binding::EpochRestarts, self.epoch_limit_sps),
+        ]
+        .into_iter()
+        .filter_map(|(b, s)| Some((b, s?)))
+        .fold(None, |low: Option<(Binding, f64)>, (b, s)| match low {
+            Some((_, l)) if l <= s => low,
+            _ => Some((b, s)),
+        })
     }
 
     /// The binding limit in samples/sec.
@@ -122,6 +169,8 @@ impl ThroughputLimits {
                 match b {
                     Binding::StepAlone => "the step alone binds",
                     Binding::Cpu => "what the cores can feed binds",
+                    Binding::EpochRestarts =>
+                        "what the cores can feed with each epoch's restart binds",
                 },
                 share * 100.0
             ),
@@ -144,6 +193,12 @@ impl ThroughputLimits {
                 cost * 1e6
             ));
         }
+        if let (Some(e), Some(r)) = (self.epoch_limit_sps, &self.epoch_restarts) {
+            parts.push(format!(
+                "with each epoch's restart {e:.0} samples/sec ({})",
+                r.text()
+            ));
+        }
         if let Some(o) = self.others_cores.filter(|o| *o >= 0.05) {
             parts.push(format!("other processes kept {o:.1} cores busy"));
         }
@@ -152,10 +207,66 @@ impl ThroughputLimits {
             out.push_str(match b {
                 Binding::StepAlone => "; the step alone binds",
                 Binding::Cpu => "; the CPU binds",
+                Binding::EpochRestarts => "; the CPU with the epochs' restarts binds",
             });
         }
         out
     }
+}
+
+impl EpochRestarts {
+    /// "an epoch of 32 batches starts empty: 70 ms to its first batch with
+    /// 0.9 cores idle meanwhile".
+    pub fn text(&self) -> String {
+        let epoch = match self.batches_per_epoch {
+            Some(n) => format!("an epoch of {n} batches"),
+            None => "each epoch".to_string(),
+        };
+        format!(
+            "{epoch} starts empty: {:.0} ms to its first batch with {:.1} cores idle meanwhile",
+            self.fill_s * 1e3,
+            self.idle_cores()
+        )
+    }
+
+    /// Cores idle on average during the fill.
+    pub fn idle_cores(&self) -> f64 {
+        self.idle_core_s / self.fill_s.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// The timed epoch starts' figures over the measurements that held one
+/// (medians), with `cores` the usable cores; `None` when none did.
+fn epoch_restarts(ms: &[Measurement], cores: f64) -> Option<EpochRestarts> {
+    let mut fills = Vec::new();
+    let mut idles = Vec::new();
+    let mut rates = Vec::new();
+    for m in ms {
+        let (Some(n), Some(fill), Some(samples)) = (
+            m.epoch_starts_timed.filter(|n| *n > 0),
+            m.epoch_fill_s,
+            m.samples,
+        ) else {
+            continue;
+        };
+        let ranks = f64::from(m.world_size.unwrap_or(1).max(1));
+        let samples = samples as f64 / ranks;
+        if samples <= 0.0 || fill <= 0.0 {
+            continue;
+        }
+        // Busy CPU beyond what the cores could give (another process's
+        // share on a loaded machine) leaves nothing idle, never less.
+        let busy = m.epoch_fill_busy_s.unwrap_or(0.0).clamp(0.0, cores * fill);
+        fills.push(fill);
+        idles.push(cores * fill - busy);
+        rates.push(f64::from(n) / samples);
+    }
+    (!fills.is_empty()).then(|| EpochRestarts {
+        batches_per_epoch: ms.iter().rev().find_map(|m| m.batches_per_epoch),
+        fill_s: stats::median(&fills),
+        idle_core_s: stats::median(&idles),
+        restarts_per_sample: stats::median(&rates),
+    })
 }
 
 /// CPU seconds one sample cost in one measurement: the workers' loading and
@@ -312,6 +423,59 @@ mod tests {
         // Under a launcher the other ranks are this job: not counted.
         x.world_size = Some(2);
         assert_eq!(ThroughputLimits::of(None, &[x], 3_000.0).others_cores, None);
+    }
+
+    #[test]
+    fn each_epoch_start_adds_its_idle_cores_to_every_sample_and_can_bind() {
+        // 3,200 samples on 2 cores at 250 µs each: 8,000/s. One epoch start
+        // timed; its first batch took 100 ms with 0.05 core-seconds busy, so
+        // 0.15 core-seconds idle: 46.9 µs of core time more per sample.
+        let mut x = m(0.6, 0.2, Some(2.0), Some("cpu_count"));
+        x.epoch_starts_timed = Some(1);
+        x.batches_per_epoch = Some(32);
+        x.epoch_fill_s = Some(0.1);
+        x.epoch_fill_busy_s = Some(0.05);
+        let l = ThroughputLimits::of(Some(32_000.0), &[x.clone()], 6_000.0);
+        let want = 1.0 / (0.00025 / 2.0 + (1.0 / 3200.0) * 0.15 / 2.0);
+        assert!((l.epoch_limit_sps.unwrap() - want).abs() < 1e-6, "{l:?}");
+        assert!(l.epoch_limit_sps < l.cpu_limit_sps);
+        assert_eq!(l.binding, Some(Binding::EpochRestarts));
+        assert!((l.final_share.unwrap() - 6_000.0 / want).abs() < 1e-9);
+        let r = l.epoch_restarts.as_ref().unwrap();
+        assert!((r.idle_cores() - 1.5).abs() < 1e-9, "{r:?}");
+        assert!(
+            l.summary().contains(
+                "an epoch of 32 batches starts empty: 100 ms to its first batch with 1.5 cores idle meanwhile"
+            ),
+            "{}",
+            l.summary()
+        );
+        assert!(l.stop_note().contains("with each epoch's restart binds"));
+
+        // A loaded machine: more busy than the cores hold leaves none idle,
+        // and the limit is the CPU limit's.
+        let mut busy = x.clone();
+        busy.epoch_fill_busy_s = Some(0.5);
+        let l = ThroughputLimits::of(None, &[busy], 6_000.0);
+        assert!((l.epoch_limit_sps.unwrap() - l.cpu_limit_sps.unwrap()).abs() < 1e-6);
+
+        // No epoch began while timed: no such limit, the CPU binds.
+        let mut long = x.clone();
+        long.epoch_starts_timed = Some(0);
+        long.epoch_fill_s = None;
+        let l = ThroughputLimits::of(Some(32_000.0), &[long.clone(), x], 6_000.0);
+        // Only the measurement that held a restart counts, at its own rate.
+        assert!((l.epoch_limit_sps.unwrap() - want).abs() < 1e-6, "{l:?}");
+        let l = ThroughputLimits::of(Some(32_000.0), &[long], 6_000.0);
+        assert_eq!(l.epoch_limit_sps, None);
+        assert_eq!(l.binding, Some(Binding::Cpu));
+
+        // The step alone still binds when it is lower than all.
+        let mut slow_step = m(0.6, 0.2, Some(2.0), None);
+        slow_step.epoch_starts_timed = Some(1);
+        slow_step.epoch_fill_s = Some(0.1);
+        let l = ThroughputLimits::of(Some(1_000.0), &[slow_step], 900.0);
+        assert_eq!(l.binding, Some(Binding::StepAlone));
     }
 
     #[test]

@@ -136,6 +136,18 @@ pub struct Measurement {
     /// process counted: on a shared machine, the cores others took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_busy_s: Option<f64>,
+    /// `len(loader)`: the batches one epoch holds (this rank's); none for an
+    /// iterable dataset without a length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batches_per_epoch: Option<u64>,
+    /// Median over the timed epoch starts: seconds from the new iterator to
+    /// its first batch (the pipeline filling from empty while the step idles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_fill_s: Option<f64>,
+    /// Median over the timed epoch starts: CPU seconds the machine was busy
+    /// during that fill (every process counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_fill_busy_s: Option<f64>,
 }
 
 impl Measurement {

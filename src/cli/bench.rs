@@ -223,6 +223,13 @@ async fn bench_inner(
             );
         }
     }
+    if let (Some(e), Some(r)) = (limits.epoch_limit_sps, &limits.epoch_restarts) {
+        println!(
+            "with the epochs' restarts ({}): {e:.1} samples/sec; now at {:.1}% of it",
+            r.text(),
+            med / e * 100.0
+        );
+    }
     if let Some((b, _)) = limits.lower() {
         println!(
             "binding limit: {}",
@@ -231,6 +238,8 @@ async fn bench_inner(
                     "the step alone (more loader speed cannot pass it)",
                 crate::bench::limits::Binding::Cpu =>
                     "the CPU (what the cores can feed; no loader setting passes it)",
+                crate::bench::limits::Binding::EpochRestarts =>
+                    "the CPU with the epochs' restarts (every epoch starts with an empty pipeline; more workers cannot fill it)",
             }
         );
     }

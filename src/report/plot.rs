@@ -82,8 +82,10 @@ struct PlotData {
     y_min: Option<f64>,
     baseline: Option<f64>,
     ceiling: Option<f64>,
-    /// What the cores can feed, when measured.
+    /// What the cores can feed, when measured: with the epochs' restarts
+    /// counted when the timed steps held one (the lower figure).
     cpu_limit: Option<f64>,
+    cpu_limit_with_restarts: bool,
     /// Every measurement (x, samples/sec).
     samples: Vec<(f64, f64)>,
     /// Candidate min–max per turn: (x, min, max).
@@ -96,7 +98,9 @@ struct PlotData {
 fn plot_data(r: &RunReport) -> PlotData {
     let baseline = Some(r.baseline_sps).filter(|v| v.is_finite());
     let ceiling = finite(r.ceiling_sps);
-    let cpu_limit = finite(r.limits.as_ref().and_then(|l| l.cpu_limit_sps));
+    let epoch_limit = finite(r.limits.as_ref().and_then(|l| l.epoch_limit_sps));
+    let cpu_limit =
+        epoch_limit.or_else(|| finite(r.limits.as_ref().and_then(|l| l.cpu_limit_sps)));
     let max_turn = r.turns.iter().map(|t| t.turn).max().unwrap_or(0);
 
     let mut samples: Vec<(f64, f64)> = r
@@ -184,6 +188,7 @@ fn plot_data(r: &RunReport) -> PlotData {
         baseline,
         ceiling,
         cpu_limit,
+        cpu_limit_with_restarts: epoch_limit.is_some(),
         samples,
         spreads,
         markers,
@@ -469,7 +474,15 @@ fn draw_legend(area: &Area<'_>, l: &Labels, d: &PlotData) -> DrawResult<()> {
         label(
             area,
             y,
-            format!("{} {}", l.plot_cpu_limit, text::sps(Some(c))),
+            format!(
+                "{} {}",
+                if d.cpu_limit_with_restarts {
+                    l.plot_epoch_limit
+                } else {
+                    l.plot_cpu_limit
+                },
+                text::sps(Some(c))
+            ),
         )?;
     }
     Ok(())
@@ -543,6 +556,11 @@ mod tests {
         );
         // Within the axis: the limit is drawn, not clipped.
         assert!(plot_data(&r).y_max >= 900.0);
+        // With the epochs' restarts counted, that lower line instead.
+        r.limits.as_mut().unwrap().epoch_limit_sps = Some(700.0);
+        let svg = render_plot_svg(&r);
+        assert!(svg.contains("CPU limit with epoch restarts 700.0"), "{svg}");
+        assert!(!svg.contains("CPU limit 900.0"));
     }
 
     #[test]

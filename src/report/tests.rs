@@ -149,6 +149,7 @@ fn sample_report() -> RunReport {
             others_cores: Some(0.4),
             binding: Some(crate::bench::limits::Binding::Cpu),
             final_share: Some(0.98),
+            ..Default::default()
         }),
         costs: Some(sample_costs()),
     }
@@ -660,4 +661,35 @@ fn each_states_memory_and_cpu_in_order_baseline_turns_final() {
     assert!(!json.contains("\"costs\""), "{json}");
     let old: RunReport = serde_json::from_str(&json).unwrap();
     assert_eq!(old.costs, None);
+}
+
+#[test]
+fn the_epochs_restart_limit_is_a_line_of_its_own_and_can_bind() {
+    use crate::bench::limits::{Binding, EpochRestarts};
+    let mut r = sample_report();
+    let lim = r.limits.as_mut().unwrap();
+    lim.epoch_limit_sps = Some(2_200.0);
+    lim.epoch_restarts = Some(EpochRestarts {
+        batches_per_epoch: Some(32),
+        fill_s: 0.114,
+        idle_core_s: 0.1026,
+        restarts_per_sample: 1.0 / 1280.0,
+    });
+    lim.binding = Some(Binding::EpochRestarts);
+    lim.final_share = Some(0.9);
+    let md = render_markdown(&r);
+    assert!(
+        md.contains("2200.0 samples/sec (each epoch (32 batches) starts empty: 114 ms to its first batch with 0.9 cores idle meanwhile)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("what the cores can feed with each epoch's restart: 2200.0 samples/sec (final is 90.0% of it)"),
+        "{md}"
+    );
+    let ja = RunReport {
+        language: "ja".into(),
+        ..r
+    };
+    let md = render_markdown(&ja);
+    assert!(md.contains("エポック再開込みでコアが供給できる量"), "{md}");
 }

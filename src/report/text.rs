@@ -104,10 +104,24 @@ pub fn limits(
         };
         items.push((l.cpu_limit, format!("{} samples/sec ({how})", sps(Some(c)))));
     }
+    if let (Some(e), Some(r)) = (lim.epoch_limit_sps, &lim.epoch_restarts) {
+        let how = l
+            .epoch_limit_how
+            .replace(
+                "{epoch}",
+                &r.batches_per_epoch
+                    .map(|n| format!(" ({n} batches)"))
+                    .unwrap_or_default(),
+            )
+            .replace("{fill}", &format!("{:.0}", r.fill_s * 1e3))
+            .replace("{idle}", &format!("{:.1}", r.idle_cores()));
+        items.push((l.epoch_limit, format!("{} samples/sec ({how})", sps(Some(e)))));
+    }
     if let Some((b, at)) = lim.lower() {
         let which = match b {
             Binding::StepAlone => l.binding_step_alone,
             Binding::Cpu => l.binding_cpu,
+            Binding::EpochRestarts => l.binding_epoch,
         };
         let mut v = format!("{which}: {} samples/sec", sps(Some(at)));
         if let Some(share) = finite(lim.final_share) {

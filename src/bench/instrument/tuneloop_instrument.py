@@ -119,6 +119,7 @@ class Track:
         self.carry_cpu = 0.0
         self.epochs = 0
         self.epoch_starts = []    # batch index at which each later epoch began
+        self.fills = []           # per later epoch: (batch index, (wait for its first batch, machine busy meanwhile))
         self.first_batch = None
         self.batch_size = None
         self.batch_bytes = None
@@ -239,10 +240,13 @@ class Recorder:
         self.sync()
         t1 = perf()
         created = it.__dict__.pop("_tl_created", None)
+        began = it.__dict__.pop("_tl_began", None)
         if created is not None:
             tr.epochs += 1
             if tr.epochs > 1:
                 tr.epoch_starts.append(tr.batches)
+                if began is not None:
+                    tr.fills.append((tr.batches, H._epoch_fill(began, t1)))
         tr.waits.append(t1 - t0 + (created or 0.0) + tr.carry_wait)
         tr.fetch_cpu.append(thread_cpu() - c0 + tr.carry_cpu)
         tr.carry_wait = tr.carry_cpu = 0.0
@@ -347,6 +351,9 @@ class Recorder:
             "data_wait_share": data_wait / wall if wall > 0 else 0.0,
             "epochs": tr.epochs,
             "epoch_starts_timed": sum(1 for b in tr.epoch_starts if lo < b < hi),
+            "batches_per_epoch": H.batches_per_epoch(tr.loader),
+            **H.epoch_fill_figures(
+                [f for b, f in tr.fills if lo < b < hi]),
             "loader_cpu_s": loader_cpu,
             "loader_threads_cpu_s": loader_threads_cpu,
             "main_cpu_s": main_cpu,
@@ -511,11 +518,13 @@ def _patch(dl):
 
     def __iter__(self):
         _patch_autograd(torch)
-        t0 = perf()
+        began = (perf(), H._machine_busy_s())
+        t0 = began[0]
         it = orig_iter(self)
         try:
             it.__dict__["_tl_loader"] = self
             it.__dict__["_tl_created"] = perf() - t0
+            it.__dict__["_tl_began"] = began
             REC.live.add(it)
         except (AttributeError, TypeError):
             pass
