@@ -850,7 +850,17 @@ mod tests {
             "{}",
             p.why
         );
+        // 5 slower: halfway between, 7 (it saves 2 of 9 workers).
         h2.push(row(5, "num_workers 9 → 5", Decision::Reverted));
+        let p = next_proposal(&wants_more, &s9, &h2, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "7"),
+            "{}",
+            p.why
+        );
+        // 7 slower too: 8 would save under a quarter; persistent dropped.
+        h2.push(row(6, "num_workers 9 → 7", Decision::Reverted));
         let p = next_proposal(&wants_more, &s9, &h2, &ALL, 0.1).unwrap();
         assert_eq!(
             (p.knob, p.value.as_str()),

@@ -82,7 +82,9 @@ pub fn is_cheaper(change: &str) -> bool {
 /// from: 2 → 16 kept gives 9, never under `min_workers`, the cores the job
 /// may use: below them fewer workers take parallelism, not just waiting
 /// processes), then a kept `persistent_workers` or `prefetch_factor`
-/// dropped. `current` reads a knob's value in the incumbent's DataLoader
+/// dropped. The worker count is bisected: a cheaper count that measured
+/// slower becomes the floor (16 → 9 reverted gives 12 next), until the
+/// step would save less than a quarter of the workers. `current` reads a knob's value in the incumbent's DataLoader
 /// call ("(default)" when it is not written).
 pub fn neighbours(
     history: &[TurnRow],
@@ -104,14 +106,28 @@ pub fn neighbours(
             && matches!((workers(&c.from), workers(&c.to)), (Some(a), Some(b)) if b > a)
     });
     if let (Some(n), Some((c, _))) = (now, step_up) {
+        // The highest cheaper count already found slower than kept ones.
+        let too_slow = changes
+            .iter()
+            .filter(|(c, d)| c.knob == "num_workers" && *d == Decision::Reverted)
+            .filter_map(|(c, _)| Some((workers(&c.from)?, workers(&c.to)?)))
+            .filter(|(a, b)| b < a && *b < n)
+            .map(|(_, b)| b)
+            .max();
         if let Some(from) = workers(&c.from) {
-            let mid = ((from + n) / 2).max(min_workers);
-            if mid > from && mid < n && !tried("num_workers", &mid.to_string()) {
+            let floor = too_slow.map_or(from, |t| t.max(from));
+            let mid = ((floor + n) / 2).max(min_workers);
+            let worth = (n - mid.min(n)) >= (n / 4).max(1);
+            if mid > floor && mid < n && worth && !tried("num_workers", &mid.to_string()) {
+                let toward = match too_slow.filter(|t| *t >= from) {
+                    Some(t) => format!("halfway to {t}, which measured slower"),
+                    None => format!("halfway back to {from}"),
+                };
                 out.push(Neighbour {
                     knob: "num_workers",
                     value: Some(mid.to_string()),
                     why: format!(
-                        "cheaper neighbour: {mid} workers instead of {n} (halfway back to {from}), kept if no more than min_gain slower"
+                        "cheaper neighbour: {mid} workers instead of {n} ({toward}), kept if no more than min_gain slower"
                     ),
                 });
             }
@@ -228,5 +244,42 @@ mod tests {
         assert!(neighbours(&h3, two, 2).is_empty());
         // Nothing kept: no neighbours.
         assert!(neighbours(&[], |_| "(default)".into(), 1).is_empty());
+    }
+
+    #[test]
+    fn a_cheaper_count_found_slower_becomes_the_floor_of_the_next() {
+        let mut h = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            row(2, "num_workers 2 → 16", Decision::Kept),
+            row(3, "num_workers 16 → 9", Decision::Reverted),
+        ];
+        let at = |n: &'static str| {
+            move |k: &str| {
+                if k == "num_workers" {
+                    n.to_string()
+                } else {
+                    "(default)".to_string()
+                }
+            }
+        };
+        let n = neighbours(&h, at("16"), 2);
+        assert_eq!(n[0].value.as_deref(), Some("12"), "{n:?}");
+        assert!(n[0].why.contains("halfway to 9, which measured slower"), "{}", n[0].why);
+        // 12 as fast: from 12 the next would save 2 of 12 workers, under a
+        // quarter: the bisection ends.
+        h.push(row(4, "num_workers 16 → 12", Decision::KeptCheaper));
+        assert!(neighbours(&h, at("12"), 2).is_empty());
+        // 12 slower too: 14 would save 2 of 16: over as well.
+        h.pop();
+        h.push(row(4, "num_workers 16 → 12", Decision::Reverted));
+        assert!(neighbours(&h, at("16"), 2).is_empty());
+        // A slower try above the count now does not count (another branch).
+        let h = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            row(2, "num_workers 2 → 32", Decision::Kept),
+            row(3, "num_workers 32 → 17", Decision::KeptCheaper),
+            row(4, "num_workers 17 → 9", Decision::Reverted),
+        ];
+        assert_eq!(neighbours(&h, at("17"), 2)[0].value.as_deref(), Some("13"));
     }
 }
