@@ -224,6 +224,9 @@ pub enum Outlook {
     SteadyWait,
     /// prefetch_factor: epochs so short that every batch is requested at their start.
     ShortEpochs,
+    /// num_workers: as many workers as an epoch has batches (this many): one
+    /// more would have none to fetch.
+    EpochCovered(u64),
     /// Already at the value that helps.
     AlreadySet,
     /// The measurement lacks the figures (contract mode, an older harness).
@@ -332,13 +335,15 @@ impl Evidence {
         let bound = |o: Option<f64>| o.map(Outlook::AtMost).unwrap_or(Outlook::Unknown);
         let mut needed = None;
         let outlook = match knob {
-            "num_workers" => match (saturated, self.model) {
-                (Some(m), _) => Outlook::Saturated(m.predicted_gain()),
-                (None, Some(m)) => {
-                    needed = Some(m.workers_needed());
+            "num_workers" => match (saturated, self.model, self.batches_per_epoch) {
+                (Some(m), ..) => Outlook::Saturated(m.predicted_gain()),
+                (None, _, Some(b)) if self.workers >= b => Outlook::EpochCovered(b),
+                (None, Some(m), b) => {
+                    // No more workers than an epoch has batches.
+                    needed = Some(b.map_or(m.workers_needed(), |b| m.workers_needed().min(b)));
                     bound(self.loader_bound())
                 }
-                (None, None) => bound(self.loader_bound()),
+                (None, None, _) => bound(self.loader_bound()),
             },
             "pin_memory" if !self.cuda => Outlook::NoCuda,
             "pin_memory" if self.pin_memory => Outlook::AlreadySet,
@@ -452,6 +457,23 @@ mod tests {
             Outlook::AtMost(g) => assert!(close(g, 7.0), "{g}"),
             o => panic!("{o:?}"),
         }
+        // An epoch of 12 batches: no more than 12 workers needed; with 12
+        // already, one more would have none to fetch.
+        let mut short = m.clone();
+        short.batches_per_epoch = Some(12);
+        assert_eq!(
+            Evidence::of(&short, 900.0, None)
+                .outlook("num_workers")
+                .workers_needed,
+            Some(12)
+        );
+        short.loader.insert("num_workers".into(), 12.into());
+        assert_eq!(
+            Evidence::of(&short, 900.0, None)
+                .outlook("num_workers")
+                .outlook,
+            Outlook::EpochCovered(12)
+        );
         // Preprocessing is bounded by the training step alone: 35 / 5.
         match e.outlook("preprocessing").outlook {
             Outlook::AtMost(g) => assert!(close(g, 7.0), "{g}"),

@@ -51,7 +51,9 @@ pub struct EpochRestarts {
     /// Core-seconds left idle during that fill (usable cores × fill − the
     /// machine's busy CPU meanwhile, median).
     pub idle_core_s: f64,
-    /// Epoch starts per sample over the timed steps (rank 0's samples).
+    /// Epoch starts per sample over the timed steps. Under a launcher, per
+    /// sample of every rank: the ranks start their epochs together, and the
+    /// idle cores are the machine's.
     pub restarts_per_sample: f64,
 }
 
@@ -249,8 +251,7 @@ fn epoch_restarts(ms: &[Measurement], cores: f64) -> Option<EpochRestarts> {
         ) else {
             continue;
         };
-        let ranks = f64::from(m.world_size.unwrap_or(1).max(1));
-        let samples = samples as f64 / ranks;
+        let samples = samples as f64;
         if samples <= 0.0 || fill <= 0.0 {
             continue;
         }
@@ -469,6 +470,22 @@ mod tests {
         let l = ThroughputLimits::of(Some(32_000.0), &[long], 6_000.0);
         assert_eq!(l.epoch_limit_sps, None);
         assert_eq!(l.binding, Some(Binding::Cpu));
+
+        // Two ranks on the machine, each with its own restart: the idle
+        // cores are the machine's, spread over both ranks' samples; the CPU
+        // cost is rank 0's over its share, as for the CPU limit.
+        let mut ranks = m(1.2, 0.4, Some(2.0), None);
+        ranks.samples = Some(6400);
+        ranks.world_size = Some(2);
+        ranks.epoch_starts_timed = Some(1);
+        ranks.epoch_fill_s = Some(0.1);
+        ranks.epoch_fill_busy_s = Some(0.05);
+        let l = ThroughputLimits::of(None, &[ranks], 6_000.0);
+        let r = l.epoch_restarts.as_ref().unwrap();
+        assert!((r.restarts_per_sample - 1.0 / 6400.0).abs() < 1e-12, "{r:?}");
+        // 1.6 s of rank 0's CPU over its 3,200 samples: 500 µs a sample.
+        let want = 1.0 / (0.0005 / 2.0 + (1.0 / 6400.0) * 0.15 / 2.0);
+        assert!((l.epoch_limit_sps.unwrap() - want).abs() < 1e-6, "{l:?}");
 
         // The step alone still binds when it is lower than all.
         let mut slow_step = m(0.6, 0.2, Some(2.0), None);

@@ -546,6 +546,12 @@ fn outlook_text(o: &Outlook, needed: Option<u64>, knob: &str, ja: bool) -> Strin
         (Outlook::SteadyWait, true) => "ほとんどない: どのステップも同じだけ待つので、深い先読みでもワーカーの速さは上がらない".into(),
         (Outlook::ShortEpochs, false) => "little: epochs are so short that every batch is requested at their start already".into(),
         (Outlook::ShortEpochs, true) => "ほとんどない: エポックが短く、全バッチがエポックの始めに要求済み".into(),
+        (Outlook::EpochCovered(b), false) => format!(
+            "none: an epoch holds {b} batches and there are as many workers already; one more would have none to fetch"
+        ),
+        (Outlook::EpochCovered(b), true) => format!(
+            "効果なし: 1 エポックは {b} バッチで、ワーカーはすでにその数だけある。増やしても取りに行くバッチがない"
+        ),
         (Outlook::AlreadySet, false) => "already set".into(),
         (Outlook::AlreadySet, true) => "設定済み".into(),
         (Outlook::Unknown, false) => "unknown: the figures are missing".into(),

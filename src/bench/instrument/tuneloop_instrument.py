@@ -182,6 +182,9 @@ class Recorder:
         if tr is self.train and self.ceiling_left is not None:
             return self.replay(tr)
         self.sync()
+        # An iterator's first batch is its epoch's fill: the machine's CPU
+        # meanwhile is read then only (not on every batch).
+        fill_busy0 = H._machine_busy_s() if "_tl_created_busy" in it.__dict__ else None
         t0 = perf()
         c0 = thread_cpu()
         # Process CPU is only needed to cut other loaders' spans or an epoch
@@ -240,13 +243,18 @@ class Recorder:
         self.sync()
         t1 = perf()
         created = it.__dict__.pop("_tl_created", None)
-        began = it.__dict__.pop("_tl_began", None)
+        created_busy = it.__dict__.pop("_tl_created_busy", None)
         if created is not None:
             tr.epochs += 1
             if tr.epochs > 1:
                 tr.epoch_starts.append(tr.batches)
-                if began is not None:
-                    tr.fills.append((tr.batches, H._epoch_fill(began, t1)))
+                # The fill as the step saw it: making the iterator and waiting
+                # for its first batch (not what the script did in between:
+                # that span is cut out of the measurement like an epoch gap).
+                busy1 = H._machine_busy_s()
+                busy = (created_busy + busy1 - fill_busy0
+                        if None not in (created_busy, busy1, fill_busy0) else None)
+                tr.fills.append((tr.batches, (created + t1 - t0, busy)))
         tr.waits.append(t1 - t0 + (created or 0.0) + tr.carry_wait)
         tr.fetch_cpu.append(thread_cpu() - c0 + tr.carry_cpu)
         tr.carry_wait = tr.carry_cpu = 0.0
@@ -518,13 +526,18 @@ def _patch(dl):
 
     def __iter__(self):
         _patch_autograd(torch)
-        began = (perf(), H._machine_busy_s())
-        t0 = began[0]
+        busy0 = H._machine_busy_s()
+        t0 = perf()
         it = orig_iter(self)
+        created = perf() - t0
+        busy1 = H._machine_busy_s()
         try:
             it.__dict__["_tl_loader"] = self
-            it.__dict__["_tl_created"] = perf() - t0
-            it.__dict__["_tl_began"] = began
+            it.__dict__["_tl_created"] = created
+            # The machine's CPU while the iterator was made (workers started):
+            # part of the epoch's fill, like the wait for its first batch.
+            it.__dict__["_tl_created_busy"] = (
+                busy1 - busy0 if busy0 is not None and busy1 is not None else None)
             REC.live.add(it)
         except (AttributeError, TypeError):
             pass
