@@ -60,7 +60,7 @@ pub struct Labels {
     pub cpu_limit_how: &'static str,
     /// Cores other processes kept busy; `{n}` is replaced.
     pub others_busy: &'static str,
-    /// The lower of the ceiling and the CPU limit.
+    /// The lowest of the ceiling, the CPU limit and the CPU limit with the epochs' restarts.
     pub binding_limit: &'static str,
     pub binding_step_alone: &'static str,
     pub binding_cpu: &'static str,
