@@ -623,9 +623,8 @@ def main():
                     if main_cpu_start is not None and busy_start is not None and busy_end is not None
                     else None)
     workers = getattr(job.loader, "num_workers", 0) or 0
-    # The workers' memory while they are alive, and what the machine has left.
-    live_workers, workers_rss, workers_pss = workers_memory(it)
-    main_rss, _ = _proc_memory(os.getpid())
+    # The workers' CPU before their memory: reading every worker's smaps
+    # takes time the timed steps do not include, and the workers run on.
     worker_threads_cpu = None
     if workers > 0:
         worker_cpu = loader_cpu.end(it)
@@ -634,6 +633,9 @@ def main():
         worker_cpu = fetch_cpu if main_cpu is not None else None
         if main_cpu is not None:
             main_cpu = max(0.0, main_cpu - fetch_cpu)
+    # The workers' memory while they are alive, and what the machine has left.
+    live_workers, workers_rss, workers_pss = workers_memory(it)
+    main_rss, _ = _proc_memory(os.getpid())
     del it  # shut the workers down before the ceiling run
 
     if profiling and args.table_out:

@@ -239,7 +239,7 @@ async fn bench_inner(
                 crate::bench::limits::Binding::Cpu =>
                     "the CPU (what the cores can feed; no loader setting passes it)",
                 crate::bench::limits::Binding::EpochRestarts =>
-                    "the CPU with the epochs' restarts (every epoch starts with an empty pipeline; more workers cannot fill it)",
+                    "the CPU with the epochs' restarts (every epoch starts with an empty pipeline: the cores idle until its first batch)",
             }
         );
     }

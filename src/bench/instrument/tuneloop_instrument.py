@@ -324,14 +324,17 @@ class Recorder:
         if self.prof is not None:
             self.stop_profiler()
         tr = self.train
+        # The CPU counters first: reading the workers' memory below (smaps
+        # of every worker) costs this process CPU and the window wall time
+        # that the timed steps do not include.
+        cpu_end = cpu_now()
+        busy_end = H._machine_busy_s()
+        loader_cpu = self.loader_cpu.end(it)
+        loader_threads_cpu = self.loader_threads_cpu.end(it)
         # The workers' memory while they are alive, and what the machine has left.
         live_workers, workers_rss, workers_pss = H.workers_memory(it)
         main_rss, _ = H._proc_memory(os.getpid())
         cores, cores_source = H.usable_cores()
-        loader_cpu = self.loader_cpu.end(it)
-        loader_threads_cpu = self.loader_threads_cpu.end(it)
-        busy_end = H._machine_busy_s()
-        cpu_end = cpu_now()
         lo, hi = self.lo, self.hi
         waits, steps, fetch = tr.waits[lo:hi], tr.steps[lo:hi], tr.fetch_cpu[lo:hi]
         data_wait, train_step = sum(waits), sum(steps)
