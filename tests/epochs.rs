@@ -49,7 +49,10 @@ fn assert_timed_restarts(v: &Value, batches: u64) {
     assert!(run["epoch_starts_timed"].as_u64().unwrap() >= 1, "{run}");
     let fill = run["epoch_fill_s"].as_f64().unwrap();
     // Eight items of 3 ms each, read one after the other by one worker.
-    assert!(fill >= 0.02, "the first batch cannot come before its items: {run}");
+    assert!(
+        fill >= 0.02,
+        "the first batch cannot come before its items: {run}"
+    );
     assert!(run["epoch_fill_busy_s"].as_f64().unwrap() >= 0.0, "{run}");
     let lim = &v["limits"];
     let cpu = lim["cpu_limit_sps"].as_f64().unwrap();

@@ -73,12 +73,7 @@ fn epoch_cap(nw: u64, m: &Measurement) -> Option<u64> {
     m.batches_per_epoch.filter(|b| *b > 0).map(|b| b.max(nw))
 }
 
-fn worker_cap_before_epoch(
-    cpus: u64,
-    nw: u64,
-    m: &Measurement,
-    model: Option<LoaderModel>,
-) -> u64 {
+fn worker_cap_before_epoch(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel>) -> u64 {
     let base = (cpus * 8).clamp(8, 64);
     let memory_cap = memory_cap(nw, m).map(|(cap, _)| cap);
     let waits_not_cpu = model.is_some_and(|model| {
@@ -688,14 +683,13 @@ pub fn next_proposal_for(
             .unwrap_or(2);
         // Nor when an epoch is so short that its batches are all requested at
         // its start already: the wait left is the epoch's first batch.
-        let short_epochs =
-            evidence::short_epochs(
-                incumbent.batches_per_epoch,
-                incumbent.epoch_starts_timed,
-                incumbent.steps,
-                nw,
-                cur,
-            );
+        let short_epochs = evidence::short_epochs(
+            incumbent.batches_per_epoch,
+            incumbent.epoch_starts_timed,
+            incumbent.steps,
+            nw,
+            cur,
+        );
         // Nor when the step waits steadily: then the workers' rate is the
         // limit, and a deeper queue does not raise it. Prefetching absorbs
         // stalls (most steps wait little, a few wait long).
@@ -1020,9 +1014,16 @@ mod tests {
         short.batches_per_epoch = Some(40);
         assert_eq!(worker_cap(2, 16, &short, Some(model)), 40);
         let p = next_proposal(&short, &s, &h, &ALL, 0.1).unwrap();
-        assert_eq!((p.knob, p.value.as_str()), ("num_workers", "40"), "{}", p.why);
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "40"),
+            "{}",
+            p.why
+        );
         assert!(
-            p.why.contains("an epoch holds 40 batches, so a worker past 40 would have none to fetch"),
+            p.why.contains(
+                "an epoch holds 40 batches, so a worker past 40 would have none to fetch"
+            ),
             "{}",
             p.why
         );

@@ -264,7 +264,11 @@ mod tests {
         };
         let n = neighbours(&h, at("16"), 2);
         assert_eq!(n[0].value.as_deref(), Some("12"), "{n:?}");
-        assert!(n[0].why.contains("halfway to 9, which measured slower"), "{}", n[0].why);
+        assert!(
+            n[0].why.contains("halfway to 9, which measured slower"),
+            "{}",
+            n[0].why
+        );
         // 12 as fast: from 12 the next would save 2 of 12 workers, under a
         // quarter: the bisection ends.
         h.push(row(4, "num_workers 16 → 12", Decision::KeptCheaper));

@@ -482,7 +482,10 @@ mod tests {
         ranks.epoch_fill_busy_s = Some(0.05);
         let l = ThroughputLimits::of(None, &[ranks], 6_000.0);
         let r = l.epoch_restarts.as_ref().unwrap();
-        assert!((r.restarts_per_sample - 1.0 / 6400.0).abs() < 1e-12, "{r:?}");
+        assert!(
+            (r.restarts_per_sample - 1.0 / 6400.0).abs() < 1e-12,
+            "{r:?}"
+        );
         // 1.6 s of rank 0's CPU over its 3,200 samples: 500 µs a sample.
         let want = 1.0 / (0.0005 / 2.0 + (1.0 / 6400.0) * 0.15 / 2.0);
         assert!((l.epoch_limit_sps.unwrap() - want).abs() < 1e-6, "{l:?}");

@@ -99,8 +99,7 @@ fn plot_data(r: &RunReport) -> PlotData {
     let baseline = Some(r.baseline_sps).filter(|v| v.is_finite());
     let ceiling = finite(r.ceiling_sps);
     let epoch_limit = finite(r.limits.as_ref().and_then(|l| l.epoch_limit_sps));
-    let cpu_limit =
-        epoch_limit.or_else(|| finite(r.limits.as_ref().and_then(|l| l.cpu_limit_sps)));
+    let cpu_limit = epoch_limit.or_else(|| finite(r.limits.as_ref().and_then(|l| l.cpu_limit_sps)));
     let max_turn = r.turns.iter().map(|t| t.turn).max().unwrap_or(0);
 
     let mut samples: Vec<(f64, f64)> = r

@@ -115,7 +115,10 @@ pub fn limits(
             )
             .replace("{fill}", &format!("{:.0}", r.fill_s * 1e3))
             .replace("{idle}", &format!("{:.1}", r.idle_cores()));
-        items.push((l.epoch_limit, format!("{} samples/sec ({how})", sps(Some(e)))));
+        items.push((
+            l.epoch_limit,
+            format!("{} samples/sec ({how})", sps(Some(e))),
+        ));
     }
     if let Some((b, at)) = lim.lower() {
         let which = match b {
