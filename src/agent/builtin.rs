@@ -475,6 +475,7 @@ fn cheaper_proposal(
     incumbent: &Measurement,
     history: &[TurnRow],
     knobs: &[&str],
+    min_gain: f64,
 ) -> Option<Proposal> {
     let current = |knob: &str| {
         let written = site
@@ -490,7 +491,7 @@ fn cheaper_proposal(
     };
     let ranks = incumbent.world_size.unwrap_or(1).max(1) as u64;
     let cpus = ((incumbent.job_cores().unwrap_or(1.0) / ranks as f64).round() as u64).max(1);
-    cheaper::neighbours(history, current, cpus)
+    cheaper::neighbours(history, current, cpus, min_gain)
         .into_iter()
         .find(|n| knobs.contains(&n.knob))
         .map(|n| Proposal {
@@ -513,7 +514,7 @@ pub fn next_proposal_for(
     // Once a cheaper neighbour has been tried, the climb is over: only the
     // remaining cheaper neighbours are left (never another step up).
     if history.iter().any(|r| cheaper::is_cheaper(&r.change)) {
-        return cheaper_proposal(site, incumbent, history, knobs);
+        return cheaper_proposal(site, incumbent, history, knobs, decision.min_gain);
     }
     let tried = tried(history);
     let was_tried = |k: &str, v: &str| tried.iter().any(|t| t.knob == k && t.to == v);
@@ -721,7 +722,7 @@ pub fn next_proposal_for(
     if let Some(p) = threads_proposal(incumbent, history, knobs, model) {
         return Some(p);
     }
-    cheaper_proposal(site, incumbent, history, knobs)
+    cheaper_proposal(site, incumbent, history, knobs, decision.min_gain)
 }
 
 /// The structural turn, when the policy allows preprocessing changes, the
@@ -815,7 +816,7 @@ mod tests {
 
     #[test]
     fn after_the_climb_the_cheaper_neighbours_and_never_another_step_up() {
-        // 2 → 16 kept on 2 cores, nothing left to climb: 9 workers next.
+        // 2 → 16 kept on 2 cores, nothing left to climb: a quarter fewer, 13.
         let s16 = site("DataLoader(ds, num_workers=16, persistent_workers=True)\n");
         let h = vec![
             row(1, "num_workers (default) → 2", Decision::Kept),
@@ -827,35 +828,35 @@ mod tests {
         let p = next_proposal(&m, &s16, &h, &ALL, 0.1).unwrap();
         assert_eq!(
             (p.knob, p.value.as_str()),
-            ("num_workers", "9"),
+            ("num_workers", "13"),
             "{}",
             p.why
         );
-        // 9 kept as cheaper: even if the figures wanted more workers now,
-        // no step up — the next cheaper neighbour (5), then persistent dropped.
-        let s9 = site("DataLoader(ds, num_workers=9, persistent_workers=True)\n");
+        // 13 kept as cheaper: even if the figures wanted more workers now,
+        // no step up — the next cheaper neighbour (7, halfway back to 2).
+        let s13 = site("DataLoader(ds, num_workers=13, persistent_workers=True)\n");
         let mut h2 = h.clone();
-        h2.push(row(4, "num_workers 16 → 9", Decision::KeptCheaper));
-        let wants_more = figures(9, 30.0, 5.0, 2.0, 5.5, 0.0);
-        let p = next_proposal(&wants_more, &s9, &h2, &ALL, 0.1).unwrap();
-        assert_eq!(
-            (p.knob, p.value.as_str()),
-            ("num_workers", "5"),
-            "{}",
-            p.why
-        );
-        // 5 slower: halfway between, 7 (it saves 2 of 9 workers).
-        h2.push(row(5, "num_workers 9 → 5", Decision::Reverted));
-        let p = next_proposal(&wants_more, &s9, &h2, &ALL, 0.1).unwrap();
+        h2.push(row(4, "num_workers 16 → 13", Decision::KeptCheaper));
+        let wants_more = figures(13, 30.0, 5.0, 2.0, 5.5, 0.0);
+        let p = next_proposal(&wants_more, &s13, &h2, &ALL, 0.1).unwrap();
         assert_eq!(
             (p.knob, p.value.as_str()),
             ("num_workers", "7"),
             "{}",
             p.why
         );
-        // 7 slower too: 8 would save under a quarter; persistent dropped.
-        h2.push(row(6, "num_workers 9 → 7", Decision::Reverted));
-        let p = next_proposal(&wants_more, &s9, &h2, &ALL, 0.1).unwrap();
+        // 7 slower: halfway between, 10 (it saves 3 of 13 workers).
+        h2.push(row(5, "num_workers 13 → 7", Decision::Reverted));
+        let p = next_proposal(&wants_more, &s13, &h2, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "10"),
+            "{}",
+            p.why
+        );
+        // 10 slower too: 11 would save under a quarter; persistent dropped.
+        h2.push(row(6, "num_workers 13 → 10", Decision::Reverted));
+        let p = next_proposal(&wants_more, &s13, &h2, &ALL, 0.1).unwrap();
         assert_eq!(
             (p.knob, p.value.as_str()),
             ("persistent_workers", "(default)"),
@@ -864,7 +865,7 @@ mod tests {
         );
         // Only the policy's knobs.
         assert_eq!(
-            next_proposal(&wants_more, &s9, &h2, &["num_workers"], 0.1),
+            next_proposal(&wants_more, &s13, &h2, &["num_workers"], 0.1),
             None
         );
     }

@@ -8,6 +8,7 @@
 //! not by the keep rule; the run loop asks [`is_cheaper`] which rule applies.
 //! Pure: the one-line change descriptions of the history are all it reads.
 
+use super::evidence::WORKER_HEADROOM;
 use crate::turn::{Decision, TurnRow};
 
 /// One change, read back from its one-line form ("num_workers 16 → 8").
@@ -78,65 +79,105 @@ pub fn is_cheaper(change: &str) -> bool {
 }
 
 /// The cheaper neighbours of the incumbent not tried yet, cheapest saving
-/// first: fewer workers (halfway back to the count the last step up started
-/// from: 2 → 16 kept gives 9, never under `min_workers`, the cores the job
-/// may use: below them fewer workers take parallelism, not just waiting
-/// processes), then a kept `persistent_workers` or `prefetch_factor`
-/// dropped. The worker count is bisected: a cheaper count that measured
-/// slower becomes the floor (16 → 9 reverted gives 12 next), until the
-/// step would save less than a quarter of the workers. `current` reads a knob's value in the incumbent's DataLoader
-/// call ("(default)" when it is not written).
+/// first: fewer workers, then a kept `persistent_workers` or `prefetch_factor`
+/// dropped. The worker count is searched between a floor and the count now,
+/// never under `min_workers` (the cores the job may use: below them fewer
+/// workers take parallelism, not just waiting processes):
+/// - first a quarter fewer (16 → 13, 13 → 11): the headroom the climb sizes
+///   its counts with ([`WORKER_HEADROOM`]), which is what a cheaper count
+///   would give back;
+/// - then halfway to the floor (16 → 9 reverted gives 12 next), until the step
+///   would save less than a quarter of the workers.
+///
+/// The floor is the highest of: the count the last step up started from, a
+/// cheaper count that measured slower, and the fewest workers that the step
+/// up's own ratio says could come within `min_gain` of the top. `from` workers
+/// gave 1/r of it, and workers scale at most linearly from there (more of them
+/// contend for the same cores): 2 → 13 at ×4.24 needs at least
+/// 2 · 4.24 · (1 − min_gain) = 8.2, so 9 or more. `current` reads a knob's
+/// value in the incumbent's DataLoader call ("(default)" when it is not written).
 pub fn neighbours(
     history: &[TurnRow],
     current: impl Fn(&str) -> String,
     min_workers: u64,
+    min_gain: f64,
 ) -> Vec<Neighbour> {
-    let changes: Vec<(Change, Decision)> = history
+    let changes: Vec<(Change, &TurnRow)> = history
         .iter()
-        .filter_map(|r| Some((Change::parse(&r.change)?, r.decision)))
+        .filter_map(|r| Some((Change::parse(&r.change)?, r)))
         .collect();
     let tried = |knob: &str, to: &str| changes.iter().any(|(c, _)| c.knob == knob && c.to == to);
     let mut out = Vec::new();
 
     let now = workers(&current("num_workers"));
     // The last step up that was kept (not a cheaper one): where it started.
-    let step_up = changes.iter().rev().find(|(c, d)| {
-        *d == Decision::Kept
+    let step_up = changes.iter().rev().find(|(c, r)| {
+        r.decision == Decision::Kept
             && c.knob == "num_workers"
             && matches!((workers(&c.from), workers(&c.to)), (Some(a), Some(b)) if b > a)
     });
-    if let (Some(n), Some((c, _))) = (now, step_up) {
+    if let (Some(n), Some((c, row))) = (now, step_up) {
         // The highest cheaper count already found slower than kept ones.
         let too_slow = changes
             .iter()
-            .filter(|(c, d)| c.knob == "num_workers" && *d == Decision::Reverted)
+            .filter(|(c, r)| c.knob == "num_workers" && r.decision == Decision::Reverted)
             .filter_map(|(c, _)| Some((workers(&c.from)?, workers(&c.to)?)))
             .filter(|(a, b)| b < a && *b < n)
             .map(|(_, b)| b)
             .max();
+        let cheaper_tried = changes
+            .iter()
+            .any(|(c, r)| c.knob == "num_workers" && is_cheaper(&r.change));
         if let Some(from) = workers(&c.from) {
-            let floor = too_slow.map_or(from, |t| t.max(from));
-            let mid = ((floor + n) / 2).max(min_workers);
-            let worth = (n - mid.min(n)) >= (n / 4).max(1);
-            if mid > floor && mid < n && worth && !tried("num_workers", &mid.to_string()) {
-                let toward = match too_slow.filter(|t| *t >= from) {
-                    Some(t) => format!("halfway to {t}, which measured slower"),
-                    None => format!("halfway back to {from}"),
+            // Below this many, the step up's own ratio says no count can be as fast.
+            let by_ratio = row
+                .ratio
+                .filter(|r| from > 0 && r.is_finite() && *r > 0.0)
+                .map(|r| (from as f64 * r * (1.0 - min_gain)).ceil() as u64);
+            let floor = from
+                .max(too_slow.unwrap_or(0))
+                .max(by_ratio.map_or(0, |b| b.saturating_sub(1)));
+            let quarter_fewer = (n as f64 / WORKER_HEADROOM).ceil() as u64;
+            let halfway = (floor + n) / 2;
+            let worth_halving = (n - halfway.min(n)) >= (n / 4).max(1);
+            let pick = [
+                (!cheaper_tried).then_some((quarter_fewer, true)),
+                worth_halving.then_some((halfway, false)),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|(m, first)| (m.max(min_workers), first))
+            .find(|(m, _)| *m > floor && *m < n && !tried("num_workers", &m.to_string()));
+            if let Some((mid, first)) = pick {
+                let toward = if first {
+                    "a quarter fewer: the headroom the climb sizes its counts with".to_string()
+                } else if by_ratio.is_some_and(|b| b > from.max(too_slow.unwrap_or(0)) + 1) {
+                    format!(
+                            "halfway to {floor}: {from} workers measured 1/{:.2} of {}, so fewer than {} cannot come within min_gain",
+                            row.ratio.unwrap_or(0.0),
+                            c.to,
+                            floor + 1
+                        )
+                } else {
+                    match too_slow.filter(|t| *t >= from) {
+                        Some(t) => format!("halfway to {t}, which measured slower"),
+                        None => format!("halfway back to {from}"),
+                    }
                 };
                 out.push(Neighbour {
-                    knob: "num_workers",
-                    value: Some(mid.to_string()),
-                    why: format!(
-                        "cheaper neighbour: {mid} workers instead of {n} ({toward}), kept if no more than min_gain slower"
-                    ),
-                });
+                        knob: "num_workers",
+                        value: Some(mid.to_string()),
+                        why: format!(
+                            "cheaper neighbour: {mid} workers instead of {n} ({toward}), kept if no more than min_gain slower"
+                        ),
+                    });
             }
         }
     }
     for knob in ["persistent_workers", "prefetch_factor"] {
         let kept = changes
             .iter()
-            .any(|(c, d)| *d == Decision::Kept && c.knob == knob);
+            .any(|(c, r)| r.decision == Decision::Kept && c.knob == knob);
         let value = current(knob);
         if kept && value != "(default)" && !tried(knob, "(default)") {
             out.push(Neighbour {
@@ -190,8 +231,23 @@ mod tests {
         assert!(!is_cheaper("(no change proposed)"));
     }
 
+    fn at(n: &'static str) -> impl Fn(&str) -> String {
+        move |k: &str| {
+            if k == "num_workers" {
+                n.to_string()
+            } else {
+                "(default)".to_string()
+            }
+        }
+    }
+
+    fn with_ratio(mut r: TurnRow, ratio: f64) -> TurnRow {
+        r.ratio = Some(ratio);
+        r
+    }
+
     #[test]
-    fn the_neighbours_go_halfway_back_then_drop_kept_extras() {
+    fn a_quarter_fewer_first_then_halfway_back_then_drop_kept_extras() {
         let h = vec![
             row(1, "num_workers (default) → 2", Decision::Kept),
             row(2, "persistent_workers (default) → True", Decision::Kept),
@@ -203,47 +259,49 @@ mod tests {
             "persistent_workers" => "True".to_string(),
             _ => "(default)".to_string(),
         };
-        let n = neighbours(&h, cur, 2);
+        let n = neighbours(&h, cur, 2, 0.03);
         let got: Vec<(&str, Option<&str>)> =
             n.iter().map(|n| (n.knob, n.value.as_deref())).collect();
         assert_eq!(
             got,
-            vec![("num_workers", Some("9")), ("persistent_workers", None)]
+            vec![("num_workers", Some("13")), ("persistent_workers", None)]
         );
-        // Tried already (kept or not): not again; 9 kept gives 5 next time.
+        assert!(n[0].why.contains("a quarter fewer"), "{}", n[0].why);
+        // Tried already (kept or not): not again; 13 kept gives 7 next
+        // (halfway back to 2, where the step up started).
         let mut h2 = h.clone();
-        h2.push(row(5, "num_workers 16 → 9", Decision::KeptCheaper));
+        h2.push(row(5, "num_workers 16 → 13", Decision::KeptCheaper));
         h2.push(row(
             6,
             "persistent_workers True → (default)",
             Decision::Reverted,
         ));
-        let cur9 = |k: &str| match k {
-            "num_workers" => "9".to_string(),
+        let cur13 = |k: &str| match k {
+            "num_workers" => "13".to_string(),
             "persistent_workers" => "True".to_string(),
             _ => "(default)".to_string(),
         };
-        // The last step up started at 2: halfway from 9 is 5.
-        let n = neighbours(&h2, cur9, 2);
+        let n = neighbours(&h2, cur13, 2, 0.03);
         assert_eq!(n.len(), 1, "{n:?}");
-        assert_eq!(n[0].value.as_deref(), Some("5"));
-        // Never under the cores the job may use: 2 → 16 on 8 cores gives 9,
-        // on 12 cores 12, on 16 cores none.
-        assert_eq!(neighbours(&h, cur, 12)[0].value.as_deref(), Some("12"));
-        assert_eq!(neighbours(&h, cur, 16)[0].knob, "persistent_workers");
-        // One step up from none to the core count: 2 → 1 on one core, not on two.
+        assert_eq!(n[0].value.as_deref(), Some("7"));
+        assert!(n[0].why.contains("halfway back to 2"), "{}", n[0].why);
+        // Never under the cores the job may use: 2 → 16 on 14 cores gives
+        // 14, on 16 cores none.
+        assert_eq!(
+            neighbours(&h, cur, 14, 0.03)[0].value.as_deref(),
+            Some("14")
+        );
+        assert_eq!(neighbours(&h, cur, 16, 0.03)[0].knob, "persistent_workers");
+        // One step up from none to the core count: 2 → 1 on one core (a
+        // quarter fewer rounds back to 2: halfway), not on two.
         let h3 = vec![row(1, "num_workers (default) → 2", Decision::Kept)];
-        let two = |k: &str| {
-            if k == "num_workers" {
-                "2".to_string()
-            } else {
-                "(default)".to_string()
-            }
-        };
-        assert_eq!(neighbours(&h3, two, 1)[0].value.as_deref(), Some("1"));
-        assert!(neighbours(&h3, two, 2).is_empty());
+        assert_eq!(
+            neighbours(&h3, at("2"), 1, 0.03)[0].value.as_deref(),
+            Some("1")
+        );
+        assert!(neighbours(&h3, at("2"), 2, 0.03).is_empty());
         // Nothing kept: no neighbours.
-        assert!(neighbours(&[], |_| "(default)".into(), 1).is_empty());
+        assert!(neighbours(&[], |_| "(default)".into(), 1, 0.03).is_empty());
     }
 
     #[test]
@@ -251,18 +309,14 @@ mod tests {
         let mut h = vec![
             row(1, "num_workers (default) → 2", Decision::Kept),
             row(2, "num_workers 2 → 16", Decision::Kept),
-            row(3, "num_workers 16 → 9", Decision::Reverted),
+            row(3, "num_workers 16 → 13", Decision::Reverted),
         ];
-        let at = |n: &'static str| {
-            move |k: &str| {
-                if k == "num_workers" {
-                    n.to_string()
-                } else {
-                    "(default)".to_string()
-                }
-            }
-        };
-        let n = neighbours(&h, at("16"), 2);
+        // 13 slower: 14 would save 2 of 16, under a quarter: the search ends.
+        assert!(neighbours(&h, at("16"), 2, 0.03).is_empty());
+        // 9 slower (another agent's try): halfway between, 12.
+        h.pop();
+        h.push(row(3, "num_workers 16 → 9", Decision::Reverted));
+        let n = neighbours(&h, at("16"), 2, 0.03);
         assert_eq!(n[0].value.as_deref(), Some("12"), "{n:?}");
         assert!(
             n[0].why.contains("halfway to 9, which measured slower"),
@@ -270,13 +324,9 @@ mod tests {
             n[0].why
         );
         // 12 as fast: from 12 the next would save 2 of 12 workers, under a
-        // quarter: the bisection ends.
+        // quarter: the search ends.
         h.push(row(4, "num_workers 16 → 12", Decision::KeptCheaper));
-        assert!(neighbours(&h, at("12"), 2).is_empty());
-        // 12 slower too: 14 would save 2 of 16: over as well.
-        h.pop();
-        h.push(row(4, "num_workers 16 → 12", Decision::Reverted));
-        assert!(neighbours(&h, at("16"), 2).is_empty());
+        assert!(neighbours(&h, at("12"), 2, 0.03).is_empty());
         // A slower try above the count now does not count (another branch).
         let h = vec![
             row(1, "num_workers (default) → 2", Decision::Kept),
@@ -284,6 +334,55 @@ mod tests {
             row(3, "num_workers 32 → 17", Decision::KeptCheaper),
             row(4, "num_workers 17 → 9", Decision::Reverted),
         ];
-        assert_eq!(neighbours(&h, at("17"), 2)[0].value.as_deref(), Some("13"));
+        assert_eq!(
+            neighbours(&h, at("17"), 2, 0.03)[0].value.as_deref(),
+            Some("13")
+        );
+    }
+
+    #[test]
+    fn the_step_ups_own_ratio_bounds_the_search_from_below() {
+        // io_latency as measured: 2 → 13 kept at ×4.24. Two workers scaled
+        // linearly reach 13's rate within min_gain only from 8.2 workers on.
+        let h = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            with_ratio(row(2, "num_workers 2 → 13", Decision::Kept), 4.24),
+        ];
+        let n = neighbours(&h, at("13"), 2, 0.03);
+        assert_eq!(n[0].value.as_deref(), Some("11"), "{n:?}");
+        // 11 as fast: halfway to 8 (the bound's floor), not back to 2.
+        let mut kept = h.clone();
+        kept.push(row(3, "num_workers 13 → 11", Decision::KeptCheaper));
+        let n = neighbours(&kept, at("11"), 2, 0.03);
+        assert_eq!(n[0].value.as_deref(), Some("9"), "{n:?}");
+        assert!(
+            n[0].why
+                .contains("fewer than 9 cannot come within min_gain"),
+            "{}",
+            n[0].why
+        );
+        // 9 slower: 10 would save 1 of 11, under a quarter: the search ends.
+        kept.push(row(4, "num_workers 11 → 9", Decision::Reverted));
+        assert!(neighbours(&kept, at("11"), 2, 0.03).is_empty());
+        // 11 slower: 12 would save 1 of 13: the search ends after one try.
+        let mut slower = h.clone();
+        slower.push(row(3, "num_workers 13 → 11", Decision::Reverted));
+        assert!(neighbours(&slower, at("13"), 2, 0.03).is_empty());
+        // A step that gained about what its workers promise (2 → 16 at ×7.9)
+        // leaves no cheaper count the bound allows: 2 · 7.9 · 0.97 = 15.3.
+        let linear = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            with_ratio(row(2, "num_workers 2 → 16", Decision::Kept), 7.9),
+        ];
+        assert!(neighbours(&linear, at("16"), 2, 0.03).is_empty());
+        // Without workers before the step (0 → 2) the ratio bounds nothing.
+        let from_none = vec![with_ratio(
+            row(1, "num_workers (default) → 8", Decision::Kept),
+            1.5,
+        )];
+        assert_eq!(
+            neighbours(&from_none, at("8"), 2, 0.03)[0].value.as_deref(),
+            Some("7")
+        );
     }
 }
