@@ -509,7 +509,7 @@ fn run_workload(
         serde_json::from_value(rep["limits"].clone()).ok();
     if let Some(l) = &limits {
         out.binding_limit_sps = l.binding_sps();
-        out.binding = l.binding.map(|b| format!("{b:?}"));
+        out.binding = l.lower().map(|(b, _)| binding_name(b, l).to_string());
         out.final_share_of_limit = l.final_share;
     }
     out.oracle_share_of_limit = out
@@ -684,7 +684,13 @@ fn render(
             match (o.binding.as_deref(), o.binding_limit_sps) {
                 (Some(b), Some(l)) => format!(
                     "{} {:.0}: {}, {}",
-                    if b == "Cpu" { "CPU" } else { "step alone" },
+                    // Older records hold the enum's name.
+                    match b {
+                        "Cpu" => "CPU",
+                        "StepAlone" => "step alone",
+                        "EpochRestarts" => "CPU with epochs' restarts",
+                        named => named,
+                    },
                     l,
                     o.final_share_of_limit.map(|s| format!("{:.0}%", s * 100.0)).unwrap_or_else(|| "–".into()),
                     o.oracle_share_of_limit.map(|s| format!("{:.0}%", s * 100.0)).unwrap_or_else(|| "–".into())
@@ -756,8 +762,8 @@ fn render(
         "\n\"final / oracle\" is measured, not computed from the columns: tuneloop's final files and the oracle's best configuration run \
          interleaved, median of the paired ratios (1 exactly when tuneloop ended on the oracle's configuration). \"time share\" is \
          tuneloop's wall time (the whole `tuneloop start`, baseline, turns and final measurement) over the sweep's. \"final / ceiling\" is \
-         tuneloop's final throughput over the step alone fed an in-memory batch. \"binding limit\" is the lower of that ceiling and \
-         what the cores can feed (usable cores ÷ CPU seconds per sample of tuneloop's final state, from its report), with the final's and \
+         tuneloop's final throughput over the step alone fed an in-memory batch. \"binding limit\" is the lowest of the step alone (with \
+         the training process's CPU receiving each batch from the workers, when the final has workers: \"step + receiving\"), what the cores can feed (usable cores ÷ CPU seconds per sample of tuneloop's final state, from its report) and that with each epoch's restart, with the final's and \
          the oracle's best throughput as shares of it; the memory is the final state's workers' (PSS) from the final comparison. \
          \"cheapest within min_gain\" is the sweep's configuration with the fewest workers (then the fewest settings) whose median is within \
          min_gain of the sweep's best median, with its median; the sweep's medians carry the machine's noise, so near-ties can swap. A kept change reproduces when, measured again against the \
@@ -815,6 +821,20 @@ fn render_recorded(repo: &Path, label: &str, note: &str) {
         &md,
     );
     println!("{md}");
+}
+
+/// The binding limit's name in the table.
+fn binding_name(
+    b: tuneloop::bench::limits::Binding,
+    l: &tuneloop::bench::limits::ThroughputLimits,
+) -> &'static str {
+    use tuneloop::bench::limits::Binding;
+    match b {
+        Binding::StepAlone if l.step_limit_sps.is_some() => "step + receiving",
+        Binding::StepAlone => "step alone",
+        Binding::Cpu => "CPU",
+        Binding::EpochRestarts => "CPU with epochs' restarts",
+    }
 }
 
 fn main() {

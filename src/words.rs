@@ -63,6 +63,11 @@ pub struct Labels {
     /// The lowest of the ceiling, the CPU limit and the CPU limit with the epochs' restarts.
     pub binding_limit: &'static str,
     pub binding_step_alone: &'static str,
+    /// The step alone with the training process's receiving of each batch.
+    pub step_receive_limit: &'static str,
+    /// How: `{step}` (the step alone, samples/sec) and `{cost}` (receiving, a sample) are replaced.
+    pub step_receive_how: &'static str,
+    pub binding_step_receive: &'static str,
     pub binding_cpu: &'static str,
     /// The CPU limit with each epoch start's idle cores counted.
     pub epoch_limit: &'static str,
@@ -157,6 +162,9 @@ pub const EN: Labels = Labels {
     others_busy: "other processes kept {n} cores busy",
     binding_limit: "Binding limit",
     binding_step_alone: "the step alone (ceiling)",
+    step_receive_limit: "Step with receiving batches",
+    step_receive_how: "the step alone {step} samples/sec, plus {cost} a sample in the training process receiving each batch from the workers",
+    binding_step_receive: "the step alone with receiving its batches",
     binding_cpu: "what the cores can feed (CPU limit)",
     epoch_limit: "With the epochs' restarts",
     epoch_limit_how: "each epoch{epoch} starts empty: {fill} ms to its first batch with {idle} cores idle meanwhile",
@@ -234,6 +242,9 @@ pub const JA: Labels = Labels {
     others_busy: "他のプロセスが {n} コアを使用",
     binding_limit: "律速する上限 (binding limit)",
     binding_step_alone: "ステップ単体 (上限)",
+    step_receive_limit: "バッチ受け取り込みのステップ",
+    step_receive_how: "ステップ単体 {step} サンプル/秒 + 学習プロセスがワーカーから各バッチを受け取る時間 (1 サンプルあたり {cost})",
+    binding_step_receive: "ステップ単体 + バッチ受け取り",
     binding_cpu: "コアが供給できる量 (CPU の上限)",
     epoch_limit: "エポック再開込みの上限",
     epoch_limit_how: "各エポック{epoch}は空のパイプラインから始まる: 最初のバッチまで {fill} ms、その間 {idle} コアが空き",

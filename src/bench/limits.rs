@@ -1,7 +1,10 @@
-//! The two limits no DataLoader setting can pass, and which of them binds.
+//! The limits no DataLoader setting can pass, and which of them binds.
 //!
 //! * The step alone (the harness's ceiling): the training step fed one batch
-//!   already in memory. No loader makes the step faster than that.
+//!   already in memory. No loader makes the step faster than that. With
+//!   workers the training process also receives every batch from them (its
+//!   CPU inside `next()`, measured): serial work beside the step that no
+//!   worker count removes, so the step's limit counts it.
 //! * What the cores can feed: every sample costs CPU — the workers' loading
 //!   and collation, and the training process's receiving and stepping. The
 //!   cores the job may use (affinity mask, cgroup quota) divided by the CPU
@@ -63,6 +66,14 @@ pub struct ThroughputLimits {
     /// samples/sec of the step alone on one batch in memory.
     #[serde(default)]
     pub step_alone_sps: Option<f64>,
+    /// CPU seconds a sample costs the training process receiving its batch
+    /// from the workers (inside `next()`; median over the measurements with
+    /// workers, one process): serial with the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive_s_per_sample: Option<f64>,
+    /// The step alone with that receiving: 1 / (1 / step alone + receive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_limit_sps: Option<f64>,
     /// usable_cores / cpu_s_per_sample.
     #[serde(default)]
     pub cpu_limit_sps: Option<f64>,
@@ -112,8 +123,17 @@ impl ThroughputLimits {
             }
             _ => None,
         };
+        let step_alone_sps = step_alone_sps.filter(|c| c.is_finite() && *c > 0.0);
+        let receives: Vec<f64> = ms.iter().filter_map(receive_s_per_sample).collect();
+        let receive = (!receives.is_empty()).then(|| stats::median(&receives));
+        let step_limit = step_alone_sps
+            .zip(receive)
+            .map(|(s, r)| 1.0 / (1.0 / s + r))
+            .filter(|s| s.is_finite());
         let mut out = ThroughputLimits {
-            step_alone_sps: step_alone_sps.filter(|c| c.is_finite() && *c > 0.0),
+            step_alone_sps,
+            receive_s_per_sample: receive,
+            step_limit_sps: step_limit,
             cpu_limit_sps: cpu_limit.filter(|c| c.is_finite()),
             epoch_limit_sps: epoch_limit.filter(|c| c.is_finite()),
             epoch_restarts: restarts,
@@ -145,7 +165,10 @@ impl ThroughputLimits {
     /// The lowest of the limits, and which it is.
     pub fn lower(&self) -> Option<(Binding, f64)> {
         [
-            (Binding::StepAlone, self.step_alone_sps),
+            (
+                Binding::StepAlone,
+                self.step_limit_sps.or(self.step_alone_sps),
+            ),
             (Binding::Cpu, self.cpu_limit_sps),
             (Binding::EpochRestarts, self.epoch_limit_sps),
         ]
@@ -169,6 +192,8 @@ impl ThroughputLimits {
             (Some((b, sps)), Some(share)) => format!(
                 "; {} at {sps:.0} samples/sec and the incumbent is at {:.0}% of it",
                 match b {
+                    Binding::StepAlone if self.step_limit_sps.is_some() =>
+                        "the step alone with receiving its batches binds",
                     Binding::StepAlone => "the step alone binds",
                     Binding::Cpu => "what the cores can feed binds",
                     Binding::EpochRestarts =>
@@ -185,6 +210,12 @@ impl ThroughputLimits {
         let mut parts = Vec::new();
         if let Some(s) = self.step_alone_sps {
             parts.push(format!("step alone {s:.0} samples/sec"));
+        }
+        if let (Some(s), Some(r)) = (self.step_limit_sps, self.receive_s_per_sample) {
+            parts.push(format!(
+                "with receiving each batch from the workers {s:.0} samples/sec ({:.0} µs a sample in the training process)",
+                r * 1e6
+            ));
         }
         if let (Some(c), Some(cores), Some(cost)) =
             (self.cpu_limit_sps, self.usable_cores, self.cpu_s_per_sample)
@@ -207,6 +238,9 @@ impl ThroughputLimits {
         let mut out = parts.join("; ");
         if let Some((b, _)) = self.lower() {
             out.push_str(match b {
+                Binding::StepAlone if self.step_limit_sps.is_some() => {
+                    "; the step alone with receiving its batches binds"
+                }
                 Binding::StepAlone => "; the step alone binds",
                 Binding::Cpu => "; the CPU binds",
                 Binding::EpochRestarts => "; the CPU with the epochs' restarts binds",
@@ -284,6 +318,24 @@ pub fn cpu_s_per_sample(m: &Measurement) -> Option<f64> {
         None => f64::from(m.steps?) * m.batch_size? as f64,
     };
     (samples > 0.0 && cpu > 0.0).then(|| cpu / samples)
+}
+
+/// CPU seconds the training process spent receiving one sample from the
+/// workers in one measurement: its CPU inside `next()` over the samples.
+/// Only with workers (without them that CPU is the loading itself) and one
+/// process (under a launcher the step alone and the figures differ in scope).
+pub fn receive_s_per_sample(m: &Measurement) -> Option<f64> {
+    if m.num_workers().unwrap_or(0) == 0 || m.world_size.unwrap_or(1) > 1 {
+        return None;
+    }
+    let samples = match m.samples {
+        Some(s) => s as f64,
+        None => f64::from(m.steps?) * m.batch_size? as f64,
+    };
+    m.fetch_cpu_s
+        .filter(|f| *f >= 0.0)
+        .map(|f| f / samples)
+        .filter(|r| r.is_finite() && samples > 0.0)
 }
 
 /// "2 cores", "1 core (affinity mask)", "1.5 cores (cgroup quota)".
@@ -385,6 +437,45 @@ mod tests {
         assert_eq!(l.binding, Some(Binding::StepAlone));
         assert!((l.final_share.unwrap() - 0.9).abs() < 1e-12);
         assert_eq!(l.cores_limited_by.as_deref(), Some("cpu_count"));
+    }
+
+    #[test]
+    fn receiving_each_batch_from_workers_counts_against_the_step() {
+        // io_latency's final, as measured: 11 workers, step alone 5,837/s,
+        // the training thread 80 ms of CPU inside next() over 2,560 samples.
+        let mut x = m(0.15, 0.48, Some(2.0), None);
+        x.samples = Some(2560);
+        x.fetch_cpu_s = Some(0.08);
+        x.loader
+            .insert("num_workers".into(), serde_json::Value::from(11));
+        let r = receive_s_per_sample(&x).unwrap();
+        assert!((r - 0.08 / 2560.0).abs() < 1e-12);
+        let l = ThroughputLimits::of(Some(5_837.0), &[x.clone()], 4_206.0);
+        let step = l.step_limit_sps.unwrap();
+        assert!((step - 1.0 / (1.0 / 5_837.0 + r)).abs() < 1e-6, "{l:?}");
+        assert!(step < 5_837.0 && step > 4_800.0, "{step}");
+        assert_eq!(l.binding, Some(Binding::StepAlone));
+        assert_eq!(l.binding_sps(), Some(step));
+        assert!((l.final_share.unwrap() - 4_206.0 / step).abs() < 1e-9);
+        assert!(
+            l.stop_note()
+                .starts_with("; the step alone with receiving its batches binds at 4937"),
+            "{}",
+            l.stop_note()
+        );
+        assert!(l.summary().contains("31 µs a sample"), "{}", l.summary());
+        // Without workers that CPU is the loading itself: no such limit.
+        let mut none = x.clone();
+        none.loader
+            .insert("num_workers".into(), serde_json::Value::from(0));
+        assert_eq!(receive_s_per_sample(&none), None);
+        let l = ThroughputLimits::of(Some(5_837.0), &[none], 4_206.0);
+        assert_eq!(l.step_limit_sps, None);
+        assert_eq!(l.binding_sps(), Some(5_837.0));
+        // Under a launcher neither (the step alone's scope differs).
+        let mut ranks = x;
+        ranks.world_size = Some(2);
+        assert_eq!(receive_s_per_sample(&ranks), None);
     }
 
     #[test]

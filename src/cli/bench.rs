@@ -205,6 +205,13 @@ async fn bench_inner(
             med / c * 100.0
         );
     }
+    if let (Some(s), Some(r)) = (limits.step_limit_sps, limits.receive_s_per_sample) {
+        println!(
+            "with receiving each batch from the workers ({:.0} µs a sample in the training process, serial with the step): {s:.1} samples/sec; now at {:.1}% of it",
+            r * 1e6,
+            med / s * 100.0
+        );
+    }
     if let (Some(c), Some(cores), Some(cost)) = (
         limits.cpu_limit_sps,
         limits.usable_cores,
@@ -234,6 +241,8 @@ async fn bench_inner(
         println!(
             "binding limit: {}",
             match b {
+                crate::bench::limits::Binding::StepAlone if limits.step_limit_sps.is_some() =>
+                    "the step alone with receiving its batches (the training process's own serial work; more loader speed cannot pass it)",
                 crate::bench::limits::Binding::StepAlone =>
                     "the step alone (more loader speed cannot pass it)",
                 crate::bench::limits::Binding::Cpu =>

@@ -85,6 +85,20 @@ pub fn limits(
 ) -> Vec<(&'static str, String)> {
     use crate::bench::limits::{cores_text, Binding};
     let mut items = Vec::new();
+    if let (Some(s), Some(alone), Some(r)) = (
+        lim.step_limit_sps,
+        lim.step_alone_sps,
+        lim.receive_s_per_sample,
+    ) {
+        let how = l
+            .step_receive_how
+            .replace("{step}", &sps(Some(alone)))
+            .replace("{cost}", &format!("{:.0} µs", r * 1e6));
+        items.push((
+            l.step_receive_limit,
+            format!("{} samples/sec ({how})", sps(Some(s))),
+        ));
+    }
     if let (Some(c), Some(cores), Some(cost)) =
         (lim.cpu_limit_sps, lim.usable_cores, lim.cpu_s_per_sample)
     {
@@ -122,6 +136,7 @@ pub fn limits(
     }
     if let Some((b, at)) = lim.lower() {
         let which = match b {
+            Binding::StepAlone if lim.step_limit_sps.is_some() => l.binding_step_receive,
             Binding::StepAlone => l.binding_step_alone,
             Binding::Cpu => l.binding_cpu,
             Binding::EpochRestarts => l.binding_epoch,
