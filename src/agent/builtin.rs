@@ -62,10 +62,31 @@ const MAX_WORKERS: u64 = 256;
 /// and so do the batches an epoch holds: a worker past them has none to fetch.
 pub fn worker_cap(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel>) -> u64 {
     let cap = worker_cap_before_epoch(cpus, nw, m, model);
-    match epoch_cap(nw, m) {
-        Some(b) => cap.min(b),
-        None => cap,
+    [epoch_cap(nw, m), window_cap(nw, m)]
+        .into_iter()
+        .flatten()
+        .fold(cap, u64::min)
+}
+
+/// The workers the timed steps can tell apart when none of them starts an
+/// epoch (never below `nw`). At an epoch's start every worker delivers its
+/// first batches at once; with `num_workers × prefetch_factor` at least the
+/// timed steps, those steps can all be served from batches made ready
+/// before they began, and they show the step's speed, not the loader's
+/// (while the epoch start that paid for them goes unmeasured). More timed
+/// steps (`[bench] steps`), or an epoch start within them, measure further.
+fn window_cap(nw: u64, m: &Measurement) -> Option<u64> {
+    if m.epoch_starts_timed != Some(0) {
+        return None;
     }
+    let steps = u64::from(m.steps.filter(|s| *s > 0)?);
+    let prefetch = m
+        .loader
+        .get("prefetch_factor")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(2)
+        .max(1);
+    Some((steps / prefetch).max(nw))
 }
 
 /// The batches one epoch holds, as a bound on workers (never below `nw`).
@@ -643,6 +664,11 @@ pub fn next_proposal_for(
                         why.push_str(&format!(
                             "; an epoch holds {cap} batches, so a worker past {cap} would have none to fetch"
                         ));
+                    } else if wanted > need && window_cap(nw, incumbent) == Some(cap) {
+                        why.push_str(&format!(
+                            "; past {cap} workers the {} timed steps could all be served from batches made ready before them (raise [bench] steps to measure more)",
+                            incumbent.steps.unwrap_or(0)
+                        ));
                     }
                     (need, why)
                 })
@@ -992,6 +1018,8 @@ mod tests {
         // 16 workers, 12 ms of data_wait and 5 ms of step: a worker takes
         // 272 ms a batch on 2 ms of CPU. The cores could feed a 3.75 ms step.
         let mut m = figures(16, 12.0, 5.0, 2.0, 5.5, 0.0);
+        // No epoch-start figure: the timed steps' own cap (tested on its own) stays out.
+        m.epoch_starts_timed = None;
         // Without memory figures: 8 per core, the climb is over.
         assert_eq!(worker_cap(2, 16, &m, LoaderModel::of(&m, 16, 2)), 16);
         assert_ne!(
@@ -1054,6 +1082,53 @@ mod tests {
     /// fastest step (7 ms of CPU a step over 2 cores, 3.5 ms, against 1 ms of
     /// training) but the step now takes 5.1 ms: the cores could feed ×1.46
     /// more, so memory, not 8 per core, bounds the count.
+    #[test]
+    fn no_more_workers_than_the_timed_steps_can_tell_apart() {
+        // The argparse example's shape: 14 waiting workers, 40 timed steps,
+        // no epoch start among them, 30 MB a worker and room for far more.
+        let s = site("DataLoader(ds, num_workers=14)\n");
+        let h = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            row(2, "num_workers 2 → 14", Decision::Kept),
+        ];
+        let mut m = figures(14, 12.0, 5.0, 2.0, 5.5, 0.0);
+        m.live_workers = Some(14);
+        m.workers_pss_bytes = Some(14 * 30_000_000);
+        m.mem_available_bytes = Some(8_000_000_000);
+        let model = LoaderModel::of(&m, 14, 2).unwrap();
+        assert!(model.workers_needed() > 20, "{model:?}");
+        // 40 steps at prefetch 2: past 20 workers every timed batch could be
+        // ready before the timed steps begin.
+        m.steps = Some(40);
+        let model = LoaderModel::of(&m, 14, 2);
+        assert_eq!(worker_cap(2, 14, &m, model), 20);
+        let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "20"),
+            "{}",
+            p.why
+        );
+        assert!(
+            p.why.contains(
+                "the 40 timed steps could all be served from batches made ready before them"
+            ),
+            "{}",
+            p.why
+        );
+        // A deeper prefetch holds more ready: fewer workers.
+        let mut deep = m.clone();
+        deep.loader.insert("prefetch_factor".into(), 4.into());
+        assert_eq!(worker_cap(2, 14, &deep, model), 14);
+        // An epoch start within the timed steps measures the refill too: no cap.
+        let mut restarts = m.clone();
+        restarts.epoch_starts_timed = Some(1);
+        assert!(worker_cap(2, 14, &restarts, model) > 20);
+        // Nor without the figure (an older harness).
+        restarts.epoch_starts_timed = None;
+        assert!(worker_cap(2, 14, &restarts, model) > 20);
+    }
+
     #[test]
     fn workers_past_8_per_core_until_the_cpu_limit_binds() {
         let s = site("DataLoader(ds, num_workers=16)\n");
