@@ -721,13 +721,19 @@ pub fn next_proposal_for(
         // limit, and a deeper queue does not raise it. Prefetching absorbs
         // stalls (most steps wait little, a few wait long).
         let steady = evidence::WaitShape::of(incumbent).is_some_and(|w| w.steady());
+        let next = (cur * 2).max(4);
+        // Nor past what the timed steps can tell apart (as for the workers,
+        // `window_cap`): with num_workers × prefetch_factor batches at least
+        // the timed steps, all of them can be ready before those steps begin.
+        let beyond_window = incumbent.epoch_starts_timed == Some(0)
+            && incumbent.steps.is_some_and(|s| nw * next >= u64::from(s));
         if knobs.contains(&"prefetch_factor")
             && share >= stop_when_data_wait_below
             && !saturated
             && !short_epochs
             && !steady
+            && !beyond_window
         {
-            let next = (cur * 2).max(4);
             if !tried.iter().any(|t| t.knob == "prefetch_factor") && next <= 16 {
                 return Some(Proposal {
                     knob: "prefetch_factor",
@@ -1498,6 +1504,28 @@ mod tests {
         m.data_wait_step_median_s = Some(0.0002);
         let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
         assert_eq!((p.knob, p.value.as_str()), ("prefetch_factor", "4"));
+        // 16 × 4 batches in flight cover 40 timed steps with no epoch start
+        // among them: they could all be ready before the steps begin.
+        let mut few = m.clone();
+        few.steps = Some(40);
+        assert_ne!(
+            next_proposal(&few, &s, &h, &ALL, 0.1).map(|p| p.knob),
+            Some("prefetch_factor")
+        );
+        // An epoch start among them measures the refill too.
+        few.epoch_starts_timed = Some(1);
+        few.batches_per_epoch = Some(1000);
+        let mut kept_alive = h.clone();
+        kept_alive.push(row(
+            2,
+            "persistent_workers (default) → True",
+            Decision::Kept,
+        ));
+        let s_alive = site("DataLoader(ds, num_workers=16, persistent_workers=True)\n");
+        assert_eq!(
+            next_proposal(&few, &s_alive, &kept_alive, &ALL, 0.1).map(|p| p.knob),
+            Some("prefetch_factor")
+        );
     }
 
     #[test]
