@@ -15,7 +15,10 @@
 //! as it takes to keep up with the step, far past the core count; a loader whose
 //! CPU is the limit gets no more workers, and neither a prefetch_factor turn,
 //! which cannot create CPU either. A count within the headroom of the present
-//! one is not worth a turn. prefetch_factor is tried only when the wait comes as
+//! one is not worth a turn, and neither is one past what the timed steps can
+//! tell apart: with no epoch start among them, workers × prefetch_factor at
+//! least the timed steps could serve them all from an epoch's first burst
+//! (`window_cap`). prefetch_factor is tried only when the wait comes as
 //! stalls (the median step waits far less than the mean), not when every step
 //! waits alike (the workers' rate is the limit). persistent_workers is tried, before more
 //! workers, when the measurement saw epochs restart the workers, and not at all
