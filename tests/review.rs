@@ -875,7 +875,7 @@ fn a_real_run_shows_live_progress_and_its_report_has_the_expected_shape() {
             // Which limit binds, the cores and the CPU per sample depend on the machine.
             (r"; other processes kept [0-9.]+ cores busy", ""),
             (
-                r"the step alone \(ceiling\)|what the cores can feed \(CPU limit\)",
+                r"the step alone with receiving its batches|the step alone \(ceiling\)|what the cores can feed \(CPU limit\)",
                 "[BINDING]",
             ),
             (
