@@ -79,10 +79,7 @@ pub fn worker_cap(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel
 /// (while the epoch start that paid for them goes unmeasured). More timed
 /// steps (`[bench] steps`), or an epoch start within them, measure further.
 fn window_cap(nw: u64, m: &Measurement) -> Option<u64> {
-    if m.epoch_starts_timed != Some(0) {
-        return None;
-    }
-    let steps = u64::from(m.steps.filter(|s| *s > 0)?);
+    let steps = window_steps(m)?;
     let prefetch = m
         .loader
         .get("prefetch_factor")
@@ -90,6 +87,15 @@ fn window_cap(nw: u64, m: &Measurement) -> Option<u64> {
         .unwrap_or(2)
         .max(1);
     Some((steps / prefetch).max(nw))
+}
+
+/// The timed steps, when none of them started an epoch: then at most this
+/// many batches (num_workers × prefetch_factor) can be told apart.
+fn window_steps(m: &Measurement) -> Option<u64> {
+    (m.epoch_starts_timed == Some(0))
+        .then_some(m.steps.filter(|s| *s > 0))
+        .flatten()
+        .map(u64::from)
 }
 
 /// The batches one epoch holds, as a bound on workers (never below `nw`).
@@ -726,10 +732,9 @@ pub fn next_proposal_for(
         let steady = evidence::WaitShape::of(incumbent).is_some_and(|w| w.steady());
         let next = (cur * 2).max(4);
         // Nor past what the timed steps can tell apart (as for the workers,
-        // `window_cap`): with num_workers × prefetch_factor batches at least
-        // the timed steps, all of them can be ready before those steps begin.
-        let beyond_window = incumbent.epoch_starts_timed == Some(0)
-            && incumbent.steps.is_some_and(|s| nw * next >= u64::from(s));
+        // `window_cap`): with num_workers × prefetch_factor batches past the
+        // timed steps, all of them can be ready before those steps begin.
+        let beyond_window = window_steps(incumbent).is_some_and(|s| nw * next > s);
         if knobs.contains(&"prefetch_factor")
             && share >= stop_when_data_wait_below
             && !saturated
