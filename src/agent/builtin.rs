@@ -741,14 +741,14 @@ pub fn next_proposal_for(
             && !short_epochs
             && !steady
             && !beyond_window
+            && !tried.iter().any(|t| t.knob == "prefetch_factor")
+            && next <= 16
         {
-            if !tried.iter().any(|t| t.knob == "prefetch_factor") && next <= 16 {
-                return Some(Proposal {
-                    knob: "prefetch_factor",
-                    value: next.to_string(),
-                    why: "workers run ahead by more batches".into(),
-                });
-            }
+            return Some(Proposal {
+                knob: "prefetch_factor",
+                value: next.to_string(),
+                why: "workers run ahead by more batches".into(),
+            });
         }
         // No epoch began during the measurement: it could not tell a difference.
         if incumbent.epoch_starts_timed.is_none_or(|n| n > 0) {
