@@ -65,6 +65,11 @@ pub enum BenchError {
 }
 
 impl BenchError {
+    /// The command ended before the measurement's batches (command mode).
+    pub fn is_too_few_steps(&self) -> bool {
+        matches!(self, BenchError::User { kind, .. } if kind == "too_few_steps")
+    }
+
     /// A short one-line reason for tables.
     pub fn short(&self) -> String {
         let s = self.to_string();

@@ -34,6 +34,18 @@ pub enum Event {
         device: Option<String>,
         torch_version: Option<String>,
     },
+    /// Short epochs: every run times one whole epoch (`steps` batches)
+    /// instead of the configured steps, which held no epoch start.
+    WindowWidened {
+        configured: u32,
+        steps: u32,
+    },
+    /// The command ended before a whole epoch after the warm-up: runs time
+    /// the configured steps again.
+    WindowNarrowed {
+        configured: u32,
+        steps: u32,
+    },
     /// data_wait is already a small share: DataLoader tuning cannot help much.
     LowDataWait {
         share: f64,

@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use crate::bench::{Bencher, Measurement, Mode, Profiled};
 use crate::error::BenchError;
@@ -23,6 +24,16 @@ pub trait Measure: Send + Sync {
 
     /// One profiled run: its figures and the profiler table.
     fn profile<'a>(&'a self, interrupt: &'a Interrupt) -> Pending<'a, Profiled>;
+
+    /// The batches a run times (`[bench] steps`), where this measure has them.
+    fn steps(&self) -> Option<u32> {
+        None
+    }
+
+    /// The same measure timing `steps` batches a run (see `bench::window`).
+    fn with_steps(&self, _steps: u32) -> Option<Arc<dyn Measure>> {
+        None
+    }
 
     /// Command mode: the user's own command is run, and what it writes while
     /// measured is recorded at the baseline.
@@ -54,6 +65,17 @@ impl Measure for Bencher {
 
     fn profile<'a>(&'a self, interrupt: &'a Interrupt) -> Pending<'a, Profiled> {
         Box::pin(Bencher::profile(self, interrupt))
+    }
+
+    fn steps(&self) -> Option<u32> {
+        Some(self.steps)
+    }
+
+    fn with_steps(&self, steps: u32) -> Option<Arc<dyn Measure>> {
+        Some(Arc::new(Bencher {
+            steps,
+            ..self.clone()
+        }))
     }
 
     fn runs_command(&self) -> bool {

@@ -230,6 +230,14 @@ impl BaselineBench {
     pub fn run_count(&self) -> u32 {
         u32::from(self.profiled.is_some()) + self.runs.len() as u32
     }
+
+    /// Whether the throughput runs timed one whole epoch instead of the
+    /// steps the profiled run timed (`[bench] steps`; see `bench::window`).
+    pub fn widened(&self) -> Option<crate::bench::window::Widened> {
+        let configured = self.profiled.as_ref()?.steps?;
+        let steps = self.runs.first()?.steps?;
+        (steps != configured).then_some(crate::bench::window::Widened { configured, steps })
+    }
 }
 
 /// `turns/NN/bench.json`: candidate and incumbent measured interleaved.

@@ -11,6 +11,7 @@ use std::time::Instant;
 use crate::agent::{Agent, TurnContext};
 use crate::bench::limits::ThroughputLimits;
 use crate::bench::stats::{self, PairedRatio, Verdict};
+use crate::bench::window::{self, Widened};
 use crate::bench::{Bencher, Measurement, Mode};
 use crate::config::{Policy, Workspace};
 use crate::edit;
@@ -293,6 +294,8 @@ pub struct Session<'a> {
     resumed: bool,
     /// `--git-commits`: each kept change becomes a commit on this branch.
     git_branch: Option<String>,
+    /// Short epochs: each run times one whole epoch, not `[bench] steps`.
+    window: Option<Widened>,
     _lock: Lock,
 }
 
@@ -393,6 +396,7 @@ pub fn prepare<'a>(
         agent_ms: 0,
         resumed: false,
         git_branch,
+        window: None,
         _lock: lock,
     })
 }
@@ -437,8 +441,13 @@ pub fn resume<'a>(
         .at("cannot save the incumbent files to", &saved)?;
     let store = RunStore::open(run_dir).at("cannot open the run log in", run_dir)?;
     let harness = run_dir.join("harness");
-    let bencher: Arc<dyn Measure> =
+    let mut bencher: Arc<dyn Measure> =
         Arc::new(Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?);
+    // The baseline's runs say how many batches every run of this run times.
+    let window = rec.baseline_bench.widened();
+    if let Some(w) = window {
+        bencher = bencher.with_steps(w.steps).unwrap_or(bencher);
+    }
     let git_branch = run.git_branch.clone();
     Ok(Session {
         ws,
@@ -470,6 +479,7 @@ pub fn resume<'a>(
         rows: rec.rows,
         resumed: true,
         git_branch,
+        window,
         _lock: lock,
     })
 }
@@ -768,22 +778,28 @@ impl<'a> Session<'a> {
         std::fs::write(bdir.join("profile.txt"), &prof.table)
             .at("cannot write", &bdir.join("profile.txt"))?;
         self.profile_table = prof.table;
+        let configured = self.widen_to_epochs(&prof.measurement);
         let n = self.policy.decision.baseline_runs;
         let mut ms = Vec::new();
-        for i in 0..n {
+        while ms.len() < n as usize {
             self.check_interrupt()?;
+            let i = ms.len();
             self.phase("baseline", None, format!("throughput run {} of {n}", i + 1));
             let mode = if i == 0 {
                 Mode::ThroughputWithCeiling
             } else {
                 Mode::Throughput
             };
-            match self.bencher.measure(mode, &self.interrupt).await {
+            let run = self.bencher.measure(mode, &self.interrupt).await;
+            self.bench_runs += 1;
+            match run {
                 Ok(m) => ms.push(m),
                 Err(BenchError::Interrupted) => return Err(LoopError::Interrupted),
+                Err(e) if e.is_too_few_steps() && i == 0 && self.window.is_some() => {
+                    self.narrow_back(configured.clone());
+                }
                 Err(e) => return Err(LoopError::Baseline(e.to_string())),
             }
-            self.bench_runs += 1;
         }
         self.baseline_bench = BaselineBench {
             profiled: Some(prof.measurement),
@@ -817,6 +833,44 @@ impl<'a> Session<'a> {
             torch_version: self.incumbent.torch_version.clone(),
         });
         Ok(())
+    }
+
+    /// Short epochs (see `bench::window`): when the profiled run timed no
+    /// epoch start and an epoch holds a few windows at most, every later run
+    /// times one whole epoch. Returns the measure as configured, for
+    /// [`Session::narrow_back`].
+    fn widen_to_epochs(&mut self, first: &Measurement) -> Arc<dyn Measure> {
+        let configured = self.bencher.clone();
+        let Some(steps) = self.bencher.steps() else {
+            return configured;
+        };
+        let Some(epoch) = window::whole_epoch_steps(first, steps) else {
+            return configured;
+        };
+        if let Some(wide) = self.bencher.with_steps(epoch) {
+            self.bencher = wide;
+            self.window = Some(Widened {
+                configured: steps,
+                steps: epoch,
+            });
+            self.emit(Event::WindowWidened {
+                configured: steps,
+                steps: epoch,
+            });
+        }
+        configured
+    }
+
+    /// The command ended before a whole epoch after the warm-up: back to the
+    /// configured steps, and the builtin agent's cap on workers applies.
+    fn narrow_back(&mut self, configured: Arc<dyn Measure>) {
+        if let Some(w) = self.window.take() {
+            self.bencher = configured;
+            self.emit(Event::WindowNarrowed {
+                configured: w.configured,
+                steps: w.steps,
+            });
+        }
     }
 
     /// One turn. Returns a stop reason when the agent has nothing left.

@@ -196,6 +196,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         kept_diff: facts.kept_diff,
         data_path: crate::probe::read_probe(dir),
         knob_sources: live.knob_sources,
+        window: facts.baseline.widened(),
         measured_loader: facts
             .incumbent
             .as_ref()

@@ -79,6 +79,9 @@ pub struct Labels {
     pub plot_cpu_limit: &'static str,
     pub plot_epoch_limit: &'static str,
     pub measured_loader: &'static str,
+    pub timed_steps: &'static str,
+    /// Each run timed one whole epoch; `{steps}` and `{configured}` are replaced.
+    pub timed_steps_epoch: &'static str,
     pub knob_sources: &'static str,
     /// The final throughput as a share of the ceiling; `{pct}` is replaced
     /// by the percentage, e.g. "final is 81.7% of it".
@@ -173,6 +176,8 @@ pub const EN: Labels = Labels {
     plot_cpu_limit: "CPU limit",
     plot_epoch_limit: "CPU limit with epoch restarts",
     measured_loader: "Measured loader",
+    timed_steps: "Timed steps",
+    timed_steps_epoch: "{steps} a run, one whole epoch with its restart: [bench] steps ({configured}) held no epoch start",
     knob_sources: "Its knobs are set at",
     of_ceiling: "final is {pct} of it",
     data_path: "Data-path limit",
@@ -253,6 +258,8 @@ pub const JA: Labels = Labels {
     plot_cpu_limit: "CPU の上限",
     plot_epoch_limit: "エポック再開込みの CPU 上限",
     measured_loader: "計測したローダー",
+    timed_steps: "計測ステップ",
+    timed_steps_epoch: "各実行 {steps}（ワーカーの再起動を含む 1 エポック全体）: [bench] steps（{configured}）にはエポックの始まりが入っていなかったため",
     knob_sources: "設定値の定義場所",
     of_ceiling: "最終は上限の {pct}",
     data_path: "データ経路の上限 (data-path limit)",
@@ -315,6 +322,10 @@ pub struct ViewWords {
     pub run_resumed: &'static str,
     pub baseline_line: &'static str,
     pub cpus: &'static str,
+    /// Short epochs: each run times one whole epoch ({steps}) instead of {configured}.
+    pub window_widened: &'static str,
+    /// The command ended before that: back to {configured}.
+    pub window_narrowed: &'static str,
     pub low_data_wait: &'static str,
     pub incumbent: &'static str,
     pub agent_done: &'static str,
@@ -335,13 +346,16 @@ pub struct ViewWords {
 }
 
 // Placeholders: {id} {agent} {n} {sps} {dw} {ceil} {cpus} {dev} {pct} {list}
-// {state} {secs} {cost} {summary} {k} {total} {reason} {x} {lo} {hi} {path}.
+// {state} {secs} {cost} {summary} {k} {total} {reason} {x} {lo} {hi} {path}
+// {steps} {configured}.
 pub const VIEW_EN: ViewWords = ViewWords {
     turn: "turn",
     run_started: "run {id} started, agent {agent}",
     run_resumed: "run {id} resumed after {n} completed turn(s)",
     baseline_line: "baseline {sps} samples/sec, data_wait {dw}, ceiling {ceil}, {cpus}, {dev}",
     cpus: "{n} CPUs",
+    window_widened: "an epoch holds {steps} batches and the {configured} timed steps held no epoch start: each run times one whole epoch ({steps} steps), its restart included",
+    window_narrowed: "the command ended before {steps} steps after the warm-up: each run times the {configured} steps of [bench] steps again (with no epoch start among them, the builtin agent asks for no more workers than they can tell apart)",
     low_data_wait: "data_wait is only {pct}% of step time: DataLoader tuning cannot help much. Compute-side candidates: {list}",
     incumbent: "incumbent",
     agent_done: "done",
@@ -367,6 +381,8 @@ pub const VIEW_JA: ViewWords = ViewWords {
     run_resumed: "実行 {id} を再開 (完了済み {n} ターン)",
     baseline_line: "ベースライン {sps} samples/sec, data_wait {dw}, 上限 {ceil}, {cpus}, {dev}",
     cpus: "CPU {n} 個",
+    window_widened: "1 エポックは {steps} バッチで、計測する {configured} ステップにはエポックの始まりが入っていなかったため、各実行で 1 エポック全体（{steps} ステップ、ワーカーの再起動を含む）を計測します",
+    window_narrowed: "コマンドがウォームアップ後 {steps} ステップより前に終了したため、各実行で [bench] steps の {configured} ステップを計測に戻します（エポックの始まりが含まれないので、組み込みエージェントは計測で見分けられる数を超えるワーカーを求めません）",
     low_data_wait: "data_wait はステップ時間の {pct}% にすぎません: DataLoader の調整ではほとんど速くなりません。計算側の候補: {list}",
     incumbent: "現行ベスト",
     agent_done: "完了",

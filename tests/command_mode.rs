@@ -124,7 +124,7 @@ fn changed_lines(diff: &str) -> Vec<&str> {
 fn an_argparse_script_is_tuned_at_its_flag_default() {
     let _one = serial();
     let ws = example("own_script");
-    init_command(&ws, &["python", "train.py", "--epochs", "3"], 16);
+    init_command(&ws, &["python", "train.py", "--epochs", "3"], 32);
     let toml = ws.read("tuneloop.toml");
     assert!(
         toml.contains(r#"run = ["python", "train.py", "--epochs", "3"]"#),
@@ -133,10 +133,23 @@ fn an_argparse_script_is_tuned_at_its_flag_default() {
     assert!(toml.contains(r#"editable = ["train.py"]"#), "{toml}");
 
     let (dir, rep, diff) = start_and_keep(&ws);
+    // Its epochs hold 64 batches and 2 + 32 timed steps hold no epoch start:
+    // after the profiled run, each run timed one whole epoch.
+    assert_eq!(
+        rep["window"],
+        serde_json::json!({"configured": 32, "steps": 64}),
+        "{rep:#}"
+    );
     // The measured loader is the training one, named by its call site; the
     // validation loader was seen and left out.
     let base = json_file(&dir.join("baseline/bench.json"));
     let m = &base["runs"][0];
+    assert_eq!(base["profiled"]["steps"], 32, "{m:#}");
+    assert_eq!(
+        (&m["steps"], &m["epoch_starts_timed"]),
+        (&64.into(), &1.into()),
+        "{m:#}"
+    );
     let train_line = line_of(&ws, "train.py", "train_loader = DataLoader(");
     assert_eq!(m["call_site"], format!("train.py:{train_line}"), "{m:#}");
     assert_eq!(m["loader"]["num_workers"], 0);
@@ -346,6 +359,54 @@ fn a_command_that_ends_too_early_says_how_far_it_got() {
     );
     assert!(r.stderr.contains("needs 14"), "{}", r.stderr);
     assert!(r.stderr.contains("more epochs"), "{}", r.stderr);
+}
+
+/// `LOOP` over `epochs` epochs of 20 batches.
+fn epochs_loop(epochs: u32) -> String {
+    LOOP.replace("BATCHES", "20").replace(
+        "for x, y in loader:\n    loss = torch.nn.functional.cross_entropy(model(x), y)\n    opt.zero_grad()\n    loss.backward()\n    opt.step()\n",
+        &format!("for epoch in range({epochs}):\n  for x, y in loader:\n    loss = torch.nn.functional.cross_entropy(model(x), y)\n    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"),
+    )
+}
+
+#[test]
+fn short_epochs_are_timed_whole() {
+    // 2 warm-up + 12 timed steps hold no start of a 20-batch epoch.
+    let script = epochs_loop(3);
+    assert!(script.contains("for epoch in range(3):"), "{script}");
+    let ws = script_ws(&script, 120);
+    let r = ws.tuneloop(&["bench", "--repeats", "1", "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("an epoch holds 20 batches and the 12 timed steps held no epoch start"),
+        "{}",
+        r.stderr
+    );
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["timed_steps"], 20, "{v:#}");
+    let m = &v["runs"][0];
+    assert_eq!(m["steps"], 20, "{v:#}");
+    assert_eq!(m["epoch_starts_timed"], 1, "{v:#}");
+    assert_eq!(m["samples"], 160, "{v:#}");
+}
+
+#[test]
+fn a_command_of_one_short_epoch_keeps_the_configured_steps() {
+    // 2 + 12 batches fit in its one epoch, 2 + 20 do not.
+    let ws = script_ws(&epochs_loop(1), 120);
+    let r = ws.tuneloop(&["bench", "--repeats", "1", "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("the command ended before 20 steps after the warm-up"),
+        "{}",
+        r.stderr
+    );
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["timed_steps"], 12, "{v:#}");
+    assert_eq!(v["runs"][0]["steps"], 12, "{v:#}");
+    assert_eq!(v["runs"].as_array().unwrap().len(), 1, "{v:#}");
 }
 
 #[test]

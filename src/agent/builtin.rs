@@ -79,23 +79,16 @@ pub fn worker_cap(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel
 /// (while the epoch start that paid for them goes unmeasured). More timed
 /// steps (`[bench] steps`), or an epoch start within them, measure further.
 fn window_cap(nw: u64, m: &Measurement) -> Option<u64> {
-    let steps = window_steps(m)?;
     let prefetch = m
         .loader
         .get("prefetch_factor")
         .and_then(|v| v.as_u64())
-        .unwrap_or(2)
-        .max(1);
-    Some((steps / prefetch).max(nw))
+        .unwrap_or(2);
+    evidence::window_workers(m.epoch_starts_timed, m.steps, prefetch).map(|w| w.max(nw))
 }
 
-/// The timed steps, when none of them started an epoch: then at most this
-/// many batches (num_workers × prefetch_factor) can be told apart.
 fn window_steps(m: &Measurement) -> Option<u64> {
-    (m.epoch_starts_timed == Some(0))
-        .then_some(m.steps.filter(|s| *s > 0))
-        .flatten()
-        .map(u64::from)
+    evidence::window_steps(m.epoch_starts_timed, m.steps)
 }
 
 /// The batches one epoch holds, as a bound on workers (never below `nw`).

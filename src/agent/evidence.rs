@@ -175,6 +175,22 @@ pub fn short_epochs(
     }
 }
 
+/// The timed steps, when none of them started an epoch: then at most this
+/// many batches (num_workers × prefetch_factor) can be told apart, since an
+/// epoch's start makes every worker's first batches ready at once, before
+/// the timed steps begin (see `bench::window`).
+pub fn window_steps(epoch_starts: Option<u32>, steps: Option<u32>) -> Option<u64> {
+    (epoch_starts == Some(0))
+        .then_some(steps.filter(|s| *s > 0))
+        .flatten()
+        .map(u64::from)
+}
+
+/// The most workers the timed steps can tell apart (see [`window_steps`]).
+pub fn window_workers(epoch_starts: Option<u32>, steps: Option<u32>, prefetch: u64) -> Option<u64> {
+    window_steps(epoch_starts, steps).map(|s| s / prefetch.max(1))
+}
+
 /// CPU kept busy over the timed steps, in cores (CPU seconds per second).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CpuBusy {
@@ -227,6 +243,10 @@ pub enum Outlook {
     /// num_workers: as many workers as an epoch has batches (this many): one
     /// more would have none to fetch.
     EpochCovered(u64),
+    /// num_workers: no epoch start among this many timed steps, and the
+    /// workers' first batches already cover them: more workers would have
+    /// theirs ready before the timed steps begin, so the steps cannot show them.
+    WindowCovered(u64),
     /// Already at the value that helps.
     AlreadySet,
     /// The measurement lacks the figures (contract mode, an older harness).
@@ -333,14 +353,22 @@ impl Evidence {
     pub fn outlook(&self, knob: &str) -> KnobOutlook {
         let saturated = self.model.filter(|m| m.saturated());
         let bound = |o: Option<f64>| o.map(Outlook::AtMost).unwrap_or(Outlook::Unknown);
+        let window = window_workers(self.epoch_starts, self.steps, self.prefetch_factor);
         let mut needed = None;
         let outlook = match knob {
             "num_workers" => match (saturated, self.model, self.batches_per_epoch) {
                 (Some(m), ..) => Outlook::Saturated(m.predicted_gain()),
                 (None, _, Some(b)) if self.workers >= b => Outlook::EpochCovered(b),
+                (None, ..) if window.is_some_and(|w| self.workers >= w) => {
+                    Outlook::WindowCovered(u64::from(self.steps.unwrap_or(0)))
+                }
                 (None, Some(m), b) => {
-                    // No more workers than an epoch has batches.
-                    needed = Some(b.map_or(m.workers_needed(), |b| m.workers_needed().min(b)));
+                    // No more workers than an epoch has batches, nor than
+                    // the timed steps can tell apart.
+                    needed = [b, window]
+                        .into_iter()
+                        .flatten()
+                        .fold(Some(m.workers_needed()), |n, cap| n.map(|n| n.min(cap)));
                     bound(self.loader_bound())
                 }
                 (None, None, _) => bound(self.loader_bound()),
@@ -473,6 +501,30 @@ mod tests {
                 .outlook("num_workers")
                 .outlook,
             Outlook::EpochCovered(12)
+        );
+        // No epoch start among 20 timed steps: at most 20 / 2 workers can be
+        // told apart (the model alone asks for 18), and 10 already cover them.
+        let mut window = m.clone();
+        window.steps = Some(20);
+        window.epoch_starts_timed = Some(0);
+        let needed = Evidence::of(&window, 900.0, None)
+            .outlook("num_workers")
+            .workers_needed;
+        assert_eq!(needed, Some(10));
+        window.loader.insert("num_workers".into(), 10.into());
+        assert_eq!(
+            Evidence::of(&window, 900.0, None)
+                .outlook("num_workers")
+                .outlook,
+            Outlook::WindowCovered(20)
+        );
+        // An epoch start among them: no such bound.
+        window.epoch_starts_timed = Some(1);
+        assert_ne!(
+            Evidence::of(&window, 900.0, None)
+                .outlook("num_workers")
+                .outlook,
+            Outlook::WindowCovered(20)
         );
         // Preprocessing is bounded by the training step alone: 35 / 5.
         match e.outlook("preprocessing").outlook {

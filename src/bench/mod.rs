@@ -12,6 +12,7 @@ pub mod cost;
 pub mod limits;
 pub mod memory;
 pub mod stats;
+pub mod window;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::load::{load_policy, load_workspace};
 use super::{config_err, BenchArgs, Failure};
-use crate::bench::{stats, Bencher, Mode};
+use crate::bench::{stats, window, Bencher, Mode};
 use crate::config::{Policy, Workspace};
 use crate::error::exit;
 use crate::process::Interrupt;
@@ -111,20 +111,62 @@ async fn bench_inner(
     }
     let n = a.repeats.unwrap_or(policy.decision.baseline_runs).max(1);
     let mut ms = Vec::new();
-    for i in 0..n {
+    // Short epochs (see `bench::window`): decided once, from the first run.
+    let mut wide: Option<Bencher> = None;
+    let mut decided = false;
+    let say = |text: &str, w: &Bencher| {
+        eprintln!(
+            "{}",
+            text.replace("{steps}", &w.steps.to_string())
+                .replace("{configured}", &bencher.steps.to_string())
+        );
+    };
+    let words = &crate::words::ENGLISH.view;
+    if let Some(p) = &profiled {
+        decided = true;
+        if let Some(steps) = window::whole_epoch_steps(&p.measurement, bencher.steps) {
+            let w = Bencher {
+                steps,
+                ..bencher.clone()
+            };
+            say(words.window_widened, &w);
+            wide = Some(w);
+        }
+    }
+    while ms.len() < n as usize {
+        let i = ms.len();
         eprintln!("throughput run {} of {n}…", i + 1);
         let mode = if i == 0 {
             Mode::ThroughputWithCeiling
         } else {
             Mode::Throughput
         };
-        ms.push(
-            bencher
-                .measure(mode, interrupt)
-                .await
-                .map_err(baseline_fail)?,
-        );
+        let b = wide.as_ref().unwrap_or(bencher);
+        match b.measure(mode, interrupt).await {
+            Ok(m) if !decided => {
+                decided = true;
+                match window::whole_epoch_steps(&m, bencher.steps) {
+                    Some(steps) => {
+                        let w = Bencher {
+                            steps,
+                            ..bencher.clone()
+                        };
+                        say(words.window_widened, &w);
+                        wide = Some(w);
+                    }
+                    None => ms.push(m),
+                }
+            }
+            Ok(m) => ms.push(m),
+            Err(e) if e.is_too_few_steps() && i == 0 && wide.is_some() => {
+                if let Some(w) = wide.take() {
+                    say(words.window_narrowed, &w);
+                }
+            }
+            Err(e) => return Err(baseline_fail(e)),
+        }
     }
+    let timed_steps = wide.as_ref().map(|w| w.steps).unwrap_or(bencher.steps);
     let s: Vec<f64> = ms.iter().map(|m| m.samples_per_sec).collect();
     let med = stats::median(&s);
     let share = {
@@ -145,7 +187,7 @@ async fn bench_inner(
     if a.json {
         let v = json!({
             "samples_per_sec": med, "samples": s, "ci": ci, "data_wait_share": share,
-            "ceiling_sps": ceiling, "limits": limits, "runs": ms, "profile_table": profiled.map(|p| p.table),
+            "ceiling_sps": ceiling, "limits": limits, "timed_steps": timed_steps, "runs": ms, "profile_table": profiled.map(|p| p.table),
         });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(exit::OK);
@@ -161,6 +203,16 @@ async fn bench_inner(
         println!(
             "{:.0}% interval: [{lo:.1}, {hi:.1}]",
             policy.decision.confidence * 100.0
+        );
+    }
+    if timed_steps != bencher.steps {
+        let l = &crate::words::ENGLISH.report;
+        println!(
+            "{}: {}",
+            l.timed_steps.to_lowercase(),
+            l.timed_steps_epoch
+                .replace("{steps}", &timed_steps.to_string())
+                .replace("{configured}", &bencher.steps.to_string())
         );
     }
     if let (Some(m), Some(sh)) = (ms.last(), share) {

@@ -365,6 +365,20 @@ impl Inner {
                     ("dev", device.as_deref().unwrap_or("?")),
                 ],
             ),
+            Event::WindowWidened { configured, steps } => fill(
+                w.window_widened,
+                &[
+                    ("steps", &steps.to_string()),
+                    ("configured", &configured.to_string()),
+                ],
+            ),
+            Event::WindowNarrowed { configured, steps } => fill(
+                w.window_narrowed,
+                &[
+                    ("steps", &steps.to_string()),
+                    ("configured", &configured.to_string()),
+                ],
+            ),
             Event::LowDataWait { share, advice } => fill(
                 w.low_data_wait,
                 &[

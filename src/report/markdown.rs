@@ -73,6 +73,14 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
     if let Some(m) = &r.measured_loader {
         items.push((l.measured_loader, md_inline(m)));
     }
+    if let Some(w) = &r.window {
+        items.push((
+            l.timed_steps,
+            l.timed_steps_epoch
+                .replace("{steps}", &w.steps.to_string())
+                .replace("{configured}", &w.configured.to_string()),
+        ));
+    }
     if !r.knob_sources.is_empty() {
         items.push((l.knob_sources, md_inline(&r.knob_sources.join("; "))));
     }

@@ -48,6 +48,9 @@ pub struct RunReport {
     /// Command mode: the training loader measured (call site and settings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_loader: Option<String>,
+    /// Short epochs: each run timed one whole epoch, not `[bench] steps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<crate::bench::window::Widened>,
     /// Command mode: where each knob of the measured loader is set (one
     /// line a knob, e.g. "num_workers = args.workers → --workers default=4 (train.py:12)").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -20,10 +20,17 @@ type Figures = dyn Fn(u64, usize, Mode) -> Result<Measurement, BenchError> + Sen
 /// real run would see the files in place.
 struct Scripted {
     root: PathBuf,
-    figures: Box<Figures>,
-    /// The count measured by each run, in order.
-    runs: Mutex<Vec<u64>>,
+    figures: Arc<Figures>,
+    /// The count measured by each run, in order (shared with its widened copies).
+    runs: Arc<Mutex<Vec<u64>>>,
+    /// The steps a run times, where the test gives the measure steps.
+    steps: Option<u32>,
+    /// The training batches the scripted command runs before it ends.
+    job_batches: Option<u32>,
 }
+
+/// The warm-up every scripted run takes before its timed steps.
+const WARMUP: u32 = 5;
 
 impl Scripted {
     fn run(&self, mode: Mode) -> Result<Measurement, BenchError> {
@@ -33,7 +40,24 @@ impl Scripted {
         let before = runs.iter().filter(|&&n| n == nw).count();
         runs.push(nw);
         drop(runs);
-        (self.figures)(nw, before, mode)
+        let Some(steps) = self.steps else {
+            return (self.figures)(nw, before, mode);
+        };
+        if self.job_batches.is_some_and(|j| WARMUP + steps > j) {
+            return Err(BenchError::User {
+                kind: "too_few_steps".into(),
+                message: "the command ended first".into(),
+            });
+        }
+        // As the harness counts them: the epoch starts strictly inside the window.
+        let mut m = (self.figures)(nw, before, mode)?;
+        m.steps = Some(steps);
+        if let Some(per) = m.batches_per_epoch.map(|b| b as u32) {
+            let (lo, hi) = (WARMUP, WARMUP + steps);
+            m.epoch_starts_timed =
+                Some((lo / per + 1..).take_while(|k| k * per < hi).count() as u32);
+        }
+        Ok(m)
     }
 }
 
@@ -49,6 +73,22 @@ impl Measure for Scripted {
             table: "scripted profile".into(),
         });
         Box::pin(async move { r })
+    }
+
+    fn steps(&self) -> Option<u32> {
+        self.steps
+    }
+
+    fn with_steps(&self, steps: u32) -> Option<Arc<dyn Measure>> {
+        self.steps.map(|_| -> Arc<dyn Measure> {
+            Arc::new(Scripted {
+                root: self.root.clone(),
+                figures: self.figures.clone(),
+                runs: self.runs.clone(),
+                steps: Some(steps),
+                job_batches: self.job_batches,
+            })
+        })
     }
 }
 
@@ -91,6 +131,10 @@ struct Setup {
     policy: Policy,
     /// Move the session's start this far into the past (the time budget).
     aged: Duration,
+    /// The measure's `[bench] steps` (none: a measure without steps).
+    steps: Option<u32>,
+    /// The training batches the command runs (none: as many as asked).
+    job_batches: Option<u32>,
 }
 
 impl Setup {
@@ -101,6 +145,8 @@ impl Setup {
             iterations: turns.len() as u32,
             policy: Policy::default(),
             aged: Duration::ZERO,
+            steps: None,
+            job_batches: None,
         }
     }
 }
@@ -184,8 +230,10 @@ fn session(
     .unwrap_or_else(|e| panic!("{e}"));
     let scripted = Arc::new(Scripted {
         root: s.root.clone(),
-        figures: Box::new(figures),
-        runs: Mutex::new(Vec::new()),
+        figures: Arc::new(figures),
+        runs: Arc::new(Mutex::new(Vec::new())),
+        steps: setup.steps,
+        job_batches: setup.job_batches,
     });
     s.bencher = scripted.clone();
     s.started = Instant::now().checked_sub(setup.aged).unwrap();
@@ -479,4 +527,100 @@ fn an_incumbent_near_the_ceiling_stops_the_loop() {
     let o = near(0.4);
     assert_eq!(o.report.turns.len(), 2);
     assert_eq!(o.report.stop_reason, "iteration limit (2) reached");
+}
+
+/// Two levels as [`two_levels`], from a job whose epochs hold 64 batches.
+fn short_epochs(
+    start: u64,
+    cand: f64,
+) -> impl Fn(u64, usize, Mode) -> Result<Measurement, BenchError> {
+    let levels = two_levels(start, cand);
+    move |nw, before, mode| {
+        let mut m = levels(nw, before, mode)?;
+        m.batches_per_epoch = Some(64);
+        Ok(m)
+    }
+}
+
+fn steps_of(ms: &[Measurement]) -> Vec<Option<u32>> {
+    ms.iter().map(|m| m.steps).collect()
+}
+
+#[test]
+fn short_epochs_are_timed_whole_from_the_first_throughput_run_on() {
+    let mut setup = Setup::new(0, &[2]);
+    setup.steps = Some(40);
+    let o = session(setup, short_epochs(0, 150.0));
+    assert!(
+        o.events.contains(&Event::WindowWidened {
+            configured: 40,
+            steps: 64
+        }),
+        "{:?}",
+        o.events
+    );
+    // The profiled run timed [bench] steps and found no epoch start; every
+    // later run timed one epoch, its start included.
+    let base = BaselineBench::read(&o.dir).unwrap();
+    assert_eq!(base.profiled.as_ref().unwrap().steps, Some(40));
+    assert_eq!(base.profiled.as_ref().unwrap().epoch_starts_timed, Some(0));
+    assert_eq!(steps_of(&base.runs), vec![Some(64); 3]);
+    assert!(base.runs.iter().all(|m| m.epoch_starts_timed == Some(1)));
+    let turn = TurnFolder {
+        turn: 1,
+        dir: o.dir.join("turns").join("01"),
+    };
+    let bench = turn.bench().unwrap();
+    assert!(steps_of(&bench.candidate).iter().all(|s| *s == Some(64)));
+    assert!(steps_of(&bench.incumbent).iter().all(|s| *s == Some(64)));
+    assert_eq!(o.row(1).decision, Decision::Kept);
+    // The report says so, rebuilt from the folder alike.
+    let w = Some(Widened {
+        configured: 40,
+        steps: 64,
+    });
+    assert_eq!(o.report.window, w);
+    let facts = run_report::RunFacts::read(&o.dir).unwrap();
+    assert_eq!(run_report::assemble(&o.dir, facts, None).window, w);
+    let md = report::render_markdown(&o.report);
+    assert!(
+        md.contains("**Timed steps:** 64 a run, one whole epoch"),
+        "{md}"
+    );
+}
+
+#[test]
+fn a_command_too_short_for_a_whole_epoch_keeps_the_configured_steps() {
+    let mut setup = Setup::new(0, &[2]);
+    setup.steps = Some(40);
+    // 5 + 40 batches fit, 5 + 64 do not.
+    setup.job_batches = Some(60);
+    let o = session(setup, short_epochs(0, 150.0));
+    assert!(o.events.contains(&Event::WindowNarrowed {
+        configured: 40,
+        steps: 64
+    }));
+    let base = BaselineBench::read(&o.dir).unwrap();
+    // The failed whole-epoch run is not a baseline run; three at 40 are.
+    assert_eq!(steps_of(&base.runs), vec![Some(40); 3]);
+    assert_eq!(o.report.window, None);
+    // The run went on to its turn, measured at the configured steps.
+    assert_eq!(o.row(1).decision, Decision::Kept);
+    // profile, the failed run, 3 baseline runs, then the turn's.
+    assert_eq!(&o.runs[..5], &[0, 0, 0, 0, 0]);
+}
+
+#[test]
+fn a_measure_with_epochs_already_timed_is_left_as_configured() {
+    let mut setup = Setup::new(0, &[2]);
+    setup.steps = Some(80);
+    let o = session(setup, short_epochs(0, 150.0));
+    assert!(!o.events.iter().any(|e| matches!(
+        e,
+        Event::WindowWidened { .. } | Event::WindowNarrowed { .. }
+    )));
+    let base = BaselineBench::read(&o.dir).unwrap();
+    assert_eq!(steps_of(&base.runs), vec![Some(80); 3]);
+    assert!(base.runs.iter().all(|m| m.epoch_starts_timed == Some(1)));
+    assert_eq!(o.report.window, None);
 }

@@ -552,6 +552,12 @@ fn outlook_text(o: &Outlook, needed: Option<u64>, knob: &str, ja: bool) -> Strin
         (Outlook::EpochCovered(b), true) => format!(
             "効果なし: 1 エポックは {b} バッチで、ワーカーはすでにその数だけある。増やしても取りに行くバッチがない"
         ),
+        (Outlook::WindowCovered(s), false) => format!(
+            "cannot show: no epoch start among the {s} timed steps, and the workers' first batches already cover them; more workers would have theirs ready before the timed steps begin (more timed steps, [bench] steps, would measure further)"
+        ),
+        (Outlook::WindowCovered(s), true) => format!(
+            "計測では差が出ない: 計測する {s} ステップにエポックの始まりがなく、ワーカーの最初のバッチだけでそれを賄える。増やしたワーカーのバッチは計測の前に用意済みになる（[bench] steps を増やせばさらに計測できる）"
+        ),
         (Outlook::AlreadySet, false) => "already set".into(),
         (Outlook::AlreadySet, true) => "設定済み".into(),
         (Outlook::Unknown, false) => "unknown: the figures are missing".into(),
