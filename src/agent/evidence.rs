@@ -365,10 +365,12 @@ impl Evidence {
                 (None, Some(m), b) => {
                     // No more workers than an epoch has batches, nor than
                     // the timed steps can tell apart.
-                    needed = [b, window]
-                        .into_iter()
-                        .flatten()
-                        .fold(Some(m.workers_needed()), |n, cap| n.map(|n| n.min(cap)));
+                    needed = Some(
+                        [b, window]
+                            .into_iter()
+                            .flatten()
+                            .fold(m.workers_needed(), u64::min),
+                    );
                     bound(self.loader_bound())
                 }
                 (None, None, _) => bound(self.loader_bound()),

@@ -512,6 +512,11 @@ mod tests {
             "{}",
             l.summary()
         );
+        // The workers' feeder threads are the job's own CPU, not others'.
+        let mut threads = x.clone();
+        threads.loader_threads_cpu_s = Some(0.9);
+        let l = ThroughputLimits::of(None, &[threads], 3_000.0);
+        assert!((l.others_cores.unwrap() - 0.9).abs() < 1e-9, "{l:?}");
         // Under a launcher the other ranks are this job: not counted.
         x.world_size = Some(2);
         assert_eq!(ThroughputLimits::of(None, &[x], 3_000.0).others_cores, None);

@@ -157,10 +157,12 @@ impl Measurement {
     }
     /// Cores other processes kept busy over the timed steps: the machine's
     /// busy time less this job's own loading and training CPU, per second.
-    /// Under a launcher the other ranks count as others.
+    /// Under a launcher the other ranks count as others. The workers' every
+    /// thread is the job's own: their queue feeder threads pickle and send
+    /// each batch.
     pub fn others_cores(&self) -> Option<f64> {
         let wall = self.wall_s.filter(|&w| w > 0.0)?;
-        let own = self.loader_cpu_s? + self.main_cpu_s?;
+        let own = self.loader_threads_cpu_s.or(self.loader_cpu_s)? + self.main_cpu_s?;
         Some(((self.machine_busy_s? - own) / wall).max(0.0))
     }
 
