@@ -522,4 +522,27 @@ mod tests {
         );
         assert_eq!(FinalBench::read(d.path()).unwrap().median, Some(2.45));
     }
+
+    #[test]
+    fn a_baseline_says_whether_its_runs_timed_a_whole_epoch() {
+        let run = |steps| Measurement {
+            steps: Some(steps),
+            ..Measurement::default()
+        };
+        let mut b = BaselineBench {
+            profiled: Some(run(40)),
+            runs: vec![run(64), run(64)],
+        };
+        // What a resumed run times again, and what the report says.
+        let w = crate::bench::window::Widened {
+            configured: 40,
+            steps: 64,
+        };
+        assert_eq!(b.widened(), Some(w));
+        b.runs = vec![run(40)];
+        assert_eq!(b.widened(), None);
+        // A baseline from before the profiled run was recorded: nothing to compare.
+        b.profiled = None;
+        assert_eq!(b.widened(), None);
+    }
 }

@@ -876,9 +876,10 @@ fn a_real_run_shows_live_progress_and_its_report_has_the_expected_shape() {
             // Which limit binds, the cores and the CPU per sample depend on the machine.
             (r"; other processes kept [0-9.]+ cores busy", ""),
             (
-                r"the step alone with receiving its batches|the step alone \(ceiling\)|what the cores can feed \(CPU limit\)",
+                r"the step alone with receiving its batches|the step alone \(ceiling\)|what the cores can feed \(CPU limit\)|what the cores can feed with each epoch's restart",
                 "[BINDING]",
             ),
+            (r"\d+ ms to its first batch", "[N] ms to its first batch"),
             (
                 r"\d+(\.\d+)? cores?( \((affinity mask|cgroup quota)\))?",
                 "[CORES]",
