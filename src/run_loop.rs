@@ -836,8 +836,8 @@ impl<'a> Session<'a> {
     }
 
     /// Short epochs (see `bench::window`): when the profiled run timed no
-    /// epoch start and an epoch holds a few windows at most, every later run
-    /// times one whole epoch. Returns the measure as configured, for
+    /// epoch start and an epoch holds at most twice `[bench] steps`, every
+    /// later run times one whole epoch. Returns the measure as configured, for
     /// [`Session::narrow_back`].
     fn widen_to_epochs(&mut self, first: &Measurement) -> Arc<dyn Measure> {
         let configured = self.bencher.clone();

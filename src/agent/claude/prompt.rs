@@ -807,6 +807,19 @@ mod tests {
     }
 
     #[test]
+    fn workers_the_timed_steps_cannot_tell_apart_are_named_in_both_languages() {
+        let o = Outlook::WindowCovered(40);
+        let en = outlook_text(&o, None, "num_workers", false);
+        assert!(
+            en.contains("no epoch start among the 40 timed steps"),
+            "{en}"
+        );
+        assert!(en.contains("[bench] steps"), "{en}");
+        let ja = outlook_text(&o, None, "num_workers", true);
+        assert!(ja.contains("計測する 40 ステップ"), "{ja}");
+    }
+
+    #[test]
     fn rendered_prompts_snapshot() {
         let (sites, hist, knobs) = setup();
         let editable = vec!["train.py".to_string()];
