@@ -407,16 +407,11 @@ fn tried(history: &[TurnRow]) -> Vec<Tried> {
     history
         .iter()
         .filter_map(|r| {
-            let (head, to) = r.change.split_once('→')?;
-            let (knob, from) = head.trim().split_once(' ')?;
-            // A change made at its source ends with where:
-            // "num_workers 0 → 4 (--workers default, train.py:12)".
-            let to = to.trim();
-            let to = to.split_once(" (").map_or(to, |(v, _)| v);
+            let c = cheaper::Change::parse(&r.change)?;
             Some(Tried {
-                knob: knob.to_string(),
-                from: from.trim().to_string(),
-                to: to.to_string(),
+                knob: c.knob,
+                from: c.from,
+                to: c.to,
                 decision: r.decision,
                 ratio: r.ratio.zip(r.ratio_ci),
             })

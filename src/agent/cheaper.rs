@@ -20,13 +20,16 @@ pub struct Change {
 }
 
 impl Change {
+    /// A change made at its source ends with where, after the value:
+    /// "num_workers 0 → 4 (--workers default, train.py:12)" is 0 → 4.
     pub fn parse(line: &str) -> Option<Change> {
         let (head, to) = line.split_once('→')?;
         let (knob, from) = head.trim().split_once(' ')?;
+        let to = to.trim();
         Some(Change {
             knob: knob.to_string(),
             from: from.trim().to_string(),
-            to: to.trim().to_string(),
+            to: to.split_once(" (").map_or(to, |(v, _)| v).to_string(),
         })
     }
 }
@@ -229,6 +232,24 @@ mod tests {
         assert!(!is_cheaper("persistent_workers (default) → True"));
         assert!(!is_cheaper("preprocessing train.py:12"));
         assert!(!is_cheaper("(no change proposed)"));
+        // Changes made at their source (command mode) name where, after the value.
+        assert!(is_cheaper(
+            "num_workers 25 → 20 (--workers default, train.py:38)"
+        ));
+        assert!(!is_cheaper(
+            "num_workers 12 → 25 (--workers default, train.py:38)"
+        ));
+        assert!(is_cheaper(
+            "num_workers 2 → (default) (--workers default, train.py:38)"
+        ));
+        assert_eq!(
+            Change::parse("num_workers (default) → 2 (--workers default, train.py:38)"),
+            Some(Change {
+                knob: "num_workers".into(),
+                from: "(default)".into(),
+                to: "2".into()
+            })
+        );
     }
 
     fn at(n: &'static str) -> impl Fn(&str) -> String {
@@ -302,6 +323,48 @@ mod tests {
         assert!(neighbours(&h3, at("2"), 2, 0.03).is_empty());
         // Nothing kept: no neighbours.
         assert!(neighbours(&[], |_| "(default)".into(), 1, 0.03).is_empty());
+    }
+
+    #[test]
+    fn changes_made_at_their_source_are_searched_alike() {
+        // The argparse example's history (command mode): each change names
+        // the flag it was made at. 12 → 25 kept at ×1.38 allows 17 and up.
+        let at_flag = "(--workers default, train.py:38)";
+        let h = vec![
+            row(1, &format!("num_workers 0 → 2 {at_flag}"), Decision::Kept),
+            row(3, &format!("num_workers 2 → 12 {at_flag}"), Decision::Kept),
+            row(4, "persistent_workers (default) → True", Decision::Kept),
+            with_ratio(
+                row(5, &format!("num_workers 12 → 25 {at_flag}"), Decision::Kept),
+                1.38,
+            ),
+            row(
+                6,
+                &format!("num_workers 25 → 60 {at_flag}"),
+                Decision::Reverted,
+            ),
+        ];
+        let cur = |k: &str| match k {
+            "num_workers" => "25".to_string(),
+            "persistent_workers" => "True".to_string(),
+            _ => "(default)".to_string(),
+        };
+        let n = neighbours(&h, cur, 2, 0.03);
+        assert_eq!(n[0].value.as_deref(), Some("20"), "{n:?}");
+        // 20 tried and kept as cheaper: the next is judged from there.
+        let mut h2 = h.clone();
+        h2.push(row(
+            7,
+            &format!("num_workers 25 → 20 {at_flag}"),
+            Decision::KeptCheaper,
+        ));
+        let cur20 = |k: &str| match k {
+            "num_workers" => "20".to_string(),
+            "persistent_workers" => "True".to_string(),
+            _ => "(default)".to_string(),
+        };
+        let n = neighbours(&h2, cur20, 2, 0.03);
+        assert!(n.iter().all(|n| n.value.as_deref() != Some("20")), "{n:?}");
     }
 
     #[test]
