@@ -294,8 +294,6 @@ pub struct Session<'a> {
     resumed: bool,
     /// `--git-commits`: each kept change becomes a commit on this branch.
     git_branch: Option<String>,
-    /// Short epochs: each run times one whole epoch, not `[bench] steps`.
-    window: Option<Widened>,
     _lock: Lock,
 }
 
@@ -396,7 +394,6 @@ pub fn prepare<'a>(
         agent_ms: 0,
         resumed: false,
         git_branch,
-        window: None,
         _lock: lock,
     })
 }
@@ -444,8 +441,7 @@ pub fn resume<'a>(
     let mut bencher: Arc<dyn Measure> =
         Arc::new(Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?);
     // The baseline's runs say how many batches every run of this run times.
-    let window = rec.baseline_bench.widened();
-    if let Some(w) = window {
+    if let Some(w) = rec.baseline_bench.widened() {
         bencher = bencher.with_steps(w.steps).unwrap_or(bencher);
     }
     let git_branch = run.git_branch.clone();
@@ -479,7 +475,6 @@ pub fn resume<'a>(
         rows: rec.rows,
         resumed: true,
         git_branch,
-        window,
         _lock: lock,
     })
 }
@@ -778,7 +773,8 @@ impl<'a> Session<'a> {
         std::fs::write(bdir.join("profile.txt"), &prof.table)
             .at("cannot write", &bdir.join("profile.txt"))?;
         self.profile_table = prof.table;
-        let configured = self.widen_to_epochs(&prof.measurement);
+        // Short epochs: the measure as configured, kept for a command too short.
+        let mut configured = self.widen_to_epochs(&prof.measurement);
         let n = self.policy.decision.baseline_runs;
         let mut ms = Vec::new();
         while ms.len() < n as usize {
@@ -795,8 +791,10 @@ impl<'a> Session<'a> {
             match run {
                 Ok(m) => ms.push(m),
                 Err(BenchError::Interrupted) => return Err(LoopError::Interrupted),
-                Err(e) if e.is_too_few_steps() && i == 0 && self.window.is_some() => {
-                    self.narrow_back(configured.clone());
+                Err(e) if e.is_too_few_steps() && i == 0 && configured.is_some() => {
+                    if let Some((measure, w)) = configured.take() {
+                        self.narrow_back(measure, w);
+                    }
                 }
                 Err(e) => return Err(LoopError::Baseline(e.to_string())),
             }
@@ -837,40 +835,25 @@ impl<'a> Session<'a> {
 
     /// Short epochs (see `bench::window`): when the profiled run timed no
     /// epoch start and an epoch holds at most twice `[bench] steps`, every
-    /// later run times one whole epoch. Returns the measure as configured, for
-    /// [`Session::narrow_back`].
-    fn widen_to_epochs(&mut self, first: &Measurement) -> Arc<dyn Measure> {
-        let configured = self.bencher.clone();
-        let Some(steps) = self.bencher.steps() else {
-            return configured;
-        };
-        let Some(epoch) = window::whole_epoch_steps(first, steps) else {
-            return configured;
-        };
-        if let Some(wide) = self.bencher.with_steps(epoch) {
-            self.bencher = wide;
-            self.window = Some(Widened {
-                configured: steps,
-                steps: epoch,
-            });
-            self.emit(Event::WindowWidened {
-                configured: steps,
-                steps: epoch,
-            });
-        }
-        configured
+    /// later run times one whole epoch. Returns the measure as configured
+    /// and the widening, for [`Session::narrow_back`].
+    fn widen_to_epochs(&mut self, first: &Measurement) -> Option<(Arc<dyn Measure>, Widened)> {
+        let configured = self.bencher.steps()?;
+        let steps = window::whole_epoch_steps(first, configured)?;
+        let wide = self.bencher.with_steps(steps)?;
+        let before = std::mem::replace(&mut self.bencher, wide);
+        self.emit(Event::WindowWidened { configured, steps });
+        Some((before, Widened { configured, steps }))
     }
 
     /// The command ended before a whole epoch after the warm-up: back to the
     /// configured steps, and the builtin agent's cap on workers applies.
-    fn narrow_back(&mut self, configured: Arc<dyn Measure>) {
-        if let Some(w) = self.window.take() {
-            self.bencher = configured;
-            self.emit(Event::WindowNarrowed {
-                configured: w.configured,
-                steps: w.steps,
-            });
-        }
+    fn narrow_back(&mut self, configured: Arc<dyn Measure>, w: Widened) {
+        self.bencher = configured;
+        self.emit(Event::WindowNarrowed {
+            configured: w.configured,
+            steps: w.steps,
+        });
     }
 
     /// One turn. Returns a stop reason when the agent has nothing left.

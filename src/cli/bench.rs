@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::load::{load_policy, load_workspace};
 use super::{config_err, BenchArgs, Failure};
-use crate::bench::{stats, window, Bencher, Mode};
+use crate::bench::{stats, window, Bencher, Measurement, Mode};
 use crate::config::{Policy, Workspace};
 use crate::error::exit;
 use crate::process::Interrupt;
@@ -112,27 +112,24 @@ async fn bench_inner(
     let n = a.repeats.unwrap_or(policy.decision.baseline_runs).max(1);
     let mut ms = Vec::new();
     // Short epochs (see `bench::window`): decided once, from the first run.
-    let mut wide: Option<Bencher> = None;
-    let mut decided = false;
-    let say = |text: &str, w: &Bencher| {
+    let words = &crate::words::ENGLISH.view;
+    let say = |text: &str, steps: u32| {
         eprintln!(
             "{}",
-            text.replace("{steps}", &w.steps.to_string())
+            text.replace("{steps}", &steps.to_string())
                 .replace("{configured}", &bencher.steps.to_string())
         );
     };
-    let words = &crate::words::ENGLISH.view;
-    if let Some(p) = &profiled {
-        decided = true;
-        if let Some(steps) = window::whole_epoch_steps(&p.measurement, bencher.steps) {
-            let w = Bencher {
-                steps,
-                ..bencher.clone()
-            };
-            say(words.window_widened, &w);
-            wide = Some(w);
-        }
-    }
+    let widen = |first: &Measurement| {
+        let steps = window::whole_epoch_steps(first, bencher.steps)?;
+        say(words.window_widened, steps);
+        Some(Bencher {
+            steps,
+            ..bencher.clone()
+        })
+    };
+    let mut wide = profiled.as_ref().and_then(|p| widen(&p.measurement));
+    let mut decided = profiled.is_some();
     while ms.len() < n as usize {
         let i = ms.len();
         eprintln!("throughput run {} of {n}…", i + 1);
@@ -145,22 +142,16 @@ async fn bench_inner(
         match b.measure(mode, interrupt).await {
             Ok(m) if !decided => {
                 decided = true;
-                match window::whole_epoch_steps(&m, bencher.steps) {
-                    Some(steps) => {
-                        let w = Bencher {
-                            steps,
-                            ..bencher.clone()
-                        };
-                        say(words.window_widened, &w);
-                        wide = Some(w);
-                    }
-                    None => ms.push(m),
+                // Widened: this run timed the configured steps, so it is done again.
+                wide = widen(&m);
+                if wide.is_none() {
+                    ms.push(m);
                 }
             }
             Ok(m) => ms.push(m),
             Err(e) if e.is_too_few_steps() && i == 0 && wide.is_some() => {
                 if let Some(w) = wide.take() {
-                    say(words.window_narrowed, &w);
+                    say(words.window_narrowed, w.steps);
                 }
             }
             Err(e) => return Err(baseline_fail(e)),
