@@ -389,6 +389,12 @@ fn short_epochs_are_timed_whole() {
     assert_eq!(m["steps"], 20, "{v:#}");
     assert_eq!(m["epoch_starts_timed"], 1, "{v:#}");
     assert_eq!(m["samples"], 160, "{v:#}");
+    // The A/A calibration times what the loop's decisions time.
+    let r = ws.tuneloop(&["bench", "--aa", "--repeats", "2", "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["timed_steps"], 20, "{v:#}");
+    assert_eq!(v["ratios"].as_array().unwrap().len(), 2, "{v:#}");
 }
 
 #[test]
@@ -407,6 +413,16 @@ fn a_command_of_one_short_epoch_keeps_the_configured_steps() {
     assert_eq!(v["timed_steps"], 12, "{v:#}");
     assert_eq!(v["runs"][0]["steps"], 12, "{v:#}");
     assert_eq!(v["runs"].as_array().unwrap().len(), 1, "{v:#}");
+    let r = ws.tuneloop(&["bench", "--aa", "--repeats", "2", "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("the command ended before 20 steps"),
+        "{}",
+        r.stderr
+    );
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["timed_steps"], 12, "{v:#}");
+    assert_eq!(v["ratios"].as_array().unwrap().len(), 2, "{v:#}");
 }
 
 #[test]

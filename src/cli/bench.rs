@@ -50,31 +50,71 @@ async fn bench_inner(
             }
         }
     };
+    // Short epochs (see `bench::window`): decided once, from the first run;
+    // the A/A calibration times what the loop's decisions time.
+    let words = &crate::words::ENGLISH.view;
+    let say = |text: &str, steps: u32| {
+        eprintln!(
+            "{}",
+            text.replace("{steps}", &steps.to_string())
+                .replace("{configured}", &bencher.steps.to_string())
+        );
+    };
+    let widen = |first: &Measurement| {
+        let steps = window::whole_epoch_steps(first, bencher.steps)?;
+        say(words.window_widened, steps);
+        Some(Bencher {
+            steps,
+            ..bencher.clone()
+        })
+    };
     if a.aa {
         let pairs = a.repeats.unwrap_or(8).max(2);
         let root = std::fs::canonicalize(&ws.project_root).map_err(config_err)?;
         let files = FileSet::capture(&root, &ws.file.project.editable).map_err(config_err)?;
+        eprintln!("first run, to see what each run times…");
+        let first = bencher
+            .measure(Mode::Throughput, interrupt)
+            .await
+            .map_err(baseline_fail)?;
+        let mut wide = widen(&first);
         eprintln!(
             "A/A calibration: the project against itself, {pairs} interleaved pairs ({} runs)",
             pairs * 2
         );
-        let p = run_loop::calibrate(
-            bencher,
-            &root,
-            &files,
-            policy,
-            pairs,
-            interrupt,
-            |role, k, v| {
-                eprintln!("  pair {k} {role:<9} {v:>10.1} samples/sec");
-            },
-        )
-        .await
-        .map_err(|f| baseline_fail(f.error))?;
+        let p = loop {
+            let b = wide.as_ref().unwrap_or(bencher);
+            let p =
+                run_loop::calibrate(b, &root, &files, policy, pairs, interrupt, |role, k, v| {
+                    eprintln!("  pair {k} {role:<9} {v:>10.1} samples/sec");
+                })
+                .await;
+            match p {
+                Err(f) if f.error.is_too_few_steps() && f.runs <= 1 && wide.is_some() => {
+                    if let Some(w) = wide.take() {
+                        say(words.window_narrowed, w.steps);
+                    }
+                }
+                p => break p.map_err(|f| baseline_fail(f.error))?,
+            }
+        };
+        let timed_steps = wide.as_ref().map(|w| w.steps).unwrap_or(bencher.steps);
         let cal = Calibration::from_ratios(&p.ratio.ratios, policy.decision.confidence);
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&cal).unwrap_or_default());
+            let mut v = serde_json::to_value(&cal).unwrap_or_default();
+            v["timed_steps"] = json!(timed_steps);
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         } else {
+            if timed_steps != bencher.steps {
+                let l = &crate::words::ENGLISH.report;
+                println!(
+                    "{}: {}",
+                    l.timed_steps.to_lowercase(),
+                    l.timed_steps_epoch
+                        .replace("{steps}", &timed_steps.to_string())
+                        .replace("{configured}", &bencher.steps.to_string())
+                );
+            }
             println!(
                 "A/A ratios: {}",
                 cal.ratios
@@ -111,23 +151,6 @@ async fn bench_inner(
     }
     let n = a.repeats.unwrap_or(policy.decision.baseline_runs).max(1);
     let mut ms = Vec::new();
-    // Short epochs (see `bench::window`): decided once, from the first run.
-    let words = &crate::words::ENGLISH.view;
-    let say = |text: &str, steps: u32| {
-        eprintln!(
-            "{}",
-            text.replace("{steps}", &steps.to_string())
-                .replace("{configured}", &bencher.steps.to_string())
-        );
-    };
-    let widen = |first: &Measurement| {
-        let steps = window::whole_epoch_steps(first, bencher.steps)?;
-        say(words.window_widened, steps);
-        Some(Bencher {
-            steps,
-            ..bencher.clone()
-        })
-    };
     let mut wide = profiled.as_ref().and_then(|p| widen(&p.measurement));
     let mut decided = profiled.is_some();
     while ms.len() < n as usize {
