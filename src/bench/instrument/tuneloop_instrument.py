@@ -181,6 +181,16 @@ class Recorder:
             self.progress()
         if tr is self.train and self.ceiling_left is not None:
             return self.replay(tr)
+        # Whether the window was open before this call (what happened since
+        # the last batch belongs to it), and whether it opens now.
+        timed = tr is self.train and self.window is not None
+        begins = tr is self.train and self.window is None and tr.batches >= WARMUP
+        if begins:
+            # Before this batch's wait is timed: reading every worker's CPU
+            # counters (and starting the profiler) costs the training process
+            # milliseconds with many workers (about 4 ms at 32), which belong
+            # to no timed step. It lands in the last warm-up step.
+            self.begin_window(it)
         self.sync()
         # An iterator's first batch is its epoch's fill: the machine's CPU
         # meanwhile is read then only (not on every batch).
@@ -190,7 +200,6 @@ class Recorder:
         # Process CPU is only needed to cut other loaders' spans or an epoch
         # gap out of the training loader's figures.
         p0 = cpu_now() if len(self.tracks) > 1 or self.gap_marks is not None else 0.0
-        timed = tr is self.train and self.window is not None
         if tr.last_return is not None:
             step = t0 - tr.last_return
             if tr.foreign is not None:
@@ -213,8 +222,7 @@ class Recorder:
                 self.ceiling_batch = tr.first_batch
                 return self.replay(tr)
             self.finish()
-        if tr is self.train and self.window is None and tr.batches >= WARMUP:
-            self.begin_window(it)
+        if begins:
             timed = True
         profiling = timed and self.prof is not None
         if profiling and self.step_rf is not None:
