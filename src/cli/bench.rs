@@ -105,16 +105,7 @@ async fn bench_inner(
             v["timed_steps"] = json!(timed_steps);
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         } else {
-            if timed_steps != bencher.steps {
-                let l = &crate::words::ENGLISH.report;
-                println!(
-                    "{}: {}",
-                    l.timed_steps.to_lowercase(),
-                    l.timed_steps_epoch
-                        .replace("{steps}", &timed_steps.to_string())
-                        .replace("{configured}", &bencher.steps.to_string())
-                );
-            }
+            print_timed_steps(timed_steps, bencher.steps);
             println!(
                 "A/A ratios: {}",
                 cal.ratios
@@ -219,16 +210,7 @@ async fn bench_inner(
             policy.decision.confidence * 100.0
         );
     }
-    if timed_steps != bencher.steps {
-        let l = &crate::words::ENGLISH.report;
-        println!(
-            "{}: {}",
-            l.timed_steps.to_lowercase(),
-            l.timed_steps_epoch
-                .replace("{steps}", &timed_steps.to_string())
-                .replace("{configured}", &bencher.steps.to_string())
-        );
-    }
+    print_timed_steps(timed_steps, bencher.steps);
     if let (Some(m), Some(sh)) = (ms.last(), share) {
         let dw = ms.iter().filter_map(|m| m.data_wait_s).sum::<f64>() / n as f64;
         let ts = ms.iter().filter_map(|m| m.train_step_s).sum::<f64>() / n as f64;
@@ -319,6 +301,20 @@ async fn bench_inner(
         );
     }
     Ok(exit::OK)
+}
+
+/// The "timed steps" line, when short epochs widened the runs past `[bench] steps`.
+fn print_timed_steps(timed: u32, configured: u32) {
+    if timed != configured {
+        let l = &crate::words::ENGLISH.report;
+        println!(
+            "{}: {}",
+            l.timed_steps.to_lowercase(),
+            l.timed_steps_epoch
+                .replace("{steps}", &timed.to_string())
+                .replace("{configured}", &configured.to_string())
+        );
+    }
 }
 
 // The A/A figures are pure statistics: they live (and are tested) in bench::stats.
