@@ -361,6 +361,36 @@ fn a_command_that_ends_too_early_says_how_far_it_got() {
     assert!(r.stderr.contains("more epochs"), "{}", r.stderr);
 }
 
+#[test]
+fn many_workers_warm_up_longer_within_the_batches_the_command_has() {
+    // One epoch of 30 batches (not short: no whole-epoch window), 12 timed.
+    let with = |workers: u32| {
+        LOOP.replace("BATCHES", "30").replace(
+            "batch_size=8)",
+            &format!("batch_size=8, num_workers={workers})"),
+        )
+    };
+    // 4 workers: 4 batches each before the timing, not the 2 configured.
+    let ws = script_ws(&with(4), 120);
+    let r = ws.tuneloop(&["bench", "--repeats", "1"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("warm-up: 16 steps, not the 2 of [bench] warmup_steps"),
+        "{}",
+        r.stdout
+    );
+    // 6 workers would want 24 + 12 batches: the command has 30, so the
+    // warm-up stays within them (18), on the first run's retry and after.
+    let ws = script_ws(&with(6), 120);
+    let r = ws.tuneloop(&["bench", "--repeats", "2", "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    for m in v["runs"].as_array().unwrap() {
+        assert_eq!(m["warmup_steps"], 18, "{v:#}");
+        assert_eq!(m["steps"], 12, "{v:#}");
+    }
+}
+
 /// `LOOP` over `epochs` epochs of 20 batches.
 fn epochs_loop(epochs: u32) -> String {
     LOOP.replace("BATCHES", "20").replace(

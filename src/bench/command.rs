@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
@@ -117,6 +118,13 @@ pub fn spec(b: &Bencher, words: &[String], mode: Mode, mut env: BTreeMap<String,
     );
     env.insert("TUNELOOP_STEPS".into(), b.steps.to_string());
     env.insert("TUNELOOP_WARMUP".into(), b.warmup.to_string());
+    let batches = b.command_batches.load(Ordering::Relaxed);
+    if batches > 0 {
+        env.insert(
+            "TUNELOOP_WARMUP_MAX".into(),
+            batches.saturating_sub(b.steps).max(b.warmup).to_string(),
+        );
+    }
     env.insert(
         "TUNELOOP_PROJECT".into(),
         b.project_root.display().to_string(),
@@ -158,24 +166,35 @@ pub async fn measure(
     };
     b.restore_harness().map_err(io_err)?;
     let dir = result_dir(b);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(io_err)?;
     let words = b.run.as_ref().expect("command mode");
-    let spec = spec(b, words, mode, BTreeMap::new());
-    let out = process::run(&spec, interrupt, |_| {})
-        .await
-        .map_err(|e| BenchError::Spawn {
-            program: spec.program.clone(),
-            message: format!("{e} (the head of [bench] run; a `python` there is [project] python)"),
-        })?;
-    if matches!(out.ending, Ending::Interrupted) {
-        return Err(BenchError::Interrupted);
+    loop {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(io_err)?;
+        let spec = spec(b, words, mode, BTreeMap::new());
+        let out = process::run(&spec, interrupt, |_| {})
+            .await
+            .map_err(|e| BenchError::Spawn {
+                program: spec.program.clone(),
+                message: format!(
+                    "{e} (the head of [bench] run; a `python` there is [project] python)"
+                ),
+            })?;
+        if matches!(out.ending, Ending::Interrupted) {
+            return Err(BenchError::Interrupted);
+        }
+        let files = RankFiles::read(&dir);
+        if let Some(m) = files.measurement()? {
+            return Ok(m);
+        }
+        // The workers' longer warm-up went past the command's end: now that
+        // its length is known, once more within it (and every later run).
+        match files.batches_short_of_warmup(b) {
+            Some(batches) if matches!(out.ending, Ending::Exited(0)) => {
+                b.command_batches.store(batches, Ordering::Relaxed);
+            }
+            _ => return Err(files.explain(b, &out.ending, &tail_n(&out.stdout, &out.stderr, 30))),
+        }
     }
-    let files = RankFiles::read(&dir);
-    if let Some(m) = files.measurement()? {
-        return Ok(m);
-    }
-    Err(files.explain(b, &out.ending, &tail_n(&out.stdout, &out.stderr, 30)))
 }
 
 /// What the command's processes left in the result folder.
@@ -254,6 +273,29 @@ impl RankFiles {
                 )
             })
             .collect()
+    }
+
+    /// The training batches the command ran, when it ended short only of
+    /// the warm-up the workers asked for past `[bench] warmup_steps` (it had
+    /// room for the configured warm-up and steps) and a run within them has
+    /// not been tried yet.
+    fn batches_short_of_warmup(&self, b: &Bencher) -> Option<u32> {
+        let reached = self
+            .statuses
+            .iter()
+            .map(|s| s["reached"].as_u64().unwrap_or(0))
+            .min()?;
+        let wanted = self
+            .statuses
+            .iter()
+            .filter_map(|s| s["warmup_wanted"].as_u64())
+            .max()?;
+        let reached = u32::try_from(reached).ok()?;
+        let known = b.command_batches.load(Ordering::Relaxed);
+        (wanted > u64::from(b.warmup)
+            && reached >= b.warmup.max(1) + b.steps
+            && (known == 0 || reached < known))
+            .then_some(reached)
     }
 
     /// Why there is no figure, in words that say what to do.

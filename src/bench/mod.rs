@@ -34,6 +34,10 @@ pub struct Measurement {
     pub samples_per_sec: f64,
     #[serde(default)]
     pub steps: Option<u32>,
+    /// Untimed steps before them: `[bench] warmup_steps`, or in command mode
+    /// more with many workers (a worker's first batches cost more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_steps: Option<u32>,
     #[serde(default)]
     pub batch_size: Option<u64>,
     /// Samples over the timed steps (all ranks together under a launcher).
@@ -223,6 +227,11 @@ pub struct Bencher {
     /// The launcher's words with `{nproc}` and `{python}` filled in, if any.
     pub launcher: Option<Vec<String>>,
     pub distributed_sampler: bool,
+    /// Command mode: the training batches the command runs, once a run has
+    /// shown it (0: not known). The instrument warms many workers up longer
+    /// than `warmup` and stays within these (see [`command::measure`]).
+    /// Shared by the copies of this bencher (a widened window's).
+    pub command_batches: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Bencher {
@@ -246,6 +255,7 @@ impl Bencher {
                 .as_ref()
                 .map(|l| launcher_words(l, b.nproc, &ws.python())),
             distributed_sampler: b.distributed_sampler,
+            command_batches: Default::default(),
         };
         if bencher.entry.is_some() || bencher.run.is_some() {
             std::fs::create_dir_all(harness_dir)?;

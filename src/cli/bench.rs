@@ -211,6 +211,14 @@ async fn bench_inner(
         );
     }
     print_timed_steps(timed_steps, bencher.steps);
+    if let Some(w) = ms.iter().filter_map(|m| m.warmup_steps).max() {
+        if w > bencher.warmup {
+            println!(
+                "warm-up: {w} steps, not the {} of [bench] warmup_steps: a worker's first batches cost more, so each worker serves a few before the timing starts",
+                bencher.warmup
+            );
+        }
+    }
     if let (Some(m), Some(sh)) = (ms.last(), share) {
         let dw = ms.iter().filter_map(|m| m.data_wait_s).sum::<f64>() / n as f64;
         let ts = ms.iter().filter_map(|m| m.train_step_s).sum::<f64>() / n as f64;

@@ -42,6 +42,15 @@ ENV = os.environ
 RESULT_DIR = ENV.get("TUNELOOP_RESULT_DIR", "")
 STEPS = int(ENV.get("TUNELOOP_STEPS", "40"))
 WARMUP = max(1, int(ENV.get("TUNELOOP_WARMUP", "5")))
+# The most warm-up steps the command leaves room for (its training batches
+# less the timed steps), once tuneloop knows it; 0: not known.
+WARMUP_MAX = int(ENV.get("TUNELOOP_WARMUP_MAX", "0"))
+# Warm-up batches per worker. A worker's first batches cost more than its
+# later ones (the training process too receives a new worker's first batches
+# dearer): on the argparse example, 32 and 64 workers timed from batch 5 read
+# 5,946 and 5,655 samples/sec, timed from batch 128 6,954 and 7,378, while 16
+# read alike (bench/RESULTS.md). A fixed warm-up favours few workers.
+WARMUP_PER_WORKER = 4
 MODE = ENV.get("TUNELOOP_MODE", "throughput")
 CEILING = ENV.get("TUNELOOP_CEILING") == "1"
 CEILING_WARM = 3
@@ -52,6 +61,16 @@ RANK = int(ENV.get("RANK", "0"))
 WORLD = int(ENV.get("WORLD_SIZE", "1"))
 HERE = os.path.dirname(os.path.realpath(__file__))
 NEEDED = WARMUP + STEPS
+
+
+def warmup_for(loader):
+    """Warm-up steps for this loader: `[bench] warmup_steps`, and at least
+    WARMUP_PER_WORKER batches a worker (and the workers' first prefetch
+    round), within WARMUP_MAX when known."""
+    nw = getattr(loader, "num_workers", 0) or 0
+    pf = getattr(loader, "prefetch_factor", None) or 2
+    want = max(WARMUP, nw * max(WARMUP_PER_WORKER, pf))
+    return max(WARMUP, min(want, WARMUP_MAX)) if WARMUP_MAX else want
 
 perf = time.perf_counter
 cpu_now = time.process_time
@@ -125,6 +144,7 @@ class Track:
         self.batch_bytes = None
         self.fingerprint = None
         self.fp_batches = 0
+        self.warmup = None        # its warm-up steps (warmup_for), once asked
 
 
 class Recorder:
@@ -152,6 +172,11 @@ class Recorder:
             t = Track(loader, len(self.tracks))
             self.tracks[id(loader)] = t
         return t
+
+    def warmup_of(self, tr):
+        if tr.warmup is None:
+            tr.warmup = warmup_for(tr.loader)
+        return tr.warmup
 
     def progress(self):
         _write_json("progress", {"loaders": self.describe(),
@@ -184,7 +209,8 @@ class Recorder:
         # Whether the window was open before this call (what happened since
         # the last batch belongs to it), and whether it opens now.
         timed = tr is self.train and self.window is not None
-        begins = tr is self.train and self.window is None and tr.batches >= WARMUP
+        begins = (tr is self.train and self.window is None
+                  and tr.batches >= self.warmup_of(tr))
         if begins:
             # Before this batch's wait is timed: reading every worker's CPU
             # counters (and starting the profiler) costs the training process
@@ -492,6 +518,10 @@ class Recorder:
             "finished": False,
             "reached": best.batches if best else 0,
             "needed": NEEDED,
+            # The warm-up the workers asked for (warmup_for): past
+            # `[bench] warmup_steps`, tuneloop runs again within the
+            # batches the command has.
+            "warmup_wanted": self.warmup_of(self.train) if self.train else WARMUP,
             "training": self.train.site if self.train else None,
             "loaders": self.describe(),
         })
