@@ -428,6 +428,25 @@ fn short_epochs_are_timed_whole() {
 }
 
 #[test]
+fn a_window_opening_at_an_epoch_end_times_the_next_epochs_start() {
+    // 5 workers warm up 20 batches: the window opens at the first epoch's
+    // end, and the second epoch's fill is its first step (so the 12 steps
+    // hold an epoch start and are not widened).
+    let script = epochs_loop(3).replace("batch_size=8)", "batch_size=8, num_workers=5)");
+    assert!(script.contains("num_workers=5"), "{script}");
+    let ws = script_ws(&script, 120);
+    let r = ws.tuneloop(&["bench", "--repeats", "1", "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let m = &v["runs"][0];
+    assert_eq!(m["warmup_steps"], 20, "{v:#}");
+    assert_eq!(m["steps"], 12, "{v:#}");
+    assert_eq!(m["epoch_starts_timed"], 1, "{v:#}");
+    // Its fill is what the epochs' restarts limit is made of.
+    assert!(v["limits"]["epoch_restarts"].is_object(), "{v:#}");
+}
+
+#[test]
 fn a_command_of_one_short_epoch_keeps_the_configured_steps() {
     // 2 + 12 batches fit in its one epoch, 2 + 20 do not.
     let ws = script_ws(&epochs_loop(1), 120);

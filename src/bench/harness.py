@@ -344,6 +344,18 @@ def epoch_fill_figures(fills):
     }
 
 
+# Warm-up batches per worker before the timing starts.
+WARMUP_PER_WORKER = 4
+
+
+def warmup_for(loader, warmup):
+    """`warmup`, and at least WARMUP_PER_WORKER batches a worker (and the
+    workers' first prefetch round)."""
+    nw = getattr(loader, "num_workers", 0) or 0
+    pf = getattr(loader, "prefetch_factor", None) or 2
+    return max(warmup, nw * max(WARMUP_PER_WORKER, pf))
+
+
 def batches_per_epoch(loader):
     """len(loader): the batches one epoch holds (this rank's under a
     DistributedSampler); None for an iterable dataset without a length."""
@@ -535,6 +547,10 @@ def main():
 
     torch.manual_seed(SEED)
     it = iter(job.loader)
+    # A worker's first batches cost more than its later ones: with many
+    # workers a fixed warm-up times them cold and favours few (as in command
+    # mode, tuneloop_instrument.warmup_for; measured in bench/RESULTS.md).
+    args.warmup = warmup_for(job.loader, args.warmup)
     epochs = 1
     epoch_starts_timed = 0
     fp = hashlib.sha256()

@@ -45,12 +45,6 @@ WARMUP = max(1, int(ENV.get("TUNELOOP_WARMUP", "5")))
 # The most warm-up steps the command leaves room for (its training batches
 # less the timed steps), once tuneloop knows it; 0: not known.
 WARMUP_MAX = int(ENV.get("TUNELOOP_WARMUP_MAX", "0"))
-# Warm-up batches per worker. A worker's first batches cost more than its
-# later ones (the training process too receives a new worker's first batches
-# dearer): on the argparse example, 32 and 64 workers timed from batch 5 read
-# 5,946 and 5,655 samples/sec, timed from batch 128 6,954 and 7,378, while 16
-# read alike (bench/RESULTS.md). A fixed warm-up favours few workers.
-WARMUP_PER_WORKER = 4
 MODE = ENV.get("TUNELOOP_MODE", "throughput")
 CEILING = ENV.get("TUNELOOP_CEILING") == "1"
 CEILING_WARM = 3
@@ -64,12 +58,15 @@ NEEDED = WARMUP + STEPS
 
 
 def warmup_for(loader):
-    """Warm-up steps for this loader: `[bench] warmup_steps`, and at least
-    WARMUP_PER_WORKER batches a worker (and the workers' first prefetch
-    round), within WARMUP_MAX when known."""
-    nw = getattr(loader, "num_workers", 0) or 0
-    pf = getattr(loader, "prefetch_factor", None) or 2
-    want = max(WARMUP, nw * max(WARMUP_PER_WORKER, pf))
+    """Warm-up steps for this loader: `[bench] warmup_steps`, or more with
+    many workers (H.warmup_for), within WARMUP_MAX when known.
+
+    A worker's first batches cost more than its later ones (the training
+    process too receives a new worker's first batches dearer): on the
+    argparse example, 32 and 64 workers timed from batch 5 read 5,946 and
+    5,655 samples/sec, timed from batch 128 6,954 and 7,378, while 16 read
+    alike (bench/RESULTS.md). A fixed warm-up favours few workers."""
+    want = H.warmup_for(loader, WARMUP)
     return max(WARMUP, min(want, WARMUP_MAX)) if WARMUP_MAX else want
 
 perf = time.perf_counter
@@ -395,10 +392,12 @@ class Recorder:
             "train_step_s": train_step,
             "data_wait_share": data_wait / wall if wall > 0 else 0.0,
             "epochs": tr.epochs,
-            "epoch_starts_timed": sum(1 for b in tr.epoch_starts if lo < b < hi),
+            # An epoch whose first batch is the first timed one (a window that
+            # opened at the previous epoch's end) had its fill timed too.
+            "epoch_starts_timed": sum(1 for b in tr.epoch_starts if lo <= b < hi),
             "batches_per_epoch": H.batches_per_epoch(tr.loader),
             **H.epoch_fill_figures(
-                [f for b, f in tr.fills if lo < b < hi]),
+                [f for b, f in tr.fills if lo <= b < hi]),
             "loader_cpu_s": loader_cpu,
             "loader_threads_cpu_s": loader_threads_cpu,
             "main_cpu_s": main_cpu,
