@@ -34,8 +34,9 @@ pub struct Measurement {
     pub samples_per_sec: f64,
     #[serde(default)]
     pub steps: Option<u32>,
-    /// Untimed steps before them: `[bench] warmup_steps`, or in command mode
-    /// more with many workers (a worker's first batches cost more).
+    /// Untimed steps before them: `[bench] warmup_steps`, or more with many
+    /// workers (at least 4 batches a worker: a worker's first batches cost
+    /// more; in command mode within the batches the command has).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup_steps: Option<u32>,
     #[serde(default)]
