@@ -375,7 +375,8 @@ fn many_workers_warm_up_longer_within_the_batches_the_command_has() {
     let r = ws.tuneloop(&["bench", "--repeats", "1"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(
-        r.stdout.contains("warm-up: 16 steps, not the 2 of [bench] warmup_steps"),
+        r.stdout
+            .contains("warm-up: 16 steps, not the 2 of [bench] warmup_steps"),
         "{}",
         r.stdout
     );
