@@ -161,6 +161,7 @@ impl fmt::Display for StopReason {
                 share * 100.0
             ),
             StopReason::IterationLimit { max } => write!(f, "iteration limit ({max}) reached"),
+            StopReason::NotKeptStreak { turns: 1 } => write!(f, "1 turn not kept"),
             StopReason::NotKeptStreak { turns } => write!(f, "{turns} turns in a row not kept"),
             StopReason::CostBudget { spent, limit } => {
                 write!(f, "cost budget spent (${spent:.2} of ${limit:.2})")
@@ -194,6 +195,9 @@ pub struct Progress<'a> {
     pub incumbent_share: Option<f64>,
     pub incumbent_sps: f64,
     pub ceiling_sps: Option<f64>,
+    /// The streak of turns not kept ends only the climb: the agent's cheaper
+    /// neighbours still come (the builtin agent), so the streak stops nothing.
+    pub cheaper_after_streak: bool,
 }
 
 /// Before the first turn: stop at once when the baseline's data_wait share
@@ -209,6 +213,18 @@ pub fn baseline_stop(share: Option<f64>, policy: &Policy) -> (bool, Option<StopR
     }
 }
 
+/// `max_consecutive_reverts` turns in a row not kept, the last ones.
+pub fn not_kept_streak(p: &Progress<'_>, policy: &Policy) -> Option<StopReason> {
+    let max = policy.loop_.max_consecutive_reverts;
+    let streak = p
+        .rows
+        .iter()
+        .rev()
+        .take_while(|r| !r.decision.is_kept())
+        .count() as u32;
+    (max > 0 && streak >= max).then_some(StopReason::NotKeptStreak { turns: streak })
+}
+
 /// The stop rule, checked before each turn, in this order: the iteration
 /// limit, the streak of turns not kept, the cost and time budgets, data_wait
 /// no longer significant (after a turn), and closeness to the ceiling.
@@ -220,14 +236,8 @@ pub fn stop_rule(p: &Progress<'_>, policy: &Policy) -> Option<StopReason> {
             max: p.max_iterations,
         });
     }
-    let streak = p
-        .rows
-        .iter()
-        .rev()
-        .take_while(|r| !r.decision.is_kept())
-        .count() as u32;
-    if l.max_consecutive_reverts > 0 && streak >= l.max_consecutive_reverts {
-        return Some(StopReason::NotKeptStreak { turns: streak });
+    if let Some(streak) = not_kept_streak(p, policy).filter(|_| !p.cheaper_after_streak) {
+        return Some(streak);
     }
     if l.max_total_usd > 0.0 && p.cost_usd >= l.max_total_usd {
         return Some(StopReason::CostBudget {
@@ -409,6 +419,7 @@ mod tests {
             incumbent_share: Some(0.5),
             incumbent_sps: 100.0,
             ceiling_sps: None,
+            cheaper_after_streak: false,
         }
     }
 
@@ -451,6 +462,20 @@ mod tests {
         // A kept turn ends the streak.
         let rows2 = vec![row(Decision::Reverted), row(Decision::Kept)];
         assert_eq!(stop_rule(&progress(&rows2), &p), None);
+        // Where cheaper neighbours follow, the streak stops nothing, but the
+        // rules after it still do.
+        let mut g = progress(&rows);
+        g.cheaper_after_streak = true;
+        assert_eq!(
+            not_kept_streak(&g, &p),
+            Some(StopReason::NotKeptStreak { turns: 3 })
+        );
+        assert_eq!(stop_rule(&g, &p), None);
+        g.elapsed = Duration::from_secs(600);
+        assert_eq!(
+            stop_rule(&g, &p).unwrap().to_string(),
+            "time budget spent (600 s)"
+        );
 
         let mut g = progress(&none);
         g.cost_usd = 1.25;

@@ -287,6 +287,9 @@ pub struct Session<'a> {
     /// (logs, checkpoints, `lightning_logs/`), never an agent's change.
     command_outputs: Vec<PathBuf>,
     rows: Vec<TurnRow>,
+    /// The streak of turns not kept that ended the climb, while the builtin
+    /// agent's cheaper neighbours still get their turns.
+    streak: Option<String>,
     bench_runs: u32,
     cost: f64,
     agent_ms: u64,
@@ -389,6 +392,7 @@ pub fn prepare<'a>(
         profile_table: String::new(),
         command_outputs: Vec::new(),
         rows: vec![],
+        streak: None,
         bench_runs: 0,
         cost: 0.0,
         agent_ms: 0,
@@ -473,6 +477,8 @@ pub fn resume<'a>(
         cost: crate::turn::total_cost_usd(&rec.rows),
         agent_ms: rec.rows.iter().map(|r| r.agent.duration_ms).sum(),
         rows: rec.rows,
+        // Found again from the rows by the stop rule, before the next turn.
+        streak: None,
         resumed: true,
         git_branch,
         _lock: lock,
@@ -740,7 +746,11 @@ impl<'a> Session<'a> {
         Ok(report)
     }
 
-    fn stop_rule(&self, turns_done: u32) -> Option<String> {
+    /// The stop rule's reason to stop, if any. With the builtin agent a streak
+    /// of turns not kept ends the climb, and the cheaper neighbours still
+    /// come: a cheaper neighbour gains nothing by design ("not kept" is its
+    /// usual answer, the incumbent being the cheapest), and there are few.
+    fn stop_rule(&mut self, turns_done: u32) -> Option<String> {
         let progress = judge::Progress {
             turns_done,
             max_iterations: self.max_iterations,
@@ -750,7 +760,11 @@ impl<'a> Session<'a> {
             incumbent_share: self.incumbent.data_wait_share,
             incumbent_sps: self.incumbent_sps,
             ceiling_sps: self.ceiling,
+            cheaper_after_streak: self.agent.has_cheaper_neighbours(),
         };
+        if self.streak.is_none() && progress.cheaper_after_streak {
+            self.streak = judge::not_kept_streak(&progress, &self.policy).map(|r| r.to_string());
+        }
         judge::stop_rule(&progress, &self.policy).map(|r| r.to_string())
     }
 
@@ -900,6 +914,7 @@ impl<'a> Session<'a> {
             profile_table: &self.profile_table,
             turn_dir: tdir.clone(),
             interrupt: &self.interrupt,
+            only_cheaper: self.streak.is_some(),
         };
         let rep = self.agent.propose(&ctx, &mut on_tool).await;
         self.cost += rep.info.cost_usd.unwrap_or(0.0);
@@ -964,9 +979,15 @@ impl<'a> Session<'a> {
                 std::slice::from_ref(&self.incumbent),
                 self.incumbent_sps,
             );
-            return Ok(Some(rep.stop_note.unwrap_or_else(|| {
-                format!("candidates exhausted{}", limits.stop_note())
-            })));
+            return Ok(Some(match &self.streak {
+                Some(streak) => format!(
+                    "{streak} ended the climb, and no cheaper setting is left to try{}",
+                    limits.stop_note()
+                ),
+                None => rep
+                    .stop_note
+                    .unwrap_or_else(|| format!("candidates exhausted{}", limits.stop_note())),
+            }));
         }
         let diff = self.diff(&self.incumbent_files, &after);
         std::fs::write(tdir.join("diff.patch"), &diff)

@@ -414,6 +414,13 @@ fn short_epochs_are_timed_whole() {
         "{}",
         r.stderr
     );
+    // The first run is done again over the whole epoch, and says so.
+    assert!(
+        r.stderr.contains("throughput run 1 of 1…\n")
+            && r.stderr.contains("throughput run 1 of 1 again…\n"),
+        "{}",
+        r.stderr
+    );
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["timed_steps"], 20, "{v:#}");
     let m = &v["runs"][0];

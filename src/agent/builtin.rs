@@ -28,7 +28,9 @@
 //! figures (contract mode, an older harness) the count doubles while data_wait
 //! stays large. The first revert ends the climb, unless it points up (its
 //! median reached 1 + min_gain, its interval open): then the next count is
-//! tried before giving up. Everything it knows comes from
+//! tried before giving up. `max_consecutive_reverts` turns not kept in a row
+//! end the climb too, and then only the cheaper neighbours of the incumbent
+//! are proposed (`TurnContext::only_cheaper`). Everything it knows comes from
 //! the measurements and the history rows, so a resumed run proposes exactly
 //! what the interrupted one would have.
 
@@ -194,13 +196,23 @@ impl BuiltinAgent {
             .filter(|k| !not_editable.iter().any(|o| o.knob == *k))
             .filter(|k| *k != "preprocessing" || dataset_file.is_some())
             .collect();
-        let Some(p) = next_proposal_for(
-            ctx.incumbent,
-            &call,
-            ctx.history,
-            &knobs,
-            &ctx.policy.decision,
-        ) else {
+        let next = match ctx.only_cheaper {
+            true => cheaper_proposal(
+                &call,
+                ctx.incumbent,
+                ctx.history,
+                &knobs,
+                ctx.policy.decision.min_gain,
+            ),
+            false => next_proposal_for(
+                ctx.incumbent,
+                &call,
+                ctx.history,
+                &knobs,
+                &ctx.policy.decision,
+            ),
+        };
+        let Some(p) = next else {
             report.exhausted = true;
             // Which limit binds says whether anything is left on the table.
             report.summary = format!("no candidates left; {}", ctx.limits().summary());
@@ -1730,6 +1742,7 @@ mod tests {
             profile_table: "",
             turn_dir: dir.join("turn"),
             interrupt: &interrupt,
+            only_cheaper: false,
         };
         BuiltinAgent::new(&ws).propose(&ctx)
     }

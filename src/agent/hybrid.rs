@@ -155,6 +155,7 @@ impl HybridAgent {
             profile_table: ctx.profile_table,
             turn_dir: ctx.turn_dir.clone(),
             interrupt: ctx.interrupt,
+            only_cheaper: ctx.only_cheaper,
         };
         self.claude.propose(&structural, on_tool).await
     }

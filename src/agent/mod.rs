@@ -42,6 +42,9 @@ pub struct TurnContext<'a> {
     /// `runs/<id>/turns/NN/`, where the agent's records go.
     pub turn_dir: PathBuf,
     pub interrupt: &'a Interrupt,
+    /// The streak of turns not kept ended the climb: only cheaper neighbours
+    /// of the incumbent are left to propose.
+    pub only_cheaper: bool,
 }
 
 impl TurnContext<'_> {
@@ -100,6 +103,12 @@ impl Agent {
             #[cfg(test)]
             Agent::Scripted(_) => "scripted",
         }
+    }
+
+    /// Whether the agent tries cheaper neighbours of the incumbent after its
+    /// climb, which a streak of turns not kept does not cut short.
+    pub fn has_cheaper_neighbours(&self) -> bool {
+        matches!(self, Agent::Builtin(_))
     }
 
     /// Checks, before the baseline, that the agent can run at all.

@@ -144,9 +144,14 @@ async fn bench_inner(
     let mut ms = Vec::new();
     let mut wide = profiled.as_ref().and_then(|p| widen(&p.measurement));
     let mut decided = profiled.is_some();
+    // A run done again (over a widened or narrowed window) says so: two lines
+    // both reading "run 1 of 3" looked like a stutter.
+    let mut tried = None;
     while ms.len() < n as usize {
         let i = ms.len();
-        eprintln!("throughput run {} of {n}…", i + 1);
+        let again = if tried == Some(i) { " again" } else { "" };
+        tried = Some(i);
+        eprintln!("throughput run {} of {n}{again}…", i + 1);
         let mode = if i == 0 {
             Mode::ThroughputWithCeiling
         } else {

@@ -135,6 +135,8 @@ struct Setup {
     steps: Option<u32>,
     /// The training batches the command runs (none: as many as asked).
     job_batches: Option<u32>,
+    /// The builtin agent proposes instead of the scripted turns.
+    builtin: bool,
 }
 
 impl Setup {
@@ -147,6 +149,7 @@ impl Setup {
             aged: Duration::ZERO,
             steps: None,
             job_batches: None,
+            builtin: false,
         }
     }
 }
@@ -201,17 +204,20 @@ fn session(
     )
     .unwrap();
     let ws = Workspace::load(d).unwrap();
-    let agent = Agent::Scripted(ScriptedAgent {
-        turns: setup
-            .turns
-            .iter()
-            .map(|&(nw, cost_usd)| ScriptedTurn {
-                file: "train.py".into(),
-                text: Some(train_py(nw)),
-                cost_usd,
-            })
-            .collect(),
-    });
+    let agent = match setup.builtin {
+        true => Agent::Builtin(crate::agent::builtin::BuiltinAgent::new(&ws)),
+        false => Agent::Scripted(ScriptedAgent {
+            turns: setup
+                .turns
+                .iter()
+                .map(|&(nw, cost_usd)| ScriptedTurn {
+                    file: "train.py".into(),
+                    text: Some(train_py(nw)),
+                    cost_usd,
+                })
+                .collect(),
+        }),
+    };
     let events = Mutex::new(Vec::new());
     let mut view = |e: &Event| events.lock().unwrap().push(e.clone());
     let mut s = prepare(
@@ -451,6 +457,53 @@ fn turns_not_kept_in_a_row_stop_the_loop() {
     assert_eq!(o.row(1).decision, Decision::Reverted);
     assert_eq!(o.row(2).decision, Decision::Reverted);
     assert_eq!(o.report.stop_reason, "2 turns in a row not kept");
+}
+
+#[test]
+fn a_streak_of_reverts_ends_the_climb_not_the_cheaper_neighbours() {
+    // The builtin agent climbs 0 → 2 → 4 → 8 (kept) → 16 (not kept: a
+    // streak of one). 6 workers are as fast as 8, 5 are not.
+    let mut s = Setup::new(0, &[]);
+    s.builtin = true;
+    s.iterations = 10;
+    s.policy.loop_.max_consecutive_reverts = 1;
+    let o = session(s, |nw, _, _| {
+        let sps = [(0, 100.0), (2, 200.0), (4, 400.0), (5, 500.0)];
+        let sps = sps
+            .iter()
+            .find(|(n, _)| *n == nw)
+            .map_or(600.0, |(_, v)| *v);
+        Ok(m(sps, 0.8, Some("fp")))
+    });
+    let changes: Vec<(&str, Decision)> = o
+        .report
+        .turns
+        .iter()
+        .map(|r| (r.change.as_str(), r.decision))
+        .collect();
+    assert_eq!(
+        changes[..4],
+        [
+            ("num_workers 0 → 2", Decision::Kept),
+            ("num_workers 2 → 4", Decision::Kept),
+            ("num_workers 4 → 8", Decision::Kept),
+            ("num_workers 8 → 16", Decision::Reverted),
+        ],
+        "{changes:?}"
+    );
+    // Past the streak, only cheaper neighbours, down to the cheapest as fast.
+    assert!(changes.len() > 4, "{changes:?}: {}", o.report.stop_reason);
+    for (change, _) in &changes[4..] {
+        assert!(crate::agent::cheaper::is_cheaper(change), "{changes:?}");
+    }
+    assert_eq!(o.on_disk, 6, "{changes:?}");
+    assert!(
+        o.report
+            .stop_reason
+            .starts_with("1 turn not kept ended the climb, and no cheaper setting is left to try"),
+        "{}",
+        o.report.stop_reason
+    );
 }
 
 #[test]
