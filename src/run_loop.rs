@@ -565,7 +565,7 @@ impl Recovered {
             .unwrap_or_else(|| stats::median(&baseline_samples));
         Ok(Recovered {
             bench_runs: bench.run_count() + rows.iter().map(|r| r.runs).sum::<u32>(),
-            ceiling: base_runs.iter().find_map(|m| m.ceiling_sps),
+            ceiling: crate::bench::median_ceiling(&base_runs),
             baseline_files,
             incumbent_files,
             baseline_samples,
@@ -762,7 +762,13 @@ impl<'a> Session<'a> {
             ceiling_sps: self.ceiling,
             cheaper_after_streak: self.agent.has_cheaper_neighbours(),
         };
-        if self.streak.is_none() && progress.cheaper_after_streak {
+        // Only a streak met during the climb ends it (after a cheaper
+        // neighbour the climb is over already, and the streak changes nothing).
+        let climbing = !self
+            .rows
+            .iter()
+            .any(|r| crate::agent::cheaper::is_cheaper(&r.change));
+        if self.streak.is_none() && progress.cheaper_after_streak && climbing {
             self.streak = judge::not_kept_streak(&progress, &self.policy).map(|r| r.to_string());
         }
         judge::stop_rule(&progress, &self.policy).map(|r| r.to_string())
@@ -795,12 +801,10 @@ impl<'a> Session<'a> {
             self.check_interrupt()?;
             let i = ms.len();
             self.phase("baseline", None, format!("throughput run {} of {n}", i + 1));
-            let mode = if i == 0 {
-                Mode::ThroughputWithCeiling
-            } else {
-                Mode::Throughput
-            };
-            let run = self.bencher.measure(mode, &self.interrupt).await;
+            let run = self
+                .bencher
+                .measure(Mode::ThroughputWithCeiling, &self.interrupt)
+                .await;
             self.bench_runs += 1;
             match run {
                 Ok(m) => ms.push(m),
@@ -831,7 +835,7 @@ impl<'a> Session<'a> {
         self.baseline_samples = sps(&ms);
         self.incumbent_sps = stats::median(&self.baseline_samples);
         self.baseline_share = median_share(&ms);
-        self.ceiling = ms.iter().find_map(|m| m.ceiling_sps);
+        self.ceiling = crate::bench::median_ceiling(&ms);
         let mut inc = ms.last().cloned().unwrap_or_default();
         inc.data_wait_share = self.baseline_share;
         self.incumbent = inc;

@@ -127,7 +127,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
     let baseline_samples: Vec<f64> = base_runs.iter().map(|m| m.samples_per_sec).collect();
     let shares: Vec<f64> = base_runs.iter().filter_map(|m| m.data_wait_share).collect();
     let baseline_share = (!shares.is_empty()).then(|| stats::median(&shares));
-    let ceiling = base_runs.iter().find_map(|m| m.ceiling_sps);
+    let ceiling = crate::bench::median_ceiling(base_runs);
     let baseline_sps = if baseline_samples.is_empty() {
         f64::NAN
     } else {

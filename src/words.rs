@@ -67,6 +67,8 @@ pub struct Labels {
     pub step_receive_limit: &'static str,
     /// How: `{step}` (the step alone, samples/sec) and `{cost}` (receiving, a sample) are replaced.
     pub step_receive_how: &'static str,
+    /// The step's own speed beside the workers; `{sps}` is replaced.
+    pub step_beside: &'static str,
     pub binding_step_receive: &'static str,
     pub binding_cpu: &'static str,
     /// The CPU limit with each epoch start's idle cores counted.
@@ -167,6 +169,7 @@ pub const EN: Labels = Labels {
     binding_step_alone: "the step alone (ceiling)",
     step_receive_limit: "Step with receiving batches",
     step_receive_how: "the step alone {step} samples/sec, plus {cost} a sample in the training process receiving each batch from the workers",
+    step_beside: "beside the workers the step itself ran at {sps} samples/sec: they share its cores",
     binding_step_receive: "the step alone with receiving its batches",
     binding_cpu: "what the cores can feed (CPU limit)",
     epoch_limit: "With the epochs' restarts",
@@ -249,6 +252,7 @@ pub const JA: Labels = Labels {
     binding_step_alone: "ステップ単体 (上限)",
     step_receive_limit: "バッチ受け取り込みのステップ",
     step_receive_how: "ステップ単体 {step} サンプル/秒 + 学習プロセスがワーカーから各バッチを受け取る時間 (1 サンプルあたり {cost})",
+    step_beside: "ワーカーと同じコアを使うため、ワーカーと並んだステップ自体は {sps} サンプル/秒",
     binding_step_receive: "ステップ単体 + バッチ受け取り",
     binding_cpu: "コアが供給できる量 (CPU の上限)",
     epoch_limit: "エポック再開込みの上限",

@@ -74,6 +74,11 @@ pub struct ThroughputLimits {
     /// The step alone with that receiving: 1 / (1 / step alone + receive).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_limit_sps: Option<f64>,
+    /// samples/sec of the training step as it ran in these measurements,
+    /// beside the workers (median). Not a limit: the workers share its cores,
+    /// so a step slower here than alone is what the chosen setting costs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_beside_sps: Option<f64>,
     /// usable_cores / cpu_s_per_sample.
     #[serde(default)]
     pub cpu_limit_sps: Option<f64>,
@@ -130,10 +135,12 @@ impl ThroughputLimits {
             .zip(receive)
             .map(|(s, r)| 1.0 / (1.0 / s + r))
             .filter(|s| s.is_finite());
+        let besides: Vec<f64> = ms.iter().filter_map(step_beside_sps).collect();
         let mut out = ThroughputLimits {
             step_alone_sps,
             receive_s_per_sample: receive,
             step_limit_sps: step_limit,
+            step_beside_sps: (!besides.is_empty()).then(|| stats::median(&besides)),
             cpu_limit_sps: cpu_limit.filter(|c| c.is_finite()),
             epoch_limit_sps: epoch_limit.filter(|c| c.is_finite()),
             epoch_restarts: restarts,
@@ -180,6 +187,14 @@ impl ThroughputLimits {
         })
     }
 
+    /// The step's speed beside the workers, when it is well under the step
+    /// alone (under 90% of it): the cores it shares with them slow it, and
+    /// that is why the final stops short of a step-bound limit.
+    pub fn step_slowed(&self) -> Option<f64> {
+        let (beside, alone) = (self.step_beside_sps?, self.step_alone_sps?);
+        (beside < 0.9 * alone).then_some(beside)
+    }
+
     /// The binding limit in samples/sec.
     pub fn binding_sps(&self) -> Option<f64> {
         self.lower().map(|(_, s)| s)
@@ -215,6 +230,11 @@ impl ThroughputLimits {
             parts.push(format!(
                 "with receiving each batch from the workers {s:.0} samples/sec ({:.0} µs a sample in the training process)",
                 r * 1e6
+            ));
+        }
+        if let Some(b) = self.step_slowed() {
+            parts.push(format!(
+                "beside the workers the step itself ran at {b:.0} samples/sec (they share its cores)"
             ));
         }
         if let (Some(c), Some(cores), Some(cost)) =
@@ -318,6 +338,23 @@ pub fn cpu_s_per_sample(m: &Measurement) -> Option<f64> {
         None => f64::from(m.steps?) * m.batch_size? as f64,
     };
     (samples > 0.0 && cpu > 0.0).then(|| cpu / samples)
+}
+
+/// samples/sec of the training step alone in one measurement (its timed
+/// steps' samples over their training time, the wait for data left out).
+/// Only with workers and one process, as for the receiving.
+pub fn step_beside_sps(m: &Measurement) -> Option<f64> {
+    if m.num_workers().unwrap_or(0) == 0 || m.world_size.unwrap_or(1) > 1 {
+        return None;
+    }
+    let samples = match m.samples {
+        Some(s) => s as f64,
+        None => f64::from(m.steps?) * m.batch_size? as f64,
+    };
+    m.train_step_s
+        .filter(|t| *t > 0.0)
+        .map(|t| samples / t)
+        .filter(|s| s.is_finite() && *s > 0.0)
 }
 
 /// CPU seconds the training process spent receiving one sample from the
@@ -476,6 +513,39 @@ mod tests {
         let mut ranks = x;
         ranks.world_size = Some(2);
         assert_eq!(receive_s_per_sample(&ranks), None);
+    }
+
+    #[test]
+    fn the_step_beside_the_workers_is_shown_when_they_slow_it() {
+        // io_latency at 11 workers, as measured: 2,560 samples, 0.607 s of
+        // training over the timed steps (4,220/s), against 6,001/s alone.
+        let mut x = m(0.18, 0.72, Some(2.0), None);
+        x.samples = Some(2560);
+        x.train_step_s = Some(0.6066);
+        x.loader
+            .insert("num_workers".into(), serde_json::Value::from(11));
+        let b = step_beside_sps(&x).unwrap();
+        assert!((b - 2560.0 / 0.6066).abs() < 1e-6, "{b}");
+        let l = ThroughputLimits::of(Some(6_001.0), &[x.clone()], 4_279.0);
+        assert_eq!(l.step_slowed(), Some(b));
+        assert!(
+            l.summary()
+                .contains("beside the workers the step itself ran at 4220 samples/sec"),
+            "{}",
+            l.summary()
+        );
+        // A step within 10% of its speed alone is not news.
+        let l = ThroughputLimits::of(Some(4_500.0), &[x.clone()], 4_279.0);
+        assert_eq!(l.step_slowed(), None);
+        assert!(
+            !l.summary().contains("beside the workers"),
+            "{}",
+            l.summary()
+        );
+        // Without workers the step runs alone: nothing to compare.
+        x.loader
+            .insert("num_workers".into(), serde_json::Value::from(0));
+        assert_eq!(step_beside_sps(&x), None);
     }
 
     #[test]

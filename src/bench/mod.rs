@@ -204,6 +204,19 @@ pub enum Mode {
     Profile,
 }
 
+/// The step alone (the ceiling), median over the runs that measured it.
+/// Each is a fraction of a second of training steps, so a busy moment on the
+/// machine reads it low: the baseline measures it in every throughput run,
+/// and one disturbed run does not set the limit.
+pub fn median_ceiling(ms: &[Measurement]) -> Option<f64> {
+    let c: Vec<f64> = ms
+        .iter()
+        .filter_map(|m| m.ceiling_sps)
+        .filter(|c| c.is_finite() && *c > 0.0)
+        .collect();
+    (!c.is_empty()).then(|| stats::median(&c))
+}
+
 /// A profiled run: its figures and its table.
 #[derive(Clone, Debug)]
 pub struct Profiled {

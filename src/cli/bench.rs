@@ -152,13 +152,8 @@ async fn bench_inner(
         let again = if tried == Some(i) { " again" } else { "" };
         tried = Some(i);
         eprintln!("throughput run {} of {n}{again}…", i + 1);
-        let mode = if i == 0 {
-            Mode::ThroughputWithCeiling
-        } else {
-            Mode::Throughput
-        };
         let b = wide.as_ref().unwrap_or(bencher);
-        match b.measure(mode, interrupt).await {
+        match b.measure(Mode::ThroughputWithCeiling, interrupt).await {
             Ok(m) if !decided => {
                 decided = true;
                 // Widened: this run timed the configured steps, so it is done again.
@@ -183,7 +178,7 @@ async fn bench_inner(
         let v: Vec<f64> = ms.iter().filter_map(|m| m.data_wait_share).collect();
         (!v.is_empty()).then(|| stats::median(&v))
     };
-    let ceiling = ms.iter().find_map(|m| m.ceiling_sps);
+    let ceiling = crate::bench::median_ceiling(&ms);
     let limits = crate::bench::limits::ThroughputLimits::of(ceiling, &ms, med);
     let ci = if s.len() >= 2 {
         let c = stats::log_t_interval(
@@ -272,6 +267,9 @@ async fn bench_inner(
             r * 1e6,
             med / s * 100.0
         );
+        if let Some(b) = limits.step_slowed() {
+            println!("  beside the workers the step itself ran at {b:.1} samples/sec: they share its cores");
+        }
     }
     if let (Some(c), Some(cores), Some(cost)) = (
         limits.cpu_limit_sps,

@@ -312,6 +312,29 @@ fn markdown_headline() {
 }
 
 #[test]
+fn markdown_says_when_the_workers_slow_the_step() {
+    let mut r = sample_report();
+    let lim = r.limits.as_mut().unwrap();
+    lim.receive_s_per_sample = Some(0.00003);
+    lim.step_limit_sps = Some(2750.0);
+    lim.step_beside_sps = Some(2000.0);
+    let md = render_markdown(&r);
+    let line = md
+        .lines()
+        .find(|l| l.contains("Step with receiving batches"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(
+        line.ends_with(
+            "; beside the workers the step itself ran at 2000.0 samples/sec: they share its cores)"
+        ),
+        "{line}"
+    );
+    // Near its speed alone, the line says nothing of it.
+    r.limits.as_mut().unwrap().step_beside_sps = Some(2900.0);
+    assert!(!render_markdown(&r).contains("beside the workers"));
+}
+
+#[test]
 fn markdown_ja_labels() {
     let md = render_markdown(&ja_report());
     for word in [

@@ -90,10 +90,13 @@ pub fn limits(
         lim.step_alone_sps,
         lim.receive_s_per_sample,
     ) {
-        let how = l
+        let mut how = l
             .step_receive_how
             .replace("{step}", &sps(Some(alone)))
             .replace("{cost}", &format!("{:.0} µs", r * 1e6));
+        if let Some(b) = lim.step_slowed() {
+            how = format!("{how}; {}", l.step_beside.replace("{sps}", &sps(Some(b))));
+        }
         items.push((
             l.step_receive_limit,
             format!("{} samples/sec ({how})", sps(Some(s))),

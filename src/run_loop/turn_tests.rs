@@ -504,6 +504,41 @@ fn a_streak_of_reverts_ends_the_climb_not_the_cheaper_neighbours() {
         "{}",
         o.report.stop_reason
     );
+
+    // A streak met among the cheaper neighbours ended no climb: the run
+    // ends when they are exhausted, and says so.
+    let mut s = Setup::new(0, &[]);
+    s.builtin = true;
+    s.iterations = 10;
+    s.policy.loop_.max_consecutive_reverts = 4;
+    let o = session(s, |nw, _, _| {
+        let sps = [(0, 100.0), (2, 200.0), (4, 400.0), (8, 600.0), (16, 600.0)];
+        let sps = sps
+            .iter()
+            .find(|(n, _)| *n == nw)
+            .map_or(500.0, |(_, v)| *v);
+        Ok(m(sps, 0.8, Some("fp")))
+    });
+    let changes: Vec<&str> = o.report.turns.iter().map(|r| r.change.as_str()).collect();
+    assert_eq!(
+        changes,
+        [
+            "num_workers 0 → 2",
+            "num_workers 2 → 4",
+            "num_workers 4 → 8",
+            "num_workers 8 → 16",
+            "prefetch_factor (default) → 4",
+            "persistent_workers (default) → True",
+            "num_workers 8 → 7"
+        ],
+        "{}",
+        o.report.stop_reason
+    );
+    assert!(
+        o.report.stop_reason.starts_with("candidates exhausted"),
+        "{}",
+        o.report.stop_reason
+    );
 }
 
 #[test]
@@ -580,6 +615,23 @@ fn an_incumbent_near_the_ceiling_stops_the_loop() {
     let o = near(0.4);
     assert_eq!(o.report.turns.len(), 2);
     assert_eq!(o.report.stop_reason, "iteration limit (2) reached");
+}
+
+#[test]
+fn the_ceiling_is_the_median_of_the_baselines_runs() {
+    // Every baseline throughput run measures the step alone; one read low
+    // (a busy moment) does not set the ceiling.
+    let o = session(Setup::new(0, &[2]), |nw, before, mode| {
+        let mut r = m(if nw == 0 { 100.0 } else { 150.0 }, 0.8, None);
+        if nw == 0 && mode == Mode::ThroughputWithCeiling {
+            r.ceiling_sps = Some([0.0, 60.0, 200.0, 180.0][before.min(3)]);
+        }
+        Ok(r)
+    });
+    assert_eq!(o.report.ceiling_sps, Some(180.0));
+    let base = run_folder::BaselineBench::read(&o.dir).unwrap();
+    let ceilings: Vec<Option<f64>> = base.runs.iter().map(|m| m.ceiling_sps).collect();
+    assert_eq!(ceilings, [Some(60.0), Some(200.0), Some(180.0)]);
 }
 
 /// Two levels as [`two_levels`], from a job whose epochs hold 64 batches.
