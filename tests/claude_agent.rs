@@ -1240,6 +1240,7 @@ fn expected_diagnosis(m: &Value, sps: f64, ceiling: f64) -> Vec<String> {
 fn the_prompt_carries_the_incumbents_figures_from_its_bench_json() {
     let mut p = PolicyToml::new();
     p.set("loop", "max_iterations", "2");
+    p.set("decision", "baseline_runs", "3");
     let ws = Ws::managed(&p);
     let r = ws.start("edit:num_workers=2;nochange");
     r.ok();
