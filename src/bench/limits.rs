@@ -340,8 +340,9 @@ pub fn cpu_s_per_sample(m: &Measurement) -> Option<f64> {
     (samples > 0.0 && cpu > 0.0).then(|| cpu / samples)
 }
 
-/// samples/sec of the training step alone in one measurement (its timed
-/// steps' samples over their training time, the wait for data left out).
+/// samples/sec of the training step itself in one measurement, beside its
+/// workers (the timed steps' samples over their training time, the wait for
+/// data left out).
 /// Only with workers and one process, as for the receiving.
 pub fn step_beside_sps(m: &Measurement) -> Option<f64> {
     if m.num_workers().unwrap_or(0) == 0 || m.world_size.unwrap_or(1) > 1 {
