@@ -345,13 +345,7 @@ pub fn cpu_s_per_sample(m: &Measurement) -> Option<f64> {
 /// data left out).
 /// Only with workers and one process, as for the receiving.
 pub fn step_beside_sps(m: &Measurement) -> Option<f64> {
-    if m.num_workers().unwrap_or(0) == 0 || m.world_size.unwrap_or(1) > 1 {
-        return None;
-    }
-    let samples = match m.samples {
-        Some(s) => s as f64,
-        None => f64::from(m.steps?) * m.batch_size? as f64,
-    };
+    let samples = samples_beside_workers(m)?;
     m.train_step_s
         .filter(|t| *t > 0.0)
         .map(|t| samples / t)
@@ -363,17 +357,24 @@ pub fn step_beside_sps(m: &Measurement) -> Option<f64> {
 /// Only with workers (without them that CPU is the loading itself) and one
 /// process (under a launcher the step alone and the figures differ in scope).
 pub fn receive_s_per_sample(m: &Measurement) -> Option<f64> {
-    if m.num_workers().unwrap_or(0) == 0 || m.world_size.unwrap_or(1) > 1 {
-        return None;
-    }
-    let samples = match m.samples {
-        Some(s) => s as f64,
-        None => f64::from(m.steps?) * m.batch_size? as f64,
-    };
+    let samples = samples_beside_workers(m)?;
     m.fetch_cpu_s
         .filter(|f| *f >= 0.0)
         .map(|f| f / samples)
         .filter(|r| r.is_finite() && samples > 0.0)
+}
+
+/// The samples of a measurement whose training process had workers beside
+/// it, one process only (under a launcher the step alone and the figures
+/// differ in scope); `None` otherwise.
+fn samples_beside_workers(m: &Measurement) -> Option<f64> {
+    if m.num_workers().unwrap_or(0) == 0 || m.world_size.unwrap_or(1) > 1 {
+        return None;
+    }
+    match m.samples {
+        Some(s) => Some(s as f64),
+        None => Some(f64::from(m.steps?) * m.batch_size? as f64),
+    }
 }
 
 /// "2 cores", "1 core (affinity mask)", "1.5 cores (cgroup quota)".
