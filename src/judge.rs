@@ -1,11 +1,13 @@
 //! The loop's rules as pure functions: what a measured turn decides (keep,
-//! revert, reject) from its paired figures, the data fingerprints and the
-//! policy, and when the loop stops. No I/O, no Python: `run_loop` measures
+//! revert, reject) from its paired figures, the data check (which parts of
+//! the first batches a turn compares, see [`DataCheck`]) and the policy, and
+//! when the loop stops. No I/O, no Python: `run_loop` measures
 //! and records, these decide, and their unit tests cover every case.
 
 use std::fmt;
 use std::time::Duration;
 
+use crate::bench::identity::{self, Part, Reproduced};
 use crate::bench::stats::Verdict;
 use crate::bench::Measurement;
 use crate::config::Policy;
@@ -43,28 +45,189 @@ pub fn credible_ceiling_share(
     }
 }
 
-/// Whether the candidate fed the model the same first batches as the
-/// incumbent (by the harness's fingerprint of them).
+/// Why a part of the first batches was not compared on a turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DataCheck {
-    /// The incumbent's runs carry no fingerprint: nothing to compare.
+pub enum Skip {
+    /// A loader setting (`verify::DATA_PRESERVING`): each worker's random
+    /// stream comes from its own seed, so a different worker count (or
+    /// persistence across epochs) changes what random augmentation in the
+    /// workers draws, by design. Items, order and structure still must hold.
+    LoaderSetting,
+    /// The baseline's own runs disagree on it: it cannot tell a change.
+    BaselineDiffers,
+    /// This turn's incumbent runs disagree on it.
+    IncumbentDiffers,
+    /// The incumbent's runs do not carry it (no sampler indices: an
+    /// iterable dataset).
+    NotRecorded,
+}
+
+impl Skip {
+    fn why(self) -> &'static str {
+        match self {
+            Skip::LoaderSetting => {
+                "a loader setting changes the workers' random seeds by design (augmentation in workers)"
+            }
+            Skip::BaselineDiffers => "they differ between the baseline's own runs",
+            Skip::IncumbentDiffers => "they differ between the incumbent's own runs",
+            Skip::NotRecorded => "not recorded (no sampler indices)",
+        }
+    }
+}
+
+/// Whether the candidate fed the model the same first batches as the
+/// incumbent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing to compare (no fingerprints, or no part that reproduces).
     Unknown,
-    /// Every candidate run has the incumbent's fingerprint.
+    /// Every candidate run matches the incumbent on every compared part.
     Same,
-    /// At least one candidate run's first batches differ (or it has none).
+    /// At least one candidate run differs (or carries nothing to compare).
     Changed,
 }
 
+/// A turn's data check: what was compared, what was not and why, and what
+/// differed. Only the parts the baseline's own runs (and this turn's
+/// incumbent runs) reproduce are compared; a loader setting is checked on
+/// items, order and structure, any other change on the bytes too.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataCheck {
+    pub outcome: Outcome,
+    pub compared: Vec<Part>,
+    pub skipped: Vec<(Part, Skip)>,
+    /// The compared parts some candidate run differed in; empty with
+    /// `Changed` when only the older single fingerprint was compared.
+    pub differed: Vec<Part>,
+}
+
 impl DataCheck {
-    /// Compares each candidate run's fingerprint with the incumbent's first.
-    pub fn of(incumbent: &[Measurement], candidate: &[Measurement]) -> DataCheck {
-        let Some(fp) = incumbent.first().and_then(|m| m.fingerprint.as_ref()) else {
-            return DataCheck::Unknown;
+    /// Compares each candidate run with the incumbent's first run, on the
+    /// parts `knob`'s turn checks that `baseline` (the baseline's runs) and
+    /// the turn's own incumbent runs reproduce. Figures without a data
+    /// identity (an older harness) fall back to the single fingerprint.
+    pub fn of(
+        knob: &str,
+        baseline: &Reproduced,
+        incumbent: &[Measurement],
+        candidate: &[Measurement],
+    ) -> DataCheck {
+        let Some(first) = incumbent.first() else {
+            return DataCheck::unknown();
         };
-        if candidate.iter().any(|m| m.fingerprint.as_ref() != Some(fp)) {
-            DataCheck::Changed
+        let Some(inc_id) = first.data_identity.as_ref() else {
+            return DataCheck::by_fingerprint(first, candidate);
+        };
+        let own = Reproduced::of(incumbent);
+        let mut check = DataCheck::unknown();
+        for p in Part::ALL {
+            let skip = if p == Part::Bytes && verify::DATA_PRESERVING.contains(&knob) {
+                Some(Skip::LoaderSetting)
+            } else if !baseline.allows(p) {
+                Some(Skip::BaselineDiffers)
+            } else if inc_id.part(p).is_none() {
+                Some(Skip::NotRecorded)
+            } else if !own.allows(p) {
+                Some(Skip::IncumbentDiffers)
+            } else {
+                None
+            };
+            match skip {
+                Some(why) => check.skipped.push((p, why)),
+                None => check.compared.push(p),
+            }
+        }
+        for &p in &check.compared {
+            let want = inc_id.part(p);
+            if candidate
+                .iter()
+                .any(|m| m.data_identity.as_ref().and_then(|i| i.part(p)) != want)
+            {
+                check.differed.push(p);
+            }
+        }
+        check.outcome = match (check.compared.is_empty(), check.differed.is_empty()) {
+            (true, _) => Outcome::Unknown,
+            (false, true) => Outcome::Same,
+            (false, false) => Outcome::Changed,
+        };
+        check
+    }
+
+    fn unknown() -> DataCheck {
+        DataCheck {
+            outcome: Outcome::Unknown,
+            compared: vec![],
+            skipped: vec![],
+            differed: vec![],
+        }
+    }
+
+    /// Older figures: the first batches' one fingerprint, compared whole.
+    fn by_fingerprint(first: &Measurement, candidate: &[Measurement]) -> DataCheck {
+        let mut check = DataCheck::unknown();
+        if let Some(fp) = first.fingerprint.as_ref() {
+            check.outcome = if candidate.iter().any(|m| m.fingerprint.as_ref() != Some(fp)) {
+                Outcome::Changed
+            } else {
+                Outcome::Same
+            };
+        }
+        check
+    }
+
+    pub fn changed(&self) -> bool {
+        self.outcome == Outcome::Changed
+    }
+
+    /// What differed, in words: "their order differs" ("the fingerprint
+    /// differs" for the older single figure).
+    pub fn what_differs(&self) -> String {
+        match self.differed.as_slice() {
+            [] => "the fingerprint differs".into(),
+            [one @ (Part::Items | Part::Bytes)] => format!("their {one} differ"),
+            [one] => format!("their {one} differs"),
+            many => format!("their {} differ", identity::list(many)),
+        }
+    }
+
+    /// What was compared and why the rest was not: "compared: items, order
+    /// and structure; bytes not compared: …". Empty for the older fingerprint.
+    pub fn describe(&self) -> String {
+        let mut out = Vec::new();
+        if !self.compared.is_empty() {
+            out.push(format!("compared: {}", identity::list(&self.compared)));
+        }
+        for why in [
+            Skip::LoaderSetting,
+            Skip::BaselineDiffers,
+            Skip::IncumbentDiffers,
+            Skip::NotRecorded,
+        ] {
+            let parts: Vec<Part> = self
+                .skipped
+                .iter()
+                .filter(|(_, w)| *w == why)
+                .map(|(p, _)| *p)
+                .collect();
+            if !parts.is_empty() {
+                out.push(format!(
+                    "{} not compared: {}",
+                    identity::list(&parts),
+                    why.why()
+                ));
+            }
+        }
+        out.join("; ")
+    }
+
+    /// "their order differs (compared: …; bytes not compared: …)".
+    fn differs_with_context(&self) -> String {
+        let d = self.describe();
+        if d.is_empty() {
+            self.what_differs()
         } else {
-            DataCheck::Same
+            format!("{} ({d})", self.what_differs())
         }
     }
 }
@@ -80,32 +243,40 @@ pub struct Judgement {
 /// rule's (`stats::decide`, `stats::explain`); `knob` is what the turn
 /// changed. Data-preserving knobs that changed the data are rejected; a
 /// preprocessing change that did is rejected unless the policy allows data
-/// changes (then a kept one says so); otherwise the verdict stands.
+/// changes (then a kept one says so); otherwise the verdict stands. A
+/// rejection names the part that differed and what was compared.
 pub fn judge(
     knob: &str,
     verdict: Verdict,
     rule_reason: String,
-    data: DataCheck,
+    data: &DataCheck,
     policy: &Policy,
 ) -> Judgement {
-    let data_changed = data == DataCheck::Changed;
+    let data_changed = data.changed();
     if verify::DATA_PRESERVING.contains(&knob) && data_changed {
         return Judgement {
             decision: Decision::Rejected,
             reason: format!(
-                "the first batches changed (fingerprint differs): `{knob}` must not alter the data"
+                "the first batches changed: {}: `{knob}` must not alter the data",
+                data.differs_with_context()
             ),
         };
     }
     if knob == "preprocessing" && data_changed && !policy.loop_.allow_data_change {
         return Judgement {
             decision: Decision::Rejected,
-            reason: "the preprocessing change altered the first batches (fingerprint differs); set [loop] allow_data_change = true to allow it".into(),
+            reason: format!(
+                "the preprocessing change altered the first batches: {}; set [loop] allow_data_change = true to allow it",
+                data.differs_with_context()
+            ),
         };
     }
     if verdict == Verdict::Keep {
         let reason = if data_changed {
-            format!("{rule_reason} — DATA CHANGED: the first batches differ (allowed by loop.allow_data_change)")
+            format!(
+                "{rule_reason} — DATA CHANGED: the first batches differ ({}) (allowed by loop.allow_data_change)",
+                data.what_differs()
+            )
         } else {
             rule_reason
         };
@@ -279,23 +450,232 @@ mod tests {
         }
     }
 
+    /// A run whose first batches are, by part, items `i`, order `o`,
+    /// structure `s`, bytes `b` (None: not recorded).
+    fn id(i: Option<&str>, o: Option<&str>, s: &str, b: &str) -> Measurement {
+        Measurement {
+            samples_per_sec: 100.0,
+            fingerprint: Some(format!("{s}{b}")),
+            data_identity: Some(crate::bench::identity::DataIdentity {
+                batches: 3,
+                items: i.map(str::to_string),
+                order: o.map(str::to_string),
+                structure: Some(s.into()),
+                bytes: Some(b.into()),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn base() -> Measurement {
+        id(Some("i"), Some("o"), "s", "b")
+    }
+
+    /// A baseline whose runs reproduce every part.
+    fn steady() -> Reproduced {
+        Reproduced::of(&[base(), base(), base()])
+    }
+
+    fn faster(knob: &str, data: &DataCheck) -> Judgement {
+        judge(knob, Verdict::Keep, "faster".into(), data, &allow(false))
+    }
+
     #[test]
-    fn data_check_compares_every_candidate_run_with_the_incumbent() {
+    fn an_older_fingerprint_is_compared_whole() {
+        let none = Reproduced::default();
         let a = || fp(Some("aaa"));
         let b = || fp(Some("bbb"));
-        assert_eq!(DataCheck::of(&[a(), a()], &[a(), a()]), DataCheck::Same);
-        assert_eq!(DataCheck::of(&[a()], &[a(), b()]), DataCheck::Changed);
+        let of = |i: &[Measurement], c: &[Measurement]| DataCheck::of("num_workers", &none, i, c);
+        assert_eq!(of(&[a(), a()], &[a(), a()]).outcome, Outcome::Same);
+        assert_eq!(of(&[a()], &[a(), b()]).outcome, Outcome::Changed);
         // A candidate run without a fingerprint cannot vouch for its data.
-        assert_eq!(DataCheck::of(&[a()], &[a(), fp(None)]), DataCheck::Changed);
-        // No incumbent fingerprint (older harness, command mode without it).
-        assert_eq!(DataCheck::of(&[fp(None)], &[b()]), DataCheck::Unknown);
-        assert_eq!(DataCheck::of(&[], &[b()]), DataCheck::Unknown);
+        assert_eq!(of(&[a()], &[a(), fp(None)]).outcome, Outcome::Changed);
+        // No incumbent fingerprint (contract mode).
+        assert_eq!(of(&[fp(None)], &[b()]).outcome, Outcome::Unknown);
+        assert_eq!(of(&[], &[b()]).outcome, Outcome::Unknown);
+        let j = faster("num_workers", &of(&[a()], &[b()]));
+        assert_eq!(j.decision, Decision::Rejected);
+        assert!(j.reason.contains("the fingerprint differs"), "{}", j.reason);
+    }
+
+    #[test]
+    fn a_worker_count_turn_compares_items_order_and_structure_not_bytes() {
+        // Augmentation in workers: the same items in the same order, other
+        // bytes (each worker's random stream has its own seed).
+        let augmented = id(Some("i"), Some("o"), "s", "other bytes");
+        let c = DataCheck::of("num_workers", &steady(), &[base(), base()], &[augmented]);
+        assert_eq!(c.outcome, Outcome::Same);
+        assert_eq!(c.compared, vec![Part::Items, Part::Order, Part::Structure]);
+        assert_eq!(c.skipped, vec![(Part::Bytes, Skip::LoaderSetting)]);
+        assert_eq!(faster("num_workers", &c).decision, Decision::Kept);
+        assert_eq!(
+            c.describe(),
+            "compared: items, order and structure; bytes not compared: a loader setting changes the workers' random seeds by design (augmentation in workers)"
+        );
+    }
+
+    #[test]
+    fn an_order_change_on_a_worker_count_turn_is_rejected_and_named() {
+        for knob in verify::DATA_PRESERVING {
+            let reordered = id(Some("i"), Some("other order"), "s", "b");
+            let c = DataCheck::of(knob, &steady(), &[base(), base()], &[base(), reordered]);
+            assert_eq!(c.outcome, Outcome::Changed);
+            assert_eq!(c.differed, vec![Part::Order]);
+            for allowed in [false, true] {
+                let j = judge(knob, Verdict::Keep, "faster".into(), &c, &allow(allowed));
+                assert_eq!(j.decision, Decision::Rejected, "{knob}");
+                assert!(
+                    j.reason.starts_with("the first batches changed: their order differs (compared: items, order and structure;"),
+                    "{}",
+                    j.reason
+                );
+                assert!(
+                    j.reason
+                        .contains(&format!("`{knob}` must not alter the data")),
+                    "{}",
+                    j.reason
+                );
+            }
+        }
+        // Other items, other structure: each named.
+        let other = id(Some("x"), Some("y"), "other shape", "b");
+        let c = DataCheck::of("num_workers", &steady(), &[base()], &[other]);
+        assert_eq!(c.differed, vec![Part::Items, Part::Order, Part::Structure]);
+        assert!(faster("num_workers", &c)
+            .reason
+            .contains("their items, order and structure differ"),);
+    }
+
+    #[test]
+    fn a_part_the_baseline_does_not_reproduce_is_not_compared() {
+        // An order drawn from the clock: it differs between the baseline's
+        // own runs, and so may differ on the candidate.
+        let baseline = Reproduced::of(&[
+            id(Some("i1"), Some("o1"), "s", "b1"),
+            id(Some("i2"), Some("o2"), "s", "b2"),
+        ]);
+        let inc = id(Some("i3"), Some("o3"), "s", "b3");
+        let cand = id(Some("i4"), Some("o4"), "s", "b4");
+        let c = DataCheck::of("num_workers", &baseline, &[inc.clone()], &[cand.clone()]);
+        assert_eq!(c.outcome, Outcome::Same);
+        assert_eq!(c.compared, vec![Part::Structure]);
+        assert!(c.skipped.contains(&(Part::Order, Skip::BaselineDiffers)));
+        assert_eq!(
+            c.describe(),
+            "compared: structure; bytes not compared: a loader setting changes the workers' random seeds by design (augmentation in workers); items and order not compared: they differ between the baseline's own runs"
+        );
+        // The structure still binds.
+        let reshaped = id(Some("i4"), Some("o4"), "other shape", "b4");
+        let c = DataCheck::of("num_workers", &baseline, &[inc], &[reshaped]);
+        assert_eq!(c.differed, vec![Part::Structure]);
+        assert_eq!(faster("num_workers", &c).decision, Decision::Rejected);
+    }
+
+    #[test]
+    fn bytes_that_do_not_reproduce_are_not_held_against_a_preprocessing_change() {
+        let baseline = Reproduced::of(&[
+            id(Some("i"), Some("o"), "s", "b1"),
+            id(Some("i"), Some("o"), "s", "b2"),
+        ]);
+        let c = DataCheck::of(
+            "preprocessing",
+            &baseline,
+            &[base()],
+            &[id(Some("i"), Some("o"), "s", "b9")],
+        );
+        assert_eq!(c.outcome, Outcome::Same);
+        assert_eq!(c.skipped, vec![(Part::Bytes, Skip::BaselineDiffers)]);
+        assert_eq!(faster("preprocessing", &c).decision, Decision::Kept);
+        // Nor when this turn's own incumbent runs disagree on them.
+        let c = DataCheck::of(
+            "preprocessing",
+            &steady(),
+            &[base(), id(Some("i"), Some("o"), "s", "b2")],
+            &[id(Some("i"), Some("o"), "s", "b9")],
+        );
+        assert_eq!(c.skipped, vec![(Part::Bytes, Skip::IncumbentDiffers)]);
+        assert_eq!(c.outcome, Outcome::Same);
+    }
+
+    #[test]
+    fn a_preprocessing_change_to_bytes_that_reproduce_is_rejected() {
+        let c = DataCheck::of(
+            "preprocessing",
+            &steady(),
+            &[base(), base()],
+            &[id(Some("i"), Some("o"), "s", "b9")],
+        );
+        assert_eq!(c.compared, Part::ALL.to_vec());
+        assert_eq!(c.differed, vec![Part::Bytes]);
+        let j = faster("preprocessing", &c);
+        assert_eq!(j.decision, Decision::Rejected);
+        assert!(
+            j.reason.starts_with("the preprocessing change altered the first batches: their bytes differ (compared: items, order, structure and bytes)"),
+            "{}",
+            j.reason
+        );
+        assert!(
+            j.reason.contains("allow_data_change = true"),
+            "{}",
+            j.reason
+        );
+    }
+
+    #[test]
+    fn a_deliberate_data_change_on_a_worker_count_turn_is_caught() {
+        // A worker count that also drops a batch's items (a sampler sharded
+        // by worker, an item skipped): the items and order change though
+        // the structure holds.
+        let dropped = id(Some("fewer"), Some("fewer"), "s", "b");
+        let c = DataCheck::of("num_workers", &steady(), &[base(), base()], &[dropped]);
+        assert_eq!(faster("num_workers", &c).decision, Decision::Rejected);
+        // A candidate run without an identity cannot vouch for its data.
+        let c = DataCheck::of("num_workers", &steady(), &[base()], &[fp(Some("sb"))]);
+        assert_eq!(c.outcome, Outcome::Changed);
+        assert_eq!(faster("num_workers", &c).decision, Decision::Rejected);
+    }
+
+    #[test]
+    fn without_indices_items_and_order_are_not_recorded() {
+        // An iterable dataset: no sampler indices.
+        let it = || id(None, None, "s", "b");
+        let c = DataCheck::of(
+            "num_workers",
+            &Reproduced::of(&[it(), it()]),
+            &[it()],
+            &[it()],
+        );
+        assert_eq!(c.compared, vec![Part::Structure]);
+        assert!(c.skipped.contains(&(Part::Items, Skip::NotRecorded)));
+        assert_eq!(c.outcome, Outcome::Same);
+        // Nothing left to compare: unknown, and the verdict stands.
+        let c = DataCheck::of(
+            "num_workers",
+            &Reproduced::of(&[it(), id(None, None, "s2", "b")]),
+            &[it()],
+            &[id(None, None, "s3", "b")],
+        );
+        assert_eq!(c.outcome, Outcome::Unknown);
+        assert_eq!(faster("num_workers", &c).decision, Decision::Kept);
     }
 
     fn allow(yes: bool) -> Policy {
         let mut p = Policy::default();
         p.loop_.allow_data_change = yes;
         p
+    }
+
+    fn check(outcome: Outcome) -> DataCheck {
+        DataCheck {
+            outcome,
+            compared: vec![Part::Bytes],
+            skipped: vec![],
+            differed: if outcome == Outcome::Changed {
+                vec![Part::Bytes]
+            } else {
+                vec![]
+            },
+        }
     }
 
     #[test]
@@ -306,15 +686,21 @@ mod tests {
                     knob,
                     Verdict::Keep,
                     "faster".into(),
-                    DataCheck::Changed,
+                    &check(Outcome::Changed),
                     &allow(allowed),
                 );
                 assert_eq!(j.decision, Decision::Rejected, "{knob}");
                 assert!(j.reason.contains(knob), "{}", j.reason);
-                assert!(j.reason.contains("fingerprint differs"), "{}", j.reason);
+                assert!(j.reason.contains("their bytes differ"), "{}", j.reason);
             }
-            for data in [DataCheck::Same, DataCheck::Unknown] {
-                let j = judge(knob, Verdict::Keep, "faster".into(), data, &allow(false));
+            for data in [Outcome::Same, Outcome::Unknown] {
+                let j = judge(
+                    knob,
+                    Verdict::Keep,
+                    "faster".into(),
+                    &check(data),
+                    &allow(false),
+                );
                 assert_eq!(j.decision, Decision::Kept, "{knob} {data:?}");
                 assert_eq!(j.reason, "faster");
             }
@@ -327,7 +713,7 @@ mod tests {
             "preprocessing",
             Verdict::Keep,
             "faster".into(),
-            DataCheck::Changed,
+            &check(Outcome::Changed),
             &allow(false),
         );
         assert_eq!(j.decision, Decision::Rejected);
@@ -340,7 +726,7 @@ mod tests {
             "preprocessing",
             Verdict::Keep,
             "faster".into(),
-            DataCheck::Changed,
+            &check(Outcome::Changed),
             &allow(true),
         );
         assert_eq!(j.decision, Decision::Kept);
@@ -354,7 +740,7 @@ mod tests {
             "preprocessing",
             Verdict::Revert,
             "not faster".into(),
-            DataCheck::Changed,
+            &check(Outcome::Changed),
             &allow(true),
         );
         assert_eq!(
@@ -368,7 +754,7 @@ mod tests {
             "preprocessing",
             Verdict::Keep,
             "faster".into(),
-            DataCheck::Same,
+            &check(Outcome::Same),
             &allow(false),
         );
         assert_eq!(j.decision, Decision::Kept);
@@ -377,13 +763,13 @@ mod tests {
 
     #[test]
     fn without_a_data_problem_the_paired_verdict_stands() {
-        for data in [DataCheck::Same, DataCheck::Unknown] {
+        for data in [Outcome::Same, Outcome::Unknown] {
             for (v, want) in [
                 (Verdict::Keep, Decision::Kept),
                 (Verdict::Revert, Decision::Reverted),
                 (Verdict::Undecided, Decision::Reverted),
             ] {
-                let j = judge("num_workers", v, "rule".into(), data, &allow(false));
+                let j = judge("num_workers", v, "rule".into(), &check(data), &allow(false));
                 assert_eq!(j.decision, want, "{v:?} {data:?}");
                 assert_eq!(j.reason, "rule");
             }

@@ -231,6 +231,13 @@ impl BaselineBench {
         u32::from(self.profiled.is_some()) + self.runs.len() as u32
     }
 
+    /// Which parts of the first batches the baseline's own runs (the
+    /// profiled one and the throughput runs) reproduce: the data check
+    /// compares only those. Read from this file, so `resume` sees the same.
+    pub fn reproduced(&self) -> crate::bench::identity::Reproduced {
+        crate::bench::identity::Reproduced::of(self.profiled.iter().chain(&self.runs))
+    }
+
     /// Whether the throughput runs timed one whole epoch instead of the
     /// steps the profiled run timed (`[bench] steps`; see `bench::window`).
     pub fn widened(&self) -> Option<crate::bench::window::Widened> {

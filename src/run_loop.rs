@@ -1153,7 +1153,12 @@ impl<'a> Session<'a> {
             &knob,
             paired.verdict,
             explanation,
-            DataCheck::of(&paired.incumbent, &paired.candidate),
+            &DataCheck::of(
+                &knob,
+                &self.baseline_bench.reproduced(),
+                &paired.incumbent,
+                &paired.candidate,
+            ),
             &self.policy,
         );
         row.decision = match j.decision {

@@ -9,6 +9,7 @@
 
 pub mod command;
 pub mod cost;
+pub mod identity;
 pub mod limits;
 pub mod memory;
 pub mod stats;
@@ -92,8 +93,14 @@ pub struct Measurement {
     /// Which of them limited `usable_cores`: "cpu_count", "affinity" or "cgroup_quota".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores_limited_by: Option<String>,
+    /// The first batches' structure and bytes in one digest (what older
+    /// harnesses wrote; the data check reads `data_identity` when there is one).
     #[serde(default)]
     pub fingerprint: Option<String>,
+    /// The first batches by part: items, order, structure, bytes (see
+    /// [`identity`]); absent from older harnesses and contract mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_identity: Option<identity::DataIdentity>,
     #[serde(default)]
     pub ceiling_sps: Option<f64>,
     /// The DataLoader's settings as the harness saw them.

@@ -139,8 +139,7 @@ class Track:
         self.first_batch = None
         self.batch_size = None
         self.batch_bytes = None
-        self.fingerprint = None
-        self.fp_batches = 0
+        self.identity = H.DataIdentity()  # its first batches, by part
         self.warmup = None        # its warm-up steps (warmup_for), once asked
 
 
@@ -290,7 +289,7 @@ class Recorder:
         tr.fetch_cpu.append(thread_cpu() - c0 + tr.carry_cpu)
         tr.carry_wait = tr.carry_cpu = 0.0
         tr.batches += 1
-        self.observe(tr, batch)
+        self.observe(tr, batch, it)
         tr.last_return = perf()
         self.last = tr
         self.others_saw(tr, t0, t1, p0)
@@ -318,19 +317,14 @@ class Recorder:
                 other.foreign[1] = t1
                 other.foreign[3] = p1
 
-    def observe(self, tr, batch):
+    def observe(self, tr, batch, it):
         torch = self.torch
         if tr.batch_size is None:
             tr.batch_size = H.batch_size_of(batch, torch)
             tr.batch_bytes = H.batch_bytes_of(batch, torch)
             tr.first_batch = _shallow_copy(batch)
-        if tr.fp_batches < H.FINGERPRINT_BATCHES:
-            import hashlib
-
-            if tr.fingerprint is None:
-                tr.fingerprint = hashlib.sha256()
-            H.fingerprint_update(tr.fingerprint, batch, torch)
-            tr.fp_batches += 1
+        if not tr.identity.full():
+            tr.identity.add(batch, H.indices_of(it), torch)
         if tr.batches > NEEDED + 1 and self.train is None and not any(
                 t.backward for t in self.tracks.values()):
             # No backward pass anywhere (a loop without autograd): the first
@@ -380,6 +374,7 @@ class Recorder:
         if self.window[1] is not None and busy_end is not None:
             busy = max(0.0, busy_end - self.window[1] - self.excluded_busy)
         torch = self.torch
+        data_identity, fingerprint = tr.identity.result()
         self.result = {
             "samples_per_sec": samples / wall if wall > 0 else 0.0,
             "steps": STEPS,
@@ -415,8 +410,9 @@ class Recorder:
             "workers_pss_bytes": workers_pss,
             "main_rss_bytes": main_rss,
             "mem_available_bytes": H.mem_available_bytes(),
-            "fingerprint": tr.fingerprint.hexdigest() if tr.fingerprint else None,
-            "fingerprint_batches": tr.fp_batches,
+            "fingerprint": fingerprint,
+            "fingerprint_batches": tr.identity.batches,
+            "data_identity": data_identity,
             "ceiling_sps": None,
             "loader": H.loader_settings(tr.loader),
             "call_site": tr.site or tr.origin,
@@ -555,6 +551,8 @@ def _patch(dl):
     Base = dl._BaseDataLoaderIter
     if getattr(DataLoader, "_tl_patched", False):
         return
+    _seed_torch(torch)
+    H.watch_indices(dl)
     orig_init, orig_iter, orig_next = DataLoader.__init__, DataLoader.__iter__, Base.__next__
 
     def __init__(self, *a, **k):
@@ -613,30 +611,56 @@ def _patch_autograd(torch):
     ag._tl_patched = True
 
 
-class _PatchAfterImport:
-    """Loader wrapper: runs the real module, then patches it."""
+# -- seeding: every measured run starts from the same random state --------
+# Python's `random` as the command starts, numpy's global generator as soon
+# as numpy is imported, torch's default generator as soon as its DataLoader
+# module is (inside `import torch`, before any line of the script after it):
+# an unseeded `shuffle=True` then draws the same order in every run, and the
+# workers' seeds (drawn from torch's generator) the same seeds. The script's
+# own seeding comes later and still applies.
 
-    def __init__(self, loader):
+
+def _seed_torch(torch):
+    # Inside `import torch`: the CPU generator alone (the sampler's and the
+    # workers' seeds come from it); torch.manual_seed would import torch.cuda
+    # before torch has finished importing.
+    try:
+        torch._C.default_generator.manual_seed(H.SEED)
+    except Exception:
+        pass
+
+
+def _seed_at_start():
+    H.seed_all()
+
+
+class _PatchAfterImport:
+    """Loader wrapper: runs the real module, then `after(module)`."""
+
+    def __init__(self, loader, after=None):
         self.loader = loader
+        self.after = after or _patch
 
     def create_module(self, spec):
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
         self.loader.exec_module(module)
-        _patch(module)
+        self.after(module)
 
     def __getattr__(self, name):
         return getattr(self.loader, name)
 
 
 class _Finder:
-    """Waits for ``torch.utils.data.dataloader`` to be imported."""
+    """Waits for ``torch.utils.data.dataloader`` to be imported (and for
+    numpy, to seed it)."""
 
     TARGET = "torch.utils.data.dataloader"
+    NUMPY = "numpy"
 
     def find_spec(self, name, path=None, target=None):
-        if name != self.TARGET:
+        if name != self.TARGET and name != self.NUMPY:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -644,7 +668,8 @@ class _Finder:
             spec = finder.find_spec(name, path, target)
             if spec is not None:
                 if spec.loader is not None:
-                    spec.loader = _PatchAfterImport(spec.loader)
+                    after = H.seed_numpy if name == self.NUMPY else _patch
+                    spec.loader = _PatchAfterImport(spec.loader, after)
                 return spec
         return None
 
@@ -659,6 +684,7 @@ def arm():
     except (AttributeError, ValueError, RuntimeError):
         pass
     atexit.register(REC.at_exit)
+    _seed_at_start()
     mod = sys.modules.get(_Finder.TARGET)
     if mod is not None:
         _patch(mod)
