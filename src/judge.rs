@@ -7,6 +7,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use crate::bench::identity::{self, Part, Reproduced};
 use crate::bench::stats::Verdict;
 use crate::bench::Measurement;
@@ -229,6 +231,45 @@ impl DataCheck {
         } else {
             format!("{} ({d})", self.what_differs())
         }
+    }
+}
+
+/// What a run's turns compare, from the baseline's own runs: the report's
+/// data-check line (`report.json` `data_check`). A turn compares these
+/// parts unless its own incumbent runs disagree on one.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct DataCheckPlan {
+    /// The baseline's runs that carried a data identity.
+    pub baseline_runs: u32,
+    /// Compared on a loader-setting turn (`num_workers`, …): never the bytes.
+    pub loader_setting: Vec<Part>,
+    /// Compared on any other turn (a preprocessing change).
+    pub other: Vec<Part>,
+    /// Not compared: they differ between the baseline's own runs.
+    pub not_reproduced: Vec<Part>,
+    /// Not recorded (no sampler indices: an iterable dataset).
+    pub not_recorded: Vec<Part>,
+}
+
+impl DataCheckPlan {
+    /// `None` when the baseline carried no data identity (contract mode,
+    /// an older run folder).
+    pub fn of(baseline: &Reproduced) -> Option<DataCheckPlan> {
+        if baseline.runs == 0 {
+            return None;
+        }
+        let other: Vec<Part> = baseline.stable.clone();
+        Some(DataCheckPlan {
+            baseline_runs: baseline.runs,
+            loader_setting: other
+                .iter()
+                .copied()
+                .filter(|p| *p != Part::Bytes)
+                .collect(),
+            other,
+            not_reproduced: baseline.unstable.clone(),
+            not_recorded: baseline.missing.clone(),
+        })
     }
 }
 

@@ -208,6 +208,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         ))
         .filter(|l| l.cpu_limit_sps.is_some()), // else the ceiling line says it all
         costs,
+        data_check: crate::judge::DataCheckPlan::of(&facts.baseline.reproduced()),
     }
 }
 

@@ -85,6 +85,18 @@ pub struct Labels {
     /// Each run timed one whole epoch; `{steps}` and `{configured}` are replaced.
     pub timed_steps_epoch: &'static str,
     pub knob_sources: &'static str,
+    /// What the turns compare of the first batches (see `judge::DataCheckPlan`).
+    pub data_check: &'static str,
+    /// `{parts}` compared on a loader-setting turn.
+    pub data_check_loader: &'static str,
+    /// `{parts}` compared on any other turn.
+    pub data_check_other: &'static str,
+    /// `{parts}` not compared: they differ between the baseline's `{n}` runs.
+    pub data_check_unstable: &'static str,
+    /// `{parts}` not recorded (no sampler indices).
+    pub data_check_unrecorded: &'static str,
+    /// Nothing reproduces: nothing compared.
+    pub data_check_nothing: &'static str,
     /// The final throughput as a share of the ceiling; `{pct}` is replaced
     /// by the percentage, e.g. "final is 81.7% of it".
     pub of_ceiling: &'static str,
@@ -182,6 +194,12 @@ pub const EN: Labels = Labels {
     timed_steps: "Timed steps",
     timed_steps_epoch: "{steps} a run, one whole epoch with its restart: [bench] steps ({configured}) held no epoch start",
     knob_sources: "Its knobs are set at",
+    data_check: "Data check",
+    data_check_loader: "{parts} compared on a loader-setting turn (bytes not compared: the workers' random seeds change with their count, by design, for augmentation in workers)",
+    data_check_other: "{parts} on any other change",
+    data_check_unstable: "{parts} not compared: they differ between the baseline's own {n} runs",
+    data_check_unrecorded: "{parts} not recorded (no sampler indices)",
+    data_check_nothing: "nothing compared",
     of_ceiling: "final is {pct} of it",
     data_path: "Data-path limit",
     data_wait_share: "data_wait share",
@@ -265,6 +283,12 @@ pub const JA: Labels = Labels {
     timed_steps: "計測ステップ",
     timed_steps_epoch: "各実行 {steps}（ワーカーの再起動を含む 1 エポック全体）: [bench] steps（{configured}）にはエポックの始まりが入っていなかったため",
     knob_sources: "設定値の定義場所",
+    data_check: "データの確認",
+    data_check_loader: "ローダー設定のターンでは {parts} を比較（bytes は比較しない: ワーカー内の拡張はワーカー数でシードが変わるため、設計上異なる）",
+    data_check_other: "その他の変更では {parts}",
+    data_check_unstable: "{parts} は比較しない: ベースライン自身の {n} 回の実行で異なるため",
+    data_check_unrecorded: "{parts} は記録なし（サンプラーのインデックスなし）",
+    data_check_nothing: "比較なし",
     of_ceiling: "最終は上限の {pct}",
     data_path: "データ経路の上限 (data-path limit)",
     data_wait_share: "data_wait の割合",

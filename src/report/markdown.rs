@@ -84,6 +84,9 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
     if !r.knob_sources.is_empty() {
         items.push((l.knob_sources, md_inline(&r.knob_sources.join("; "))));
     }
+    if let Some(d) = &r.data_check {
+        items.push((l.data_check, text::data_check(d, l)));
+    }
     if let Some(lim) = &r.limits {
         items.extend(text::limits(lim, l));
     }

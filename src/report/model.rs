@@ -64,6 +64,11 @@ pub struct RunReport {
     /// written before them, and where no run gave those figures).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub costs: Option<crate::bench::cost::StateCosts>,
+    /// Which parts of the first batches the turns compare (items, order,
+    /// structure, bytes), from the baseline's own runs; absent without a
+    /// data identity (contract mode, reports written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_check: Option<crate::judge::DataCheckPlan>,
 }
 
 /// How fast this machine can move the project's batches at all, measured

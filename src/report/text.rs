@@ -255,6 +255,39 @@ pub fn fence_for(body: &str) -> String {
     "`".repeat((longest + 1).max(3))
 }
 
+/// The data-check line: what a loader-setting turn and any other turn
+/// compare of the first batches, and what the baseline's runs left out.
+pub fn data_check(d: &crate::judge::DataCheckPlan, l: &super::labels::Labels) -> String {
+    use crate::bench::identity::{list as parts, Part};
+    let mut out = Vec::new();
+    if !d.loader_setting.is_empty() {
+        out.push(
+            l.data_check_loader
+                .replace("{parts}", &parts(&d.loader_setting)),
+        );
+    }
+    if d.other.contains(&Part::Bytes) {
+        out.push(l.data_check_other.replace("{parts}", &parts(&d.other)));
+    }
+    if !d.not_reproduced.is_empty() {
+        out.push(
+            l.data_check_unstable
+                .replace("{parts}", &parts(&d.not_reproduced))
+                .replace("{n}", &d.baseline_runs.to_string()),
+        );
+    }
+    if !d.not_recorded.is_empty() {
+        out.push(
+            l.data_check_unrecorded
+                .replace("{parts}", &parts(&d.not_recorded)),
+        );
+    }
+    if d.other.is_empty() {
+        out.insert(0, l.data_check_nothing.to_string());
+    }
+    out.join("; ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,5 +319,42 @@ mod tests {
         );
         assert_eq!(fence_for("no ticks"), "```");
         assert_eq!(fence_for("a ```` b"), "`````");
+    }
+
+    #[test]
+    fn the_data_check_says_what_is_compared_and_why() {
+        use crate::bench::identity::Part::*;
+        use crate::judge::DataCheckPlan;
+        let l = &crate::words::EN;
+        let all = DataCheckPlan {
+            baseline_runs: 4,
+            loader_setting: vec![Items, Order, Structure],
+            other: vec![Items, Order, Structure, Bytes],
+            not_reproduced: vec![],
+            not_recorded: vec![],
+        };
+        assert_eq!(
+            data_check(&all, l),
+            "items, order and structure compared on a loader-setting turn (bytes not compared: the workers' random seeds change with their count, by design, for augmentation in workers); items, order, structure and bytes on any other change"
+        );
+        let clock = DataCheckPlan {
+            baseline_runs: 2,
+            loader_setting: vec![Structure],
+            other: vec![Structure],
+            not_reproduced: vec![Items, Order, Bytes],
+            not_recorded: vec![],
+        };
+        let t = data_check(&clock, l);
+        assert!(
+            t.starts_with("structure compared on a loader-setting turn"),
+            "{t}"
+        );
+        assert!(
+            t.ends_with("; items, order and bytes not compared: they differ between the baseline's own 2 runs"),
+            "{t}"
+        );
+        assert!(!t.contains("any other change"), "{t}");
+        let ja = data_check(&clock, &crate::words::JA);
+        assert!(ja.contains("ベースライン自身の 2 回"), "{ja}");
     }
 }
