@@ -118,6 +118,39 @@ impl Reproduced {
         r
     }
 
+    /// One line for `tuneloop bench`: which parts its runs reproduce, and
+    /// what `start` would therefore leave out. None under two runs.
+    pub fn describe(&self) -> Option<String> {
+        if self.runs < 2 {
+            return None;
+        }
+        let mut out = if self.stable.is_empty() {
+            format!(
+                "data: no part of the first batches is the same in all {} runs",
+                self.runs
+            )
+        } else {
+            format!(
+                "data: the first batches' {} are the same in all {} runs",
+                list(&self.stable),
+                self.runs
+            )
+        };
+        if !self.unstable.is_empty() {
+            out.push_str(&format!(
+                "; {} differ between runs, so a turn will not compare them",
+                list(&self.unstable)
+            ));
+        }
+        if !self.missing.is_empty() {
+            out.push_str(&format!(
+                "; {} not recorded (no sampler indices)",
+                list(&self.missing)
+            ));
+        }
+        Some(out)
+    }
+
     /// Whether the runs say nothing against comparing `p` (it is stable, or
     /// no run carried an identity at all: an older run folder).
     pub fn allows(&self, p: Part) -> bool {
@@ -172,6 +205,16 @@ mod tests {
         id.order = None;
         let r = Reproduced::of(&[m.clone(), m]);
         assert_eq!(r.missing, vec![Part::Items, Part::Order]);
+    }
+
+    #[test]
+    fn bench_says_which_parts_its_runs_reproduce() {
+        let r = Reproduced::of(&[run("i", "o", "b1"), run("i", "o", "b2")]);
+        assert_eq!(
+            r.describe().unwrap(),
+            "data: the first batches' items, order and structure are the same in all 2 runs; bytes differ between runs, so a turn will not compare them"
+        );
+        assert_eq!(Reproduced::of(&[run("i", "o", "b")]).describe(), None);
     }
 
     #[test]

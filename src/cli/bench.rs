@@ -237,6 +237,9 @@ async fn bench_inner(
         for line in crate::bench::command::describe_loaders(m) {
             println!("{line}");
         }
+        if let Some(line) = crate::bench::identity::Reproduced::of(&ms).describe() {
+            println!("{line}");
+        }
         if let (Some(n), Some(per)) = (m.live_workers.filter(|&n| n > 0), m.memory_per_worker()) {
             println!(
                 "workers: {n} alive, {:.0} MB each (PSS: what one more adds){}",

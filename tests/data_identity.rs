@@ -1,0 +1,209 @@
+//! The data check on scripts as people write them: an unseeded
+//! `shuffle=True`, random augmentation inside the workers, a seed drawn from
+//! the clock. `tuneloop init -- <command>` then `start --agent builtin`, with
+//! real PyTorch: a worker-count change is checked on the items, their order
+//! and the batches' structure, never rejected for bytes that the workers'
+//! own seeds change by design, and a part the baseline's own runs do not
+//! reproduce is not compared at all.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use support::*;
+
+fn json_file(p: &Path) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .unwrap()
+}
+
+/// One tuning run at a time: two at once on a 2-core box leave the pairs
+/// too noisy to decide.
+static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A workspace holding `tests/fixtures/<name>/train.py`, set up with
+/// `init -- command…`, small step counts and one turn.
+fn fixture(name: &str, command: &[&str]) -> Ws {
+    let ws = Ws::new();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+        .join("train.py");
+    ws.write("train.py", &std::fs::read_to_string(src).unwrap());
+    let mut args = vec!["init", "--"];
+    args.extend_from_slice(command);
+    let r = ws.tuneloop(&args);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let toml = ws
+        .read("tuneloop.toml")
+        .replace("steps = 40", "steps = 12")
+        .replace("warmup_steps = 5", "warmup_steps = 2");
+    ws.write("tuneloop.toml", &toml);
+    ws.write(
+        "policies/default.toml",
+        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 6"),
+    );
+    ws
+}
+
+/// What a run left: its folder, report.json and the one turn's bench.json.
+struct Ran {
+    dir: PathBuf,
+    report: Value,
+    turn: Value,
+    stdout: String,
+}
+
+/// `start --agent builtin` for one turn, which must change the worker count
+/// and be measured and decided on speed alone: kept or reverted, never
+/// rejected for its data.
+fn start_one_worker_turn(ws: &Ws) -> Ran {
+    let r = ws.tuneloop(&["start", "--agent", "builtin"]);
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let dir = r.run_dir();
+    let report = json_file(&dir.join("report.json"));
+    let t = &report["turns"][0];
+    assert!(
+        t["change"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("num_workers"),
+        "{report:#}"
+    );
+    let reason = t["reason"].as_str().unwrap_or_default();
+    assert!(
+        ["kept", "reverted"].contains(&t["decision"].as_str().unwrap_or_default()),
+        "a worker-count change is decided on its speed: {reason}\n{report:#}"
+    );
+    assert!(!reason.contains("first batches changed"), "{reason}");
+    let turn = json_file(&dir.join("turns/01/bench.json"));
+    Ran {
+        dir,
+        report,
+        turn,
+        stdout: r.stdout,
+    }
+}
+
+fn part<'a>(m: &'a Value, p: &str) -> &'a str {
+    m["data_identity"][p]
+        .as_str()
+        .unwrap_or_else(|| panic!("no data_identity.{p} in {m:#}"))
+}
+
+/// Every candidate run against the turn's first incumbent run: whether the
+/// part `p` is the same, and the worker counts they ran with.
+fn same_as_incumbent(turn: &Value, p: &str) -> bool {
+    let inc = &turn["incumbent"][0];
+    let cands = turn["candidate"].as_array().unwrap();
+    assert!(!cands.is_empty());
+    for c in cands {
+        assert_ne!(
+            c["loader"]["num_workers"], inc["loader"]["num_workers"],
+            "the candidate runs another worker count"
+        );
+    }
+    cands.iter().all(|c| part(c, p) == part(inc, p))
+}
+
+fn parts(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a list: {v}"))
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn an_unseeded_shuffle_is_seeded_so_the_order_is_checked_and_holds() {
+    let _one = serial();
+    let ws = fixture("unseeded_shuffle", &["python", "train.py", "--epochs", "2"]);
+    let ran = start_one_worker_turn(&ws);
+    // The script sets no seed; the run is seeded before it starts, so the
+    // baseline's runs drew the same order, and so do more workers.
+    let base = json_file(&ran.dir.join("baseline/bench.json"));
+    assert_eq!(
+        part(&base["profiled"], "order"),
+        part(&base["runs"][0], "order")
+    );
+    for p in ["items", "order", "structure", "bytes"] {
+        assert!(same_as_incumbent(&ran.turn, p), "{p}: {:#}", ran.turn);
+    }
+    let check = &ran.report["data_check"];
+    assert_eq!(
+        parts(&check["loader_setting"]),
+        ["items", "order", "structure"]
+    );
+    assert_eq!(
+        parts(&check["other"]),
+        ["items", "order", "structure", "bytes"]
+    );
+    assert!(parts(&check["not_reproduced"]).is_empty(), "{check}");
+    let md = std::fs::read_to_string(ran.dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("items, order and structure compared on a loader-setting turn"),
+        "{md}"
+    );
+}
+
+#[test]
+fn augmentation_in_workers_changes_the_bytes_and_a_worker_count_is_not_rejected_for_it() {
+    let _one = serial();
+    let ws = fixture(
+        "augment_workers",
+        &["python", "train.py", "--epochs", "2", "--seed", "3"],
+    );
+    let ran = start_one_worker_turn(&ws);
+    // Seeded by the script: the baseline's runs reproduce every part...
+    let check = &ran.report["data_check"];
+    assert!(parts(&check["not_reproduced"]).is_empty(), "{check}");
+    // ...and the workers, each seeded on its own, crop and flip otherwise:
+    // the same items in the same order and shapes, other bytes. Before the
+    // data check was split by part this very turn was rejected.
+    assert!(!same_as_incumbent(&ran.turn, "bytes"), "{:#}", ran.turn);
+    for p in ["items", "order", "structure"] {
+        assert!(same_as_incumbent(&ran.turn, p), "{p}: {:#}", ran.turn);
+    }
+    assert!(
+        !ran.stdout.contains("fingerprint differs"),
+        "{}",
+        ran.stdout
+    );
+}
+
+#[test]
+fn a_seed_from_the_clock_leaves_only_what_reproduces_to_compare() {
+    let _one = serial();
+    let ws = fixture("augment_workers", &["python", "train.py", "--epochs", "2"]);
+    let ran = start_one_worker_turn(&ws);
+    // Each run of the script seeds itself from the clock: another order,
+    // other crops. The baseline's own runs show it, and only the structure
+    // is compared.
+    let base = json_file(&ran.dir.join("baseline/bench.json"));
+    assert_ne!(
+        part(&base["profiled"], "order"),
+        part(&base["runs"][0], "order")
+    );
+    let check = &ran.report["data_check"];
+    assert_eq!(parts(&check["loader_setting"]), ["structure"], "{check}");
+    assert_eq!(
+        parts(&check["not_reproduced"]),
+        ["items", "order", "bytes"],
+        "{check}"
+    );
+    assert!(!same_as_incumbent(&ran.turn, "order"), "{:#}", ran.turn);
+    let md = std::fs::read_to_string(ran.dir.join("report.md")).unwrap();
+    assert!(
+        md.contains(
+            "items, order and bytes not compared: they differ between the baseline's own 2 runs"
+        ),
+        "{md}"
+    );
+}
