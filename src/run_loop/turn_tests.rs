@@ -729,3 +729,58 @@ fn a_measure_with_epochs_already_timed_is_left_as_configured() {
     assert!(base.runs.iter().all(|m| m.epoch_starts_timed == Some(1)));
     assert_eq!(o.report.window, None);
 }
+
+/// A run whose first batches have the order `order` and the bytes `bytes`
+/// (the items and the structure always the same).
+fn ordered(sps: f64, order: &str, bytes: &str) -> Measurement {
+    Measurement {
+        data_identity: Some(crate::bench::identity::DataIdentity {
+            batches: 3,
+            items: Some("i".into()),
+            order: Some(order.into()),
+            structure: Some("s".into()),
+            bytes: Some(bytes.into()),
+        }),
+        ..m(sps, 0.8, Some("whole"))
+    }
+}
+
+/// The baseline's runs, read from its bench.json, decide what a turn
+/// compares: an order they disagree on (a seed from the clock) is not held
+/// against more workers; one they agree on is, and the rejection names it.
+#[test]
+fn the_baselines_own_runs_decide_which_parts_a_turn_compares() {
+    for clock_seeded in [true, false] {
+        let o = session(Setup::new(0, &[2]), move |nw, i, _| {
+            let order = if clock_seeded {
+                format!("o{i}")
+            } else {
+                "o".into()
+            };
+            Ok(match nw {
+                // The incumbent's bytes are its own; a worker count
+                // changes them (augmentation in workers): never compared.
+                0 => ordered(100.0, &order, "b0"),
+                _ => ordered(150.0, &format!("{order}-other"), "b2"),
+            })
+        });
+        let r = o.row(1);
+        let check = o.report.data_check.as_ref().expect("a data check");
+        if clock_seeded {
+            assert_eq!(r.decision, Decision::Kept, "{}", r.reason);
+            assert_eq!(
+                check.not_reproduced,
+                vec![crate::bench::identity::Part::Order]
+            );
+        } else {
+            assert_eq!(r.decision, Decision::Rejected, "{}", r.reason);
+            assert!(
+                r.reason.starts_with("the first batches changed: their order differs (compared: items, order and structure; bytes not compared: a loader setting"),
+                "{}",
+                r.reason
+            );
+            assert!(check.not_reproduced.is_empty());
+            assert_eq!(o.on_disk, 0, "rejected: the incumbent's files are back");
+        }
+    }
+}
