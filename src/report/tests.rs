@@ -314,6 +314,33 @@ fn markdown_headline() {
 }
 
 #[test]
+fn markdown_and_html_say_what_the_data_check_compared() {
+    use crate::bench::identity::Part::*;
+    let mut r = sample_report();
+    r.data_check = Some(crate::judge::DataCheckPlan {
+        baseline_runs: 4,
+        loader_setting: vec![Structure],
+        other: vec![Structure],
+        not_reproduced: vec![Items, Order, Bytes],
+        not_recorded: vec![],
+    });
+    let md = render_markdown(&r);
+    assert!(
+        md.contains("**Data check:** structure compared on a loader-setting turn"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "items, order and bytes not compared: they differ between the baseline's own 4 runs"
+        ),
+        "{md}"
+    );
+    let html = render_html(&r, PLACEHOLDER_SVG);
+    assert!(html.contains("Data check"), "{html}");
+    assert!(!render_markdown(&sample_report()).contains("Data check"));
+}
+
+#[test]
 fn markdown_says_when_the_workers_slow_the_step() {
     let mut r = sample_report();
     let lim = r.limits.as_mut().unwrap();
