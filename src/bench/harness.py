@@ -333,7 +333,10 @@ class DataIdentity:
             return
         self.batches += 1
         self.indices.append(None if indices is None else _flat(indices))
-        self._walk(batch, torch)
+        try:
+            self._walk(batch, torch)
+        except Exception as e:  # an odd batch object never breaks the run
+            self.structure.update(f"unreadable:{type(e).__name__}|".encode())
 
     def _walk(self, batch, torch):
         s, b = self.structure, self.bytes
