@@ -379,6 +379,10 @@ impl Inner {
                     ("configured", &configured.to_string()),
                 ],
             ),
+            Event::ProfileUnavailable { reason } => self.paint(
+                "33",
+                &fill(w.profile_unavailable, &[("reason", reason)]),
+            ),
             Event::LowDataWait { share, advice } => fill(
                 w.low_data_wait,
                 &[

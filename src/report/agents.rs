@@ -229,6 +229,7 @@ mod tests {
             window: None,
             limits: None,
             costs: None,
+            profile_unavailable: None,
         }
     }
 

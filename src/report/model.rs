@@ -64,6 +64,11 @@ pub struct RunReport {
     /// written before them, and where no run gave those figures).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub costs: Option<crate::bench::cost::StateCosts>,
+    /// Why the baseline has no profiler table (its profiled run crashed,
+    /// timed out or gave no table); the run went on without it. Absent when
+    /// the table was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_unavailable: Option<String>,
 }
 
 /// How fast this machine can move the project's batches at all, measured

@@ -153,6 +153,7 @@ fn sample_report() -> RunReport {
             ..Default::default()
         }),
         costs: Some(sample_costs()),
+        profile_unavailable: None,
     }
 }
 

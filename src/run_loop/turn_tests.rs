@@ -71,6 +71,7 @@ impl Measure for Scripted {
         let r = self.run(Mode::Profile).map(|measurement| Profiled {
             measurement,
             table: "scripted profile".into(),
+            no_table: None,
         });
         Box::pin(async move { r })
     }
