@@ -379,10 +379,9 @@ impl Inner {
                     ("configured", &configured.to_string()),
                 ],
             ),
-            Event::ProfileUnavailable { reason } => self.paint(
-                "33",
-                &fill(w.profile_unavailable, &[("reason", reason)]),
-            ),
+            Event::ProfileUnavailable { reason } => {
+                self.paint("33", &fill(w.profile_unavailable, &[("reason", reason)]))
+            }
             Event::LowDataWait { share, advice } => fill(
                 w.low_data_wait,
                 &[
