@@ -646,6 +646,46 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_missing_table_says_why() {
+        let profiled = |table: &str, no_table: Option<&str>| -> Result<Profiled, BenchError> {
+            Ok(Profiled {
+                measurement: Measurement::default(),
+                table: table.into(),
+                no_table: no_table.map(str::to_string),
+            })
+        };
+        assert_eq!(table_unavailable(&profiled("Name  Self CPU", None)), None);
+        assert_eq!(
+            table_unavailable(&profiled(
+                "\n",
+                Some("the command ended inside the profiled steps")
+            ))
+            .as_deref(),
+            Some("the command ended inside the profiled steps")
+        );
+        assert_eq!(
+            table_unavailable(&profiled("", None)).as_deref(),
+            Some("the profiled run wrote no table")
+        );
+        let crashed = Err(BenchError::Crashed {
+            code: "signal 11".into(),
+            tail: "    Segmentation fault".into(),
+        });
+        assert_eq!(
+            table_unavailable(&crashed).as_deref(),
+            Some("the profiled run failed (the bench exited with status signal 11 and printed no figure)")
+        );
+        let timed_out = Err(BenchError::Timeout {
+            limit_s: 300,
+            tail: String::new(),
+        });
+        assert_eq!(
+            table_unavailable(&timed_out).as_deref(),
+            Some("the profiled run failed (the bench ran past its limit of 300 s and was killed (whole process group))")
+        );
+    }
+
+    #[test]
     fn launcher_templates_are_filled() {
         let w = launcher_words(
             "torchrun --standalone --nproc_per_node {nproc}",

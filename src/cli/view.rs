@@ -773,6 +773,18 @@ mod tests {
     }
 
     #[test]
+    fn plain_mode_says_why_the_profiler_table_is_missing() {
+        let ev = Event::ProfileUnavailable {
+            reason: "the profiled run failed (signal 11)".into(),
+        };
+        let out = run("en", false, false, &[ev]);
+        assert!(
+            out.contains("profiler table unavailable: the profiled run failed (signal 11); the baseline goes on"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn live_mode_redraws_one_status_line_under_the_lasting_lines() {
         let events = a_turn();
         let buf = Buf::default();
