@@ -46,6 +46,11 @@ pub enum Event {
         configured: u32,
         steps: u32,
     },
+    /// The baseline's profiled run crashed, timed out or gave no table: the
+    /// baseline goes on with its throughput runs, without the table.
+    ProfileUnavailable {
+        reason: String,
+    },
     /// data_wait is already a small share: DataLoader tuning cannot help much.
     LowDataWait {
         share: f64,

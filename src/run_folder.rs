@@ -211,6 +211,10 @@ pub struct BaselineBench {
     pub profiled: Option<Measurement>,
     #[serde(default)]
     pub runs: Vec<Measurement>,
+    /// Why the baseline has no profiler table (its profiled run failed, or
+    /// gave no table; see `bench::table_unavailable`); absent when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_unavailable: Option<String>,
 }
 
 impl BaselineBench {
@@ -226,9 +230,11 @@ impl BaselineBench {
         crate::store::write_json(&Self::path(run_dir), self)
     }
 
-    /// Bench runs it took: the profiled one (when recorded) and the throughput runs.
+    /// Bench runs it took: the profiled one (when recorded, or failed) and
+    /// the throughput runs.
     pub fn run_count(&self) -> u32 {
-        u32::from(self.profiled.is_some()) + self.runs.len() as u32
+        u32::from(self.profiled.is_some() || self.profile_unavailable.is_some())
+            + self.runs.len() as u32
     }
 
     /// Which parts of the first batches the baseline's own runs (the
@@ -539,6 +545,7 @@ mod tests {
         let mut b = BaselineBench {
             profiled: Some(run(40)),
             runs: vec![run(64), run(64)],
+            ..Default::default()
         };
         // What a resumed run times again, and what the report says.
         let w = crate::bench::window::Widened {

@@ -785,16 +785,31 @@ impl<'a> Session<'a> {
         };
         self.phase("baseline", None, "profiled run");
         let prof = match self.bencher.profile(&self.interrupt).await {
-            Ok(p) => p,
             Err(BenchError::Interrupted) => return Err(LoopError::Interrupted),
-            Err(e) => return Err(LoopError::Baseline(e.to_string())),
+            run => run,
         };
         self.bench_runs += 1;
-        std::fs::write(bdir.join("profile.txt"), &prof.table)
+        // The table is the agent's extra: a profiled run that crashed, timed
+        // out or gave no table never ends the baseline (the throughput runs
+        // say whether the command can be measured at all).
+        let profile_unavailable = crate::bench::table_unavailable(&prof);
+        if let Some(reason) = &profile_unavailable {
+            self.emit(Event::ProfileUnavailable {
+                reason: reason.clone(),
+            });
+        }
+        let prof = prof.ok();
+        let table = prof.as_ref().map(|p| p.table.clone()).unwrap_or_default();
+        std::fs::write(bdir.join("profile.txt"), &table)
             .at("cannot write", &bdir.join("profile.txt"))?;
-        self.profile_table = prof.table;
-        // Short epochs: the measure as configured, kept for a command too short.
-        let mut configured = self.widen_to_epochs(&prof.measurement);
+        self.profile_table = table;
+        // Short epochs: the measure as configured, kept for a command too
+        // short. Without a profiled measurement the first throughput run
+        // decides, and is taken again over the widened window.
+        let mut configured = prof
+            .as_ref()
+            .and_then(|p| self.widen_to_epochs(&p.measurement));
+        let mut decided = prof.is_some();
         let n = self.policy.decision.baseline_runs;
         let mut ms = Vec::new();
         while ms.len() < n as usize {
@@ -807,6 +822,13 @@ impl<'a> Session<'a> {
                 .await;
             self.bench_runs += 1;
             match run {
+                Ok(m) if !decided => {
+                    decided = true;
+                    configured = self.widen_to_epochs(&m);
+                    if configured.is_none() {
+                        ms.push(m);
+                    }
+                }
                 Ok(m) => ms.push(m),
                 Err(BenchError::Interrupted) => return Err(LoopError::Interrupted),
                 Err(e) if e.is_too_few_steps() && i == 0 && configured.is_some() => {
@@ -818,8 +840,9 @@ impl<'a> Session<'a> {
             }
         }
         self.baseline_bench = BaselineBench {
-            profiled: Some(prof.measurement),
+            profiled: prof.map(|p| p.measurement),
             runs: ms.clone(),
+            profile_unavailable,
         };
         self.baseline_bench
             .write(&self.store.dir)

@@ -209,6 +209,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         .filter(|l| l.cpu_limit_sps.is_some()), // else the ceiling line says it all
         costs,
         data_check: crate::judge::DataCheckPlan::of(&facts.baseline.reproduced()),
+        profile_unavailable: facts.baseline.profile_unavailable.clone(),
     }
 }
 
@@ -347,6 +348,7 @@ mod tests {
         BaselineBench {
             profiled: Some(m(90.0, 0.8)),
             runs: vec![m(100.0, 0.7), m(102.0, 0.8), m(98.0, 0.9)],
+            ..Default::default()
         }
         .write(dir)
         .unwrap();
@@ -517,6 +519,7 @@ mod tests {
                 costly(102.0, 0, 0, 7.0),
                 costly(98.0, 0, 0, 5.0),
             ],
+            ..Default::default()
         }
         .write(d.path())
         .unwrap();

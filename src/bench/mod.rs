@@ -229,6 +229,33 @@ pub fn median_ceiling(ms: &[Measurement]) -> Option<f64> {
 pub struct Profiled {
     pub measurement: Measurement,
     pub table: String,
+    /// Why `table` is empty though the run measured (the profiler failed to
+    /// start, stop or tabulate; the instrument's words), if it is.
+    pub no_table: Option<String>,
+}
+
+/// Why a baseline has no profiler table, from its profiled run: the run
+/// failed (crashed, timed out, gave no figure), or it measured and gave no
+/// table. `None`: the table is there. The table is an extra for the agent:
+/// the baseline goes on with its throughput runs without it, and the run log
+/// and the report say this reason.
+pub fn table_unavailable(run: &Result<Profiled, BenchError>) -> Option<String> {
+    match run {
+        Ok(p) if !p.table.trim().is_empty() => None,
+        Ok(p) => Some(
+            p.no_table
+                .clone()
+                .unwrap_or_else(|| "the profiled run wrote no table".into()),
+        ),
+        Err(e) => {
+            let first = e.short();
+            let first = first
+                .trim_end_matches("; last output:")
+                .trim_end_matches(':')
+                .trim_end();
+            Some(format!("the profiled run failed ({first})"))
+        }
+    }
 }
 
 /// Runs measurements of one workspace's project.
@@ -406,6 +433,14 @@ impl Bencher {
         self.harness_dir.join("profile_table.txt")
     }
 
+    /// Where the instrument and the harness say why they wrote no table
+    /// (`TUNELOOP_TABLE_OUT` / `--table-out` with `.error` appended).
+    pub(crate) fn table_error_path(&self) -> PathBuf {
+        let mut p = self.table_path().into_os_string();
+        p.push(".error");
+        PathBuf::from(p)
+    }
+
     pub async fn measure(
         &self,
         mode: Mode,
@@ -478,14 +513,21 @@ impl Bencher {
             return Ok(Profiled {
                 measurement: m,
                 table: out.stdout,
+                no_table: None,
             });
         }
         let _ = std::fs::remove_file(self.table_path());
+        let _ = std::fs::remove_file(self.table_error_path());
         let m = self.measure(Mode::Profile, interrupt).await?;
         let table = std::fs::read_to_string(self.table_path()).unwrap_or_default();
+        let no_table = std::fs::read_to_string(self.table_error_path())
+            .ok()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty() && table.trim().is_empty());
         Ok(Profiled {
             measurement: m,
             table,
+            no_table,
         })
     }
 }
@@ -609,6 +651,46 @@ pub fn parse_contract(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_table_says_why() {
+        let profiled = |table: &str, no_table: Option<&str>| -> Result<Profiled, BenchError> {
+            Ok(Profiled {
+                measurement: Measurement::default(),
+                table: table.into(),
+                no_table: no_table.map(str::to_string),
+            })
+        };
+        assert_eq!(table_unavailable(&profiled("Name  Self CPU", None)), None);
+        assert_eq!(
+            table_unavailable(&profiled(
+                "\n",
+                Some("the command ended inside the profiled steps")
+            ))
+            .as_deref(),
+            Some("the command ended inside the profiled steps")
+        );
+        assert_eq!(
+            table_unavailable(&profiled("", None)).as_deref(),
+            Some("the profiled run wrote no table")
+        );
+        let crashed = Err(BenchError::Crashed {
+            code: "signal 11".into(),
+            tail: "    Segmentation fault".into(),
+        });
+        assert_eq!(
+            table_unavailable(&crashed).as_deref(),
+            Some("the profiled run failed (the bench exited with status signal 11 and printed no figure)")
+        );
+        let timed_out = Err(BenchError::Timeout {
+            limit_s: 300,
+            tail: String::new(),
+        });
+        assert_eq!(
+            table_unavailable(&timed_out).as_deref(),
+            Some("the profiled run failed (the bench ran past its limit of 300 s and was killed (whole process group))")
+        );
+    }
 
     #[test]
     fn launcher_templates_are_filled() {

@@ -10,7 +10,7 @@ use super::load::{load_policy, load_workspace};
 use super::{config_err, BenchArgs, Failure};
 use crate::bench::{stats, window, Bencher, Measurement, Mode};
 use crate::config::{Policy, Workspace};
-use crate::error::exit;
+use crate::error::{exit, BenchError};
 use crate::process::Interrupt;
 use crate::run_loop;
 use crate::store::FileSet;
@@ -37,7 +37,7 @@ async fn bench_inner(
     a: &BenchArgs,
     interrupt: &Interrupt,
 ) -> std::result::Result<i32, Failure> {
-    let baseline_fail = |e: crate::error::BenchError| {
+    let baseline_fail = |e: BenchError| {
         if matches!(e, crate::error::BenchError::Interrupted) {
             Failure {
                 code: exit::INTERRUPTED,
@@ -132,13 +132,29 @@ async fn bench_inner(
         return Ok(exit::OK);
     }
     let mut profiled = None;
+    let mut profile_unavailable = None;
     if a.profile {
         eprintln!("profiled run…");
-        let p = bencher.profile(interrupt).await.map_err(baseline_fail)?;
-        if !a.json {
-            println!("{}", p.table);
+        // As in a baseline: a profiled run that crashed, timed out or gave
+        // no table is said, and the throughput runs go on.
+        let run = match bencher.profile(interrupt).await {
+            Err(BenchError::Interrupted) => return Err(baseline_fail(BenchError::Interrupted)),
+            run => run,
+        };
+        profile_unavailable = crate::bench::table_unavailable(&run);
+        if let Err(e) = &run {
+            eprintln!("{e}");
         }
-        profiled = Some(p);
+        match &profile_unavailable {
+            Some(reason) if !a.json => println!("profiler table unavailable: {reason}"),
+            None if !a.json => {
+                if let Ok(p) = &run {
+                    println!("{}", p.table);
+                }
+            }
+            _ => {}
+        }
+        profiled = run.ok();
     }
     let n = a.repeats.unwrap_or(policy.decision.baseline_runs).max(1);
     let mut ms = Vec::new();
@@ -192,7 +208,8 @@ async fn bench_inner(
     if a.json {
         let v = json!({
             "samples_per_sec": med, "samples": s, "ci": ci, "data_wait_share": share,
-            "ceiling_sps": ceiling, "limits": limits, "timed_steps": timed_steps, "runs": ms, "profile_table": profiled.map(|p| p.table),
+            "ceiling_sps": ceiling, "limits": limits, "timed_steps": timed_steps, "runs": ms, "profile_table": profiled.map(|p| p.table).filter(|t| !t.trim().is_empty()),
+            "profile_unavailable": profile_unavailable,
         });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(exit::OK);

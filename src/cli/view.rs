@@ -379,6 +379,9 @@ impl Inner {
                     ("configured", &configured.to_string()),
                 ],
             ),
+            Event::ProfileUnavailable { reason } => {
+                self.paint("33", &fill(w.profile_unavailable, &[("reason", reason)]))
+            }
             Event::LowDataWait { share, advice } => fill(
                 w.low_data_wait,
                 &[
@@ -767,6 +770,18 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("data_wait is only 2.0% of step time"), "{out}");
+    }
+
+    #[test]
+    fn plain_mode_says_why_the_profiler_table_is_missing() {
+        let ev = Event::ProfileUnavailable {
+            reason: "the profiled run failed (signal 11)".into(),
+        };
+        let out = run("en", false, false, &[ev]);
+        assert!(
+            out.contains("profiler table unavailable: the profiled run failed (signal 11); the baseline goes on"),
+            "{out}"
+        );
     }
 
     #[test]

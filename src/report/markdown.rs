@@ -113,6 +113,12 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
     items.push((l.bench_runs, r.bench_runs.to_string()));
     items.push((l.wall_time, text::duration_s(r.wall_s)));
     items.push((l.stop_reason, md_inline(&r.stop_reason)));
+    if let Some(reason) = &r.profile_unavailable {
+        items.push((
+            l.profiler,
+            md_inline(&l.profile_unavailable.replace("{reason}", reason)),
+        ));
+    }
     items
 }
 

@@ -69,6 +69,11 @@ pub struct RunReport {
     /// data identity (contract mode, reports written before it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_check: Option<crate::judge::DataCheckPlan>,
+    /// Why the baseline has no profiler table (its profiled run crashed,
+    /// timed out or gave no table); the run went on without it. Absent when
+    /// the table was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_unavailable: Option<String>,
 }
 
 /// How fast this machine can move the project's batches at all, measured

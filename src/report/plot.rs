@@ -539,6 +539,7 @@ mod tests {
             limits: None,
             costs: None,
             data_check: None,
+            profile_unavailable: None,
         }
     }
 

@@ -154,6 +154,7 @@ fn sample_report() -> RunReport {
         }),
         costs: Some(sample_costs()),
         data_check: None,
+        profile_unavailable: None,
     }
 }
 
@@ -745,4 +746,35 @@ fn the_epochs_restart_limit_is_a_line_of_its_own_and_can_bind() {
     };
     let md = render_markdown(&ja);
     assert!(md.contains("エポック再開込みでコアが供給できる量"), "{md}");
+}
+
+#[test]
+fn a_baseline_without_its_profiler_table_says_why_in_every_format() {
+    let reason =
+        "the profiled run failed (the bench exited with status signal 11 and printed no figure)";
+    let r = RunReport {
+        profile_unavailable: Some(reason.into()),
+        ..sample_report()
+    };
+    let line = format!("profiler table unavailable: {reason}");
+    let md = render_markdown(&r);
+    assert!(md.contains(&format!("- **Profiler:** {line}")), "{md}");
+    let html = render_html(&r, PLACEHOLDER_SVG);
+    assert!(html.contains(&line), "{html}");
+    let json: serde_json::Value = serde_json::from_str(&render_json(&r)).unwrap();
+    assert_eq!(json["profile_unavailable"], reason);
+    // Japanese: the same reason under its own label.
+    let ja = render_markdown(&RunReport {
+        language: "ja".into(),
+        ..r
+    });
+    assert!(
+        ja.contains(&format!(
+            "- **プロファイラ:** profiler table unavailable（プロファイラの表なし）: {reason}"
+        )),
+        "{ja}"
+    );
+    // With the table: no line, no key.
+    assert!(!render_markdown(&sample_report()).contains("profiler table unavailable"));
+    assert!(!render_json(&sample_report()).contains("profile_unavailable"));
 }

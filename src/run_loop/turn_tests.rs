@@ -71,6 +71,7 @@ impl Measure for Scripted {
         let r = self.run(Mode::Profile).map(|measurement| Profiled {
             measurement,
             table: "scripted profile".into(),
+            no_table: None,
         });
         Box::pin(async move { r })
     }
@@ -783,4 +784,100 @@ fn the_baselines_own_runs_decide_which_parts_a_turn_compares() {
             assert_eq!(o.on_disk, 0, "rejected: the incumbent's files are back");
         }
     }
+}
+
+/// The profiled run crashes (as a profiler killed by a signal would); every
+/// other run measures as `figures` says.
+fn profiled_run_crashes(
+    figures: impl Fn(u64, usize, Mode) -> Result<Measurement, BenchError> + Send + Sync + 'static,
+) -> impl Fn(u64, usize, Mode) -> Result<Measurement, BenchError> + Send + Sync + 'static {
+    move |nw, before, mode| match mode {
+        Mode::Profile => Err(BenchError::Crashed {
+            code: "signal 11".into(),
+            tail: "    Segmentation fault".into(),
+        }),
+        _ => figures(nw, before, mode),
+    }
+}
+
+#[test]
+fn a_profiled_run_that_crashes_leaves_the_baseline_and_the_turns_going() {
+    let o = session(
+        Setup::new(0, &[2]),
+        profiled_run_crashes(two_levels(0, 150.0)),
+    );
+    let reason =
+        "the profiled run failed (the bench exited with status signal 11 and printed no figure)";
+    assert!(
+        o.events.contains(&Event::ProfileUnavailable {
+            reason: reason.into()
+        }),
+        "{:?}",
+        o.events
+    );
+    // The baseline: its three throughput runs, no profiled figures, the reason.
+    let base = BaselineBench::read(&o.dir).unwrap();
+    assert_eq!(base.profiled, None);
+    assert_eq!(base.runs.len(), 3);
+    assert_eq!(base.profile_unavailable.as_deref(), Some(reason));
+    assert_eq!(base.run_count(), 4, "the failed profiled run counts");
+    assert!(close(Some(o.report.baseline_sps), 100.0));
+    // The agent got no table, and the turn was measured and kept.
+    assert_eq!(
+        std::fs::read_to_string(o.dir.join("baseline/profile.txt")).unwrap(),
+        ""
+    );
+    assert_eq!(o.row(1).decision, Decision::Kept);
+    // The report says why there is no table, rebuilt from the folder alike.
+    assert_eq!(o.report.profile_unavailable.as_deref(), Some(reason));
+    let facts = run_report::RunFacts::read(&o.dir).unwrap();
+    assert_eq!(
+        run_report::assemble(&o.dir, facts, None)
+            .profile_unavailable
+            .as_deref(),
+        Some(reason)
+    );
+    let md = report::render_markdown(&o.report);
+    assert!(
+        md.contains(&format!(
+            "**Profiler:** profiler table unavailable: {reason}"
+        )),
+        "{md}"
+    );
+}
+
+#[test]
+fn a_profiled_run_with_its_table_leaves_no_reason() {
+    let o = session(Setup::new(0, &[2]), two_levels(0, 150.0));
+    assert!(!o
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::ProfileUnavailable { .. })));
+    let base = BaselineBench::read(&o.dir).unwrap();
+    assert!(base.profiled.is_some());
+    assert_eq!(base.profile_unavailable, None);
+    assert_eq!(o.report.profile_unavailable, None);
+    assert!(!report::render_markdown(&o.report).contains("profiler table unavailable"));
+}
+
+#[test]
+fn without_a_profiled_run_the_first_throughput_run_decides_the_window() {
+    let mut setup = Setup::new(0, &[2]);
+    setup.steps = Some(40);
+    let o = session(setup, profiled_run_crashes(short_epochs(0, 150.0)));
+    assert!(
+        o.events.contains(&Event::WindowWidened {
+            configured: 40,
+            steps: 64
+        }),
+        "{:?}",
+        o.events
+    );
+    // The first throughput run timed the configured steps and was taken
+    // again over one whole epoch: three baseline runs at 64.
+    let base = BaselineBench::read(&o.dir).unwrap();
+    assert_eq!(steps_of(&base.runs), vec![Some(64); 3]);
+    // profile (failed), the run at 40, 3 baseline runs, then the turn's.
+    assert_eq!(&o.runs[..5], &[0, 0, 0, 0, 0]);
+    assert_eq!(o.row(1).decision, Decision::Kept);
 }

@@ -248,12 +248,9 @@ class Recorder:
             timed = True
         profiling = timed and self.prof is not None
         if profiling and self.step_rf is not None:
-            self.step_rf.__exit__(None, None, None)
+            self.exit_range(self.step_rf)
             self.step_rf = None
-        rf = None
-        if profiling:
-            rf = self.torch.autograd.profiler.record_function("data_wait")
-            rf.__enter__()
+        rf = self.enter_range("data_wait") if profiling else None
         try:
             batch = orig_next(it)
         except StopIteration:
@@ -265,11 +262,17 @@ class Recorder:
             if tr is self.train and self.window is not None:
                 self.gap_marks = (cpu_now(), H._machine_busy_s())
             if rf is not None:
-                rf.__exit__(None, None, None)
+                self.exit_range(rf)
             self.others_saw(tr, t0, t1, p0)
             raise
+        except BaseException:
+            # A dataset that raises: the range is closed on this way out
+            # too, so none is left open when the profiler stops at exit.
+            if rf is not None:
+                self.exit_range(rf)
+            raise
         if rf is not None:
-            rf.__exit__(None, None, None)
+            self.exit_range(rf)
         self.sync()
         t1 = perf()
         created = it.__dict__.pop("_tl_created", None)
@@ -297,8 +300,7 @@ class Recorder:
             self.progress_written = True
             self.progress()
         if profiling and tr.batches - self.lo <= self.prof_active:
-            self.step_rf = self.torch.autograd.profiler.record_function("train_step")
-            self.step_rf.__enter__()
+            self.step_rf = self.enter_range("train_step")
         elif profiling and self.prof is not None:
             self.stop_profiler()
         return batch
@@ -451,25 +453,84 @@ class Recorder:
         return _shallow_copy(self.ceiling_batch)
 
     # -- the profiler ----------------------------------------------------
+    # The profiled run's table is an extra: nothing here may end the run.
+    # A profiler still running when the interpreter exits kills the process
+    # with SIGSEGV after the script is done: at exit, libkineto's API object
+    # (a static) is destroyed before torch's profiler state, whose destructor
+    # finds the profiler's callback still registered and reports it through
+    # that freed API (torch 2.13, CPU only; gdb: ~ProfilerStateBase ->
+    # logSoftAssert -> kineto::logInvariantViolation). A command that ends,
+    # raises or calls sys.exit() inside the profiled steps exits that way, so
+    # the profiler is stopped on every way out (stop_profiler_at_exit), the
+    # ranges are closed even when a batch raises, and a profiler that fails
+    # leaves the reason in TABLE_OUT.error instead of the table.
     def start_profiler(self):
-        from torch.profiler import ProfilerActivity, profile
-
-        acts = [ProfilerActivity.CPU]
-        if self.device().startswith("cuda"):
-            acts.append(ProfilerActivity.CUDA)
         self.prof_active = max(1, min(STEPS, 10))
-        self.prof = profile(activities=acts)
-        self.prof.__enter__()
+        try:
+            from torch.profiler import ProfilerActivity, profile
 
-    def stop_profiler(self):
+            acts = [ProfilerActivity.CPU]
+            if self.device().startswith("cuda"):
+                acts.append(ProfilerActivity.CUDA)
+            prof = profile(activities=acts)
+            prof.__enter__()
+        except Exception as e:
+            self.profiler_failed(f"torch.profiler did not start ({type(e).__name__}: {e})")
+            return
+        self.prof = prof
+        atexit.register(self.stop_profiler_at_exit)
+
+    def enter_range(self, name):
+        """A record_function range opened now (closed by exit_range), or None."""
+        try:
+            rf = self.torch.autograd.profiler.record_function(name)
+            rf.__enter__()
+            return rf
+        except Exception:
+            return None
+
+    @staticmethod
+    def exit_range(rf):
+        try:
+            rf.__exit__(None, None, None)
+        except Exception:
+            pass
+
+    def stop_profiler(self, table=True):
         prof, self.prof = self.prof, None
+        if prof is None:
+            return
         if self.step_rf is not None:
-            self.step_rf.__exit__(None, None, None)
+            self.exit_range(self.step_rf)
             self.step_rf = None
-        prof.__exit__(None, None, None)
+        try:
+            prof.__exit__(None, None, None)
+        except Exception as e:
+            self.profiler_failed(f"torch.profiler did not stop ({type(e).__name__}: {e})")
+            return
+        if not table or not TABLE_OUT or RANK != 0:
+            return
+        try:
+            text = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+        except Exception as e:
+            self.profiler_failed(f"torch.profiler gave no table ({type(e).__name__}: {e})")
+            return
+        with open(TABLE_OUT, "w") as f:
+            f.write(text)
+
+    def stop_profiler_at_exit(self):
+        if self.prof is not None:
+            self.stop_profiler(table=False)
+            self.profiler_failed("the command ended inside the profiled steps")
+
+    def profiler_failed(self, reason):
+        print(f"tuneloop: profiler table unavailable: {reason}", file=sys.stderr)
         if TABLE_OUT and RANK == 0:
-            with open(TABLE_OUT, "w") as f:
-                f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+            try:
+                with open(TABLE_OUT + ".error", "w") as f:
+                    f.write(reason)
+            except OSError:
+                pass
 
     # -- the end -----------------------------------------------------------
     def finish(self):
