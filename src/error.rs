@@ -70,6 +70,19 @@ impl BenchError {
         matches!(self, BenchError::User { kind, .. } if kind == "too_few_steps")
     }
 
+    /// The command cannot be measured in any run, whatever the mode: it
+    /// could not start, its set-up failed (an import, `build()`, no torch),
+    /// it never iterated a DataLoader or ended too early. A profiled run
+    /// that fails so ends the baseline at once; one that crashed, timed out
+    /// or printed no figure may be the profiler's doing, and the throughput
+    /// runs go on without its table.
+    pub fn fails_every_run(&self) -> bool {
+        matches!(
+            self,
+            BenchError::Spawn { .. } | BenchError::User { .. } | BenchError::Files { .. }
+        )
+    }
+
     /// A short one-line reason for tables.
     pub fn short(&self) -> String {
         let s = self.to_string();

@@ -784,11 +784,13 @@ impl<'a> Session<'a> {
             false => None,
         };
         self.phase("baseline", None, "profiled run");
-        let prof = match self.bencher.profile(&self.interrupt).await {
-            Err(BenchError::Interrupted) => return Err(LoopError::Interrupted),
-            run => run,
-        };
+        let prof = self.bencher.profile(&self.interrupt).await;
         self.bench_runs += 1;
+        match &prof {
+            Err(BenchError::Interrupted) => return Err(LoopError::Interrupted),
+            Err(e) if e.fails_every_run() => return Err(LoopError::Baseline(e.to_string())),
+            _ => {}
+        }
         // The table is the agent's extra: a profiled run that crashed, timed
         // out or gave no table never ends the baseline (the throughput runs
         // say whether the command can be measured at all).

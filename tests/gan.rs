@@ -128,27 +128,23 @@ fn a_command_ending_inside_the_profiled_steps_says_so_instead_of_segfaulting() {
     // profiler left running at exit died by SIGSEGV in torch's teardown.
     let ws = gan_ws(GAN, &["--workers", "0", "--niter", "1", "--nimages", "160"]);
     let r = ws.tuneloop(&["bench", "--profile", "--repeats", "1"]);
+    // The command cannot be measured at all: exit 3 at the profiled run,
+    // with the command's own reason, not a signal.
     assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
     assert!(!r.stderr.contains("signal 11"), "{}", r.stderr);
-    assert!(!r.stdout.contains("signal 11"), "{}", r.stdout);
-    let line = r
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("profiler table unavailable: "))
-        .unwrap_or_else(|| panic!("{}\n{}", r.stdout, r.stderr));
-    assert!(
-        line.contains("the profiled run failed (too_few_steps: `")
-            && line.contains(
-                "train.py --workers 0 --niter 1 --nimages 160` ended after 10 training batches"
-            ),
-        "{line}"
-    );
-    // The throughput run says the same: the command is too short.
     assert!(
         r.stderr.contains("ended after 10 training batches"),
         "{}",
         r.stderr
     );
+    // The instrumentation stopped the profiler as the script ended.
+    assert!(
+        r.stderr
+            .contains("profiler table unavailable: the command ended inside the profiled steps"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("throughput run"), "{}", r.stderr);
 }
 
 #[test]

@@ -163,6 +163,7 @@ fn report(ws: &Path) -> RunReport {
         limits: None,
         costs: None,
         data_check: None,
+        profile_unavailable: None,
     }
 }
 

@@ -138,7 +138,9 @@ async fn bench_inner(
         // As in a baseline: a profiled run that crashed, timed out or gave
         // no table is said, and the throughput runs go on.
         let run = match bencher.profile(interrupt).await {
-            Err(BenchError::Interrupted) => return Err(baseline_fail(BenchError::Interrupted)),
+            Err(e) if matches!(e, BenchError::Interrupted) || e.fails_every_run() => {
+                return Err(baseline_fail(e))
+            }
             run => run,
         };
         profile_unavailable = crate::bench::table_unavailable(&run);

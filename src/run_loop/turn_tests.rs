@@ -881,3 +881,18 @@ fn without_a_profiled_run_the_first_throughput_run_decides_the_window() {
     assert_eq!(&o.runs[..5], &[0, 0, 0, 0, 0]);
     assert_eq!(o.row(1).decision, Decision::Kept);
 }
+
+#[test]
+#[should_panic(
+    expected = "the baseline could not be measured: too_few_steps: the command ended first"
+)]
+fn a_profiled_run_that_cannot_measure_the_command_ends_the_baseline_at_once() {
+    // The command's own failure fails every run: no throughput run follows.
+    session(Setup::new(0, &[2]), |_, _, mode| match mode {
+        Mode::Profile => Err(BenchError::User {
+            kind: "too_few_steps".into(),
+            message: "the command ended first".into(),
+        }),
+        _ => panic!("a throughput run after the command could not be measured"),
+    });
+}
