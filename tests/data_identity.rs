@@ -46,10 +46,8 @@ fn fixture(name: &str, command: &[&str]) -> Ws {
         .replace("steps = 40", "steps = 12")
         .replace("warmup_steps = 5", "warmup_steps = 2");
     ws.write("tuneloop.toml", &toml);
-    ws.write(
-        "policies/default.toml",
-        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 6"),
-    );
+    // One turn of up to 4 pairs: kept or reverted, it is measured and decided.
+    ws.write("policies/default.toml", FAST_POLICY);
     ws
 }
 
@@ -125,6 +123,16 @@ fn parts(v: &Value) -> Vec<&str> {
 fn an_unseeded_shuffle_is_seeded_so_the_order_is_checked_and_holds() {
     let _one = serial();
     let ws = fixture("unseeded_shuffle", &["python", "train.py", "--epochs", "2"]);
+    // `bench` says what its runs reproduce: everything, the runs seeded.
+    let r = ws.tuneloop(&["bench", "--repeats", "2"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(
+            "data: the first batches' items, order, structure and bytes are the same in all 2 runs\n"
+        ),
+        "{}",
+        r.stdout
+    );
     let ran = start_one_worker_turn(&ws);
     // The script sets no seed; the run is seeded before it starts, so the
     // baseline's runs drew the same order, and so do more workers.
