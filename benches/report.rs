@@ -174,6 +174,7 @@ fn build_run(ws: &Path) -> PathBuf {
         limits: None,
         costs: None,
         profile_unavailable: None,
+        data_check: None,
     };
     tuneloop::run_loop::write_report_files(&dir, &report).unwrap();
     dir

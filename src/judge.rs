@@ -597,7 +597,12 @@ mod tests {
         ]);
         let inc = id(Some("i3"), Some("o3"), "s", "b3");
         let cand = id(Some("i4"), Some("o4"), "s", "b4");
-        let c = DataCheck::of("num_workers", &baseline, &[inc.clone()], &[cand.clone()]);
+        let c = DataCheck::of(
+            "num_workers",
+            &baseline,
+            std::slice::from_ref(&inc),
+            &[cand],
+        );
         assert_eq!(c.outcome, Outcome::Same);
         assert_eq!(c.compared, vec![Part::Structure]);
         assert!(c.skipped.contains(&(Part::Order, Skip::BaselineDiffers)));

@@ -46,10 +46,8 @@ fn fixture(name: &str, command: &[&str]) -> Ws {
         .replace("steps = 40", "steps = 12")
         .replace("warmup_steps = 5", "warmup_steps = 2");
     ws.write("tuneloop.toml", &toml);
-    ws.write(
-        "policies/default.toml",
-        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 6"),
-    );
+    // One turn of up to 4 pairs: kept or reverted, it is measured and decided.
+    ws.write("policies/default.toml", FAST_POLICY);
     ws
 }
 
@@ -125,6 +123,16 @@ fn parts(v: &Value) -> Vec<&str> {
 fn an_unseeded_shuffle_is_seeded_so_the_order_is_checked_and_holds() {
     let _one = serial();
     let ws = fixture("unseeded_shuffle", &["python", "train.py", "--epochs", "2"]);
+    // `bench` says what its runs reproduce: everything, the runs seeded.
+    let r = ws.tuneloop(&["bench", "--repeats", "2"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(
+            "data: the first batches' items, order, structure and bytes are the same in all 2 runs\n"
+        ),
+        "{}",
+        r.stdout
+    );
     let ran = start_one_worker_turn(&ws);
     // The script sets no seed; the run is seeded before it starts, so the
     // baseline's runs drew the same order, and so do more workers.
@@ -206,4 +214,144 @@ fn a_seed_from_the_clock_leaves_only_what_reproduces_to_compare() {
         ),
         "{md}"
     );
+}
+
+/// The harness's own fingerprints of one loader's first batches, by part,
+/// for each loader a Python snippet builds (`loaders`, a dict of name →
+/// DataLoader), each run seeded as a measured run is.
+fn identities(dataset: &str, loaders: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("tuneloop_harness.py"),
+        tuneloop::bench::HARNESS_PY,
+    )
+    .unwrap();
+    let script = format!(
+        r#"
+import json
+import torch
+import torch.utils.data.dataloader as dl
+from torch.utils.data import DataLoader, Dataset
+import tuneloop_harness as h
+
+h.watch_indices(dl)
+{dataset}
+
+def loaders():
+{loaders}
+
+out = {{}}
+for name in list(loaders()):
+    h.seed_all(torch)
+    loader = loaders()[name]
+    ident = h.DataIdentity()
+    it = iter(loader)
+    for _ in range(5):
+        batch = next(it)
+        ident.add(batch, h.indices_of(it), torch)
+    out[name] = ident.result()[0]
+    del it
+print(json.dumps(out))
+"#
+    );
+    let o = std::process::Command::new(python())
+        .current_dir(dir.path())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+const AUGMENTED: &str = r#"
+class Augmented(Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        image = torch.rand(3, 8, 8, generator=g)
+        if float(torch.rand(1)) < 0.5:  # a random flip: the worker's own stream
+            image = image.flip(-1)
+        return image, i % 3
+"#;
+
+fn same(ids: &Value, a: &str, b: &str, p: &str) -> bool {
+    assert!(ids[a][p].is_string() && ids[b][p].is_string(), "{ids:#}");
+    ids[a][p] == ids[b][p]
+}
+
+#[test]
+fn the_samplers_order_is_taken_in_the_training_process_whatever_the_worker_count() {
+    let ids = identities(
+        AUGMENTED,
+        "    return {\n\
+        \x20       'main': DataLoader(Augmented(), batch_size=4, shuffle=True),\n\
+        \x20       'again': DataLoader(Augmented(), batch_size=4, shuffle=True),\n\
+        \x20       'workers': DataLoader(Augmented(), batch_size=4, shuffle=True, num_workers=2),\n\
+        \x20       'persistent': DataLoader(Augmented(), batch_size=4, shuffle=True, num_workers=2, persistent_workers=True, prefetch_factor=4),\n\
+        \x20   }",
+    );
+    // Seeded: the same run twice is the same in every part.
+    for p in ["items", "order", "structure", "bytes"] {
+        assert!(same(&ids, "main", "again", p), "{p}: {ids:#}");
+    }
+    // With workers: the same items in the same order and shapes, other
+    // flips (each worker's own seed) -- what a worker-count turn compares.
+    for other in ["workers", "persistent"] {
+        for p in ["items", "order", "structure"] {
+            assert!(same(&ids, "main", other, p), "{other} {p}: {ids:#}");
+        }
+        assert!(!same(&ids, "main", other, "bytes"), "{other}: {ids:#}");
+    }
+}
+
+#[test]
+fn a_loader_change_that_alters_the_data_shows_in_the_part_it_alters() {
+    // Settings that look like tuning but are not: another sampler seed,
+    // every other item dropped, another batch size, a collate that casts.
+    let ids = identities(
+        AUGMENTED,
+        "    half = list(range(0, 64, 2))\n\
+        \x20   return {\n\
+        \x20       'main': DataLoader(Augmented(), batch_size=4, shuffle=True, num_workers=2),\n\
+        \x20       'reseeded': DataLoader(Augmented(), batch_size=4, shuffle=True, num_workers=2, generator=torch.Generator().manual_seed(7)),\n\
+        \x20       'subset': DataLoader(torch.utils.data.Subset(Augmented(), half), batch_size=4, shuffle=True, num_workers=2),\n\
+        \x20       'batch': DataLoader(Augmented(), batch_size=2, shuffle=True, num_workers=2),\n\
+        \x20       'cast': DataLoader(Augmented(), batch_size=4, shuffle=True, num_workers=2, collate_fn=lambda b: [torch.stack([x for x, _ in b]).half(), torch.tensor([y for _, y in b])]),\n\
+        \x20   }",
+    );
+    assert!(!same(&ids, "main", "reseeded", "order"), "{ids:#}");
+    assert!(!same(&ids, "main", "reseeded", "items"), "{ids:#}");
+    assert!(same(&ids, "main", "reseeded", "structure"), "{ids:#}");
+    assert!(!same(&ids, "main", "subset", "items"), "{ids:#}");
+    assert!(!same(&ids, "main", "batch", "structure"), "{ids:#}");
+    assert!(!same(&ids, "main", "cast", "structure"), "{ids:#}");
+    assert!(same(&ids, "main", "cast", "order"), "{ids:#}");
+    // Judged as a worker-count turn, each is rejected for the part it changed.
+    use tuneloop::bench::identity::Reproduced;
+    use tuneloop::bench::stats::Verdict;
+    use tuneloop::judge::{judge, DataCheck};
+    let run = |name: &str| tuneloop::bench::Measurement {
+        samples_per_sec: 1.0,
+        data_identity: Some(serde_json::from_value(ids[name].clone()).unwrap()),
+        ..Default::default()
+    };
+    let baseline = Reproduced::of(&[run("main"), run("main")]);
+    for (name, part) in [
+        ("reseeded", "their items and order differ"),
+        ("subset", "their items and order differ"),
+        ("batch", "structure"),
+        ("cast", "their structure differs"),
+    ] {
+        let check = DataCheck::of("num_workers", &baseline, &[run("main")], &[run(name)]);
+        let j = judge(
+            "num_workers",
+            Verdict::Keep,
+            "faster".into(),
+            &check,
+            &tuneloop::config::Policy::default(),
+        );
+        assert_eq!(j.decision, tuneloop::turn::Decision::Rejected, "{name}");
+        assert!(j.reason.contains(part), "{name}: {}", j.reason);
+    }
 }
