@@ -55,6 +55,8 @@ RANK = int(ENV.get("RANK", "0"))
 WORLD = int(ENV.get("WORLD_SIZE", "1"))
 HERE = os.path.dirname(os.path.realpath(__file__))
 NEEDED = WARMUP + STEPS
+# The first training steps' losses, for the numerics guard (see the harness).
+LOSSES = H.Losses()
 
 
 def warmup_for(loader):
@@ -417,6 +419,7 @@ class Recorder:
             "mem_available_bytes": H.mem_available_bytes(),
             "fingerprint": tr.fingerprint.hexdigest() if tr.fingerprint else None,
             "fingerprint_batches": tr.fp_batches,
+            "losses": LOSSES.values,
             "ceiling_sps": None,
             "loader": H.loader_settings(tr.loader),
             "call_site": tr.site or tr.origin,
@@ -602,6 +605,7 @@ def _patch_autograd(torch):
     def backward(*a, **k):
         if REC.last is not None:
             REC.last.backward += 1
+        LOSSES.add(a, k, torch)
         return orig_backward(*a, **k)
 
     def grad(*a, **k):
