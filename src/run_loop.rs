@@ -1479,6 +1479,9 @@ fn test_stall(point: &str) {
 mod turn_tests;
 
 #[cfg(test)]
+mod compute_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
