@@ -1,0 +1,181 @@
+//! The compute side end to end: `tuneloop init -- python train.py` on a
+//! compute-bound script it has never seen (tests/fixtures/compute_bound:
+//! images in memory, a small conv net, data_wait a few percent of the step),
+//! then `tuneloop start --agent builtin` with `[compute] knobs`. Real
+//! PyTorch, real processes: each compute change is one line, measured
+//! interleaved, kept or restored byte for byte, and its losses checked
+//! against the reference runs' by the numerics guard.
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::Value;
+use support::*;
+
+const FIXTURE: &str = include_str!("fixtures/compute_bound/train.py");
+
+fn json_file(p: &Path) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .unwrap()
+}
+
+/// One tuning run at a time: two at once on a loaded box leave the pairs
+/// too noisy to decide anything.
+static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The fixture under `init -- python train.py`, small step counts, and a
+/// fast policy with `compute` appended.
+fn workspace(compute: &str, iterations: u32) -> Ws {
+    let ws = Ws::new();
+    ws.write("train.py", FIXTURE);
+    let r = ws.tuneloop(&["init", "--", "python", "train.py"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let toml = ws
+        .read("tuneloop.toml")
+        .replace("steps = 40", "steps = 12")
+        .replace("warmup_steps = 5", "warmup_steps = 2");
+    ws.write("tuneloop.toml", &toml);
+    ws.write(
+        "policies/default.toml",
+        &format!(
+            "{}\n[compute]\n{compute}\n",
+            FAST_POLICY.replace(
+                "max_iterations = 1",
+                &format!("max_iterations = {iterations}")
+            )
+        ),
+    );
+    ws
+}
+
+fn start(ws: &Ws) -> (std::path::PathBuf, Value) {
+    let r = ws.tuneloop(&["start", "--agent", "builtin"]);
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let dir = r.run_dir();
+    let rep = json_file(&dir.join("report.json"));
+    (dir, rep)
+}
+
+#[test]
+fn a_compute_bound_job_gets_one_compute_change_a_turn_each_decided_with_its_losses_checked() {
+    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let ws = workspace("knobs = [\"num_threads\", \"channels_last\"]", 2);
+    let (dir, rep) = start(&ws);
+    // Every measured run recorded its first 5 losses.
+    let base = json_file(&dir.join("baseline/bench.json"));
+    let losses = base["runs"][0]["losses"]
+        .as_array()
+        .expect("losses recorded");
+    assert_eq!(losses.len(), 5, "{base:#}");
+    assert!(
+        losses
+            .iter()
+            .all(|l| l.as_f64().is_some_and(|v| v > 0.5 && v < 5.0)),
+        "{losses:?}"
+    );
+    // data_wait was small: the loop went on to the step instead of stopping with advice.
+    let turns = rep["turns"].as_array().unwrap();
+    let changes: Vec<&str> = turns
+        .iter()
+        .map(|t| t["change"].as_str().unwrap())
+        .collect();
+    assert_eq!(turns.len(), 2, "{changes:?} {}", rep["stop_reason"]);
+    assert!(
+        changes[0].starts_with("num_threads: torch.set_num_threads 1 → "),
+        "{changes:?}"
+    );
+    assert!(
+        changes[1].starts_with(
+            "channels_last: `model = model.to(memory_format=torch.channels_last)` added"
+        ),
+        "{changes:?}"
+    );
+    let mut expected = FIXTURE.to_string();
+    for (i, t) in turns.iter().enumerate() {
+        let decision = t["decision"].as_str().unwrap();
+        let reason = t["reason"].as_str().unwrap();
+        assert!(
+            ["kept", "reverted"].contains(&decision),
+            "turn {}: {decision}: {reason}",
+            i + 1
+        );
+        // Numerics-preserving: the losses match the incumbent's to rounding.
+        assert!(
+            reason.contains("; losses: 5 of 5 steps within ")
+                && reason.ends_with("of the incumbent's (tolerance 0.10%)"),
+            "{reason}"
+        );
+        // One line changed, and the diff holds nothing else.
+        let diff =
+            std::fs::read_to_string(dir.join(format!("turns/{:02}/diff.patch", i + 1))).unwrap();
+        let changed: Vec<&str> = diff
+            .lines()
+            .filter(|l| {
+                (l.starts_with('+') || l.starts_with('-'))
+                    && !l.starts_with("+++")
+                    && !l.starts_with("---")
+            })
+            .collect();
+        if i == 0 {
+            // As many threads as the cores the job may use (no workers to share them with).
+            assert_eq!(changed[0], "-torch.set_num_threads(1)");
+            assert!(
+                changed[1].starts_with("+torch.set_num_threads("),
+                "{changed:?}"
+            );
+            assert_eq!(changed.len(), 2);
+        } else {
+            assert_eq!(
+                changed,
+                ["+    model = model.to(memory_format=torch.channels_last)"]
+            );
+        }
+        if decision == "kept" {
+            expected =
+                std::fs::read_to_string(dir.join(format!("turns/{:02}/candidate/train.py", i + 1)))
+                    .unwrap();
+        }
+    }
+    // Kept changes stay, reverted ones are gone byte for byte.
+    assert_eq!(ws.read("train.py"), expected);
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("losses: 5 of 5 steps within"),
+        "the report shows the loss check"
+    );
+}
+
+#[test]
+fn a_numerics_changing_change_whose_losses_leave_the_tolerance_is_rejected_and_restored() {
+    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // bf16 autocast moves the losses by far more than 0.001%.
+    let ws = workspace("knobs = [\"autocast\"]\nloss_rtol = 0.00001", 1);
+    let (dir, rep) = start(&ws);
+    let t = &rep["turns"][0];
+    assert!(
+        t["change"].as_str().unwrap().starts_with(
+            "autocast: `model.forward = torch.autocast(\"cpu\", dtype=torch.bfloat16)(model.forward)` added"
+        ),
+        "{rep:#}"
+    );
+    assert_eq!(t["decision"], "rejected", "{rep:#}");
+    let reason = t["reason"].as_str().unwrap();
+    assert!(reason.starts_with("loss at step "), "{reason}");
+    assert!(
+        reason.contains("(the baseline's)")
+            && reason.contains(
+                "over the 0.0010% tolerance ([compute] loss_rtol) for `autocast` (measured: "
+            ),
+        "{reason}"
+    );
+    // The candidate's losses are there to see, and differ from the baseline's.
+    let bench = json_file(&dir.join("turns/01/bench.json"));
+    assert_ne!(
+        bench["candidate"][0]["losses"], bench["incumbent"][0]["losses"],
+        "{bench:#}"
+    );
+    assert_eq!(ws.read("train.py"), FIXTURE, "restored byte for byte");
+}
