@@ -88,6 +88,61 @@ pub fn allowed_knobs(policy: &Policy) -> Vec<String> {
         .collect()
 }
 
+/// What an agent's prompt says about the compute side: empty when
+/// `allowed` (the loader's knobs and the compute ones) names no compute
+/// knob; else one more rule line, with each allowed change's one form.
+pub fn prompt_rule(allowed: &[String], ja: bool) -> String {
+    let knobs: Vec<ComputeKnob> = ComputeKnob::ALL
+        .into_iter()
+        .filter(|k| allowed.iter().any(|a| a == k.name()))
+        .collect();
+    if knobs.is_empty() {
+        return String::new();
+    }
+    let form = |k: ComputeKnob| {
+        match k {
+        ComputeKnob::NumThreads => "`torch.set_num_threads(n)` after the imports (or the argument of the script's own call)",
+        ComputeKnob::ChannelsLast => "`model = model.to(memory_format=torch.channels_last)` just before the optimizer is built",
+        ComputeKnob::ForeachOptimizer => "`foreach=True` on the optimizer's call",
+        ComputeKnob::FusedOptimizer => "`fused=True` on the optimizer's call (SGD, Adam, AdamW, Adagrad)",
+        ComputeKnob::CudnnBenchmark => "`torch.backends.cudnn.benchmark = True` after the imports (CUDA)",
+        ComputeKnob::Tf32 => "`torch.backends.cuda.matmul.allow_tf32 = True` after the imports (CUDA)",
+        ComputeKnob::Autocast => "the forward and loss lines indented under `with torch.autocast(device_type=..., dtype=torch.bfloat16):`, nothing else changed",
+        ComputeKnob::Compile => "`model = torch.compile(model)` just before the optimizer is built",
+    }
+    };
+    let list: Vec<String> = knobs
+        .iter()
+        .map(|k| format!("  - `{}`: {}", k.name(), form(*k)))
+        .collect();
+    let (preserving, changing): (Vec<ComputeKnob>, Vec<ComputeKnob>) = knobs
+        .iter()
+        .partition(|k| k.numerics() == Numerics::Preserving);
+    let names = |v: &[ComputeKnob]| {
+        let n: Vec<&str> = v.iter().map(|k| k.name()).collect();
+        if n.is_empty() {
+            "none".to_string()
+        } else {
+            n.join(", ")
+        }
+    };
+    if ja {
+        format!(
+            "\n- または、data_wait が小さいとき・DataLoader が決まった後は、計算側の変更1つ(1か所1行、下の形のどれか)。同じく計測し、最初の5ステップの loss を照合する: 数値を変えない変更 ({}) は incumbent と一致、数値を変える変更 ({}) はポリシーの許容幅以内(baseline 比)。外れたら却下:\n{}",
+            names(&preserving),
+            names(&changing),
+            list.join("\n")
+        )
+    } else {
+        format!(
+            "\n- or, when data_wait is small or the loader is settled, ONE compute-side change, one line at one place, in one of these forms. It is measured the same way, and the losses of its first 5 training steps are checked: numerics-preserving changes ({}) must match the incumbent's, numerics-changing ones ({}) must stay within the policy's tolerance of the baseline's; otherwise it is rejected:\n{}",
+            names(&preserving),
+            names(&changing),
+            list.join("\n")
+        )
+    }
+}
+
 /// The compute knobs the history has turns for (whatever they decided).
 pub fn tried(rows: &[TurnRow]) -> Vec<ComputeKnob> {
     rows.iter()
@@ -325,6 +380,27 @@ mod tests {
         m.loader_cpu_s = Some(40.0);
         assert_eq!(thread_target(&m), Some(1));
         assert_eq!(thread_target(&Measurement::default()), None);
+    }
+
+    #[test]
+    fn the_prompt_names_each_allowed_compute_change_and_nothing_without_them() {
+        let loader = vec!["num_workers".to_string()];
+        assert_eq!(prompt_rule(&loader, false), "");
+        let mut all = loader.clone();
+        all.extend(["autocast".to_string(), "channels_last".to_string()]);
+        let en = prompt_rule(&all, false);
+        assert!(en.starts_with("\n- or, when data_wait is small"), "{en}");
+        assert!(
+            en.contains("numerics-preserving changes (channels_last)"),
+            "{en}"
+        );
+        assert!(en.contains("numerics-changing ones (autocast)"), "{en}");
+        assert!(
+            en.contains("  - `autocast`: the forward and loss lines indented under"),
+            "{en}"
+        );
+        assert!(!en.contains("`compile`"), "{en}");
+        assert!(prompt_rule(&all, true).contains("計算側の変更1つ"));
     }
 
     #[test]
