@@ -179,3 +179,39 @@ fn a_numerics_changing_change_whose_losses_leave_the_tolerance_is_rejected_and_r
     );
     assert_eq!(ws.read("train.py"), FIXTURE, "restored byte for byte");
 }
+
+#[test]
+fn the_managed_harness_records_the_first_losses_and_seeded_runs_repeat_them() {
+    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let train = r#"import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def build():
+    ds = TensorDataset(torch.randn(256, 16), torch.randint(0, 4, (256,)))
+    model = nn.Sequential(nn.Linear(16, 32), nn.Dropout(0.2), nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    return {"loader": DataLoader(ds, batch_size=16, shuffle=True), "model": model, "optimizer": opt}
+"#;
+    let ws = Ws::managed(train, "", FAST_POLICY);
+    let r = ws.tuneloop(&["bench", "--json", "--repeats", "2"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    let losses = |m: &Value| -> Vec<f64> {
+        m["losses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_f64().unwrap())
+            .collect()
+    };
+    let first = losses(&runs[0]);
+    assert_eq!(first.len(), 5, "{:#}", runs[0]);
+    // A 4-class problem starts near ln 4 = 1.386.
+    assert!((first[0] - 4f64.ln()).abs() < 0.5, "{first:?}");
+    // The harness seeds every run (dropout and shuffling included): the same losses.
+    assert_eq!(first, losses(&runs[1]));
+}
