@@ -127,9 +127,10 @@ pub fn after_imports(src: &str) -> Option<usize> {
     }
     let mut end = None;
     for (i, l) in lines.iter().enumerate() {
-        if d[i] == 0 && (l.starts_with("import ") || l.starts_with("from ")) {
-            end = Some(i + 1);
-        } else if d[i] > 0 && end == Some(i) {
+        let import = d[i] == 0 && (l.starts_with("import ") || l.starts_with("from "));
+        // An import's continuation lines (inside its parentheses) belong to it.
+        let continued = d[i] > 0 && end == Some(i);
+        if import || continued {
             end = Some(i + 1);
         }
     }
@@ -522,9 +523,7 @@ fn wrapped_block(removed: &[&str], added: &[&str]) -> Option<(ComputeKnob, Strin
             return None;
         }
         let (ri, ai) = (indent_of(r), indent_of(a));
-        let Some(more) = ai.strip_prefix(ri) else {
-            return None;
-        };
+        let more = ai.strip_prefix(ri)?;
         if more.is_empty() || *extra.get_or_insert(more) != more {
             return None;
         }
