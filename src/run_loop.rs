@@ -777,7 +777,8 @@ impl<'a> Session<'a> {
 
     /// A stop for the loader's sake (data_wait small, the step-alone
     /// ceiling reached) is no stop while compute changes are left to try:
-    /// those make the step itself faster. Says so once, when it first applies.
+    /// those make the step itself faster. Says so (a phase event) until the
+    /// first compute turn.
     fn unless_compute(&mut self, stop: Option<judge::StopReason>) -> Option<judge::StopReason> {
         use judge::StopReason as S;
         let loader_only = matches!(
