@@ -215,3 +215,83 @@ def build():
     // The harness seeds every run (dropout and shuffling included): the same losses.
     assert_eq!(first, losses(&runs[1]));
 }
+
+/// The fake `claude` of tests/fake-claude, built once into this test
+/// binary's own target folder (as tests/claude_agent.rs builds it).
+fn fake_claude() -> &'static Path {
+    static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake-claude/Cargo.toml");
+        let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake-claude-compute");
+        let out = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "--offline", "--manifest-path"])
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(&target)
+            .output()
+            .expect("run cargo to build the fake claude");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        target.join("debug/fake-claude")
+    })
+}
+
+#[test]
+fn claude_code_may_put_the_step_under_autocast_and_the_losses_are_checked_against_the_baseline() {
+    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let ws = workspace("knobs = [\"autocast\"]", 1);
+    let policy = ws.read("policies/default.toml").replace(
+        "backend = \"builtin\"",
+        &format!(
+            "backend = \"claude\"\ncommand = {:?}\ntimeout_s = 60",
+            fake_claude().display().to_string()
+        ),
+    );
+    ws.write("policies/default.toml", &policy);
+    let old = "            loss = F.cross_entropy(model(images), labels)\n";
+    let new = "            with torch.autocast(device_type=\"cpu\", dtype=torch.bfloat16):\n                loss = F.cross_entropy(model(images), labels)\n";
+    let r = ws.tuneloop_env(
+        &["start", "--agent", "claude"],
+        &[
+            ("FAKE_CLAUDE_MODES", "replace"),
+            ("FAKE_CLAUDE_OLD", old),
+            ("FAKE_CLAUDE_NEW", new),
+        ],
+    );
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let dir = r.run_dir();
+    // The prompt told it which compute change it may make, and how it is checked.
+    let prompt = std::fs::read_to_string(dir.join("turns/01/prompt.md")).unwrap();
+    assert!(prompt.contains("ONE compute-side change"), "{prompt}");
+    assert!(
+        prompt.contains("numerics-changing ones (autocast)"),
+        "{prompt}"
+    );
+    let rep = json_file(&dir.join("report.json"));
+    let t = &rep["turns"][0];
+    assert_eq!(
+        t["change"],
+        "autocast: `with torch.autocast(device_type=\"cpu\", dtype=torch.bfloat16)` around 1 lines",
+        "{rep:#}"
+    );
+    let reason = t["reason"].as_str().unwrap();
+    // bf16 moves this model's first losses by well under the 2% default:
+    // decided by speed, with the check in the reason.
+    assert!(
+        ["kept", "reverted"].contains(&t["decision"].as_str().unwrap()),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("; losses: 5 of 5 steps within ")
+            && reason.ends_with("of the baseline's (tolerance 2.00%)"),
+        "{reason}"
+    );
+    let bench = json_file(&dir.join("turns/01/bench.json"));
+    assert_ne!(
+        bench["candidate"][0]["losses"], bench["incumbent"][0]["losses"],
+        "bf16 changes the losses a little"
+    );
+}
