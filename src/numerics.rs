@@ -50,6 +50,9 @@ fn apart(value: Option<f64>, reference: Option<f64>) -> f64 {
 fn pct(x: f64) -> String {
     if x == 0.0 {
         "0%".into()
+    } else if x < 1e-6 {
+        // Float rounding: its order of magnitude is what to see.
+        format!("{:.0e}%", x * 100.0)
     } else if x < 0.001 {
         format!("{:.4}%", x * 100.0)
     } else {
@@ -190,7 +193,8 @@ mod tests {
         );
         assert!(c.ok, "{c:?}");
         assert!(
-            c.summary.starts_with("losses: 5 of 5 steps within 0.0000%"),
+            c.summary
+                .starts_with("losses: 5 of 5 steps within 2e-5% of the incumbent's"),
             "{}",
             c.summary
         );
