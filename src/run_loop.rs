@@ -1203,7 +1203,7 @@ impl<'a> Session<'a> {
         };
         row.reason = j.reason;
         // A compute change: its losses against the reference's (crate::numerics).
-        if let Some(k) = crate::knob::ComputeKnob::parse(&knob) {
+        if let Some(crate::knob::Knob::Compute(k)) = crate::knob::Knob::parse(&knob) {
             let check = crate::numerics::check(
                 k,
                 &paired.incumbent,
