@@ -111,6 +111,8 @@ pub struct Policy {
     #[serde(rename = "loop")]
     pub loop_: LoopPolicy,
     pub decision: DecisionPolicy,
+    /// Compute-side turns and their numerics guard (see [`crate::compute`]).
+    pub compute: crate::compute::ComputePolicy,
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
@@ -314,6 +316,7 @@ impl Policy {
                 ));
             }
         }
+        self.compute.check().map_err(|(key, msg)| bad(key, msg))?;
         Ok(())
     }
 

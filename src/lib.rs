@@ -19,6 +19,7 @@
 pub mod agent;
 pub mod bench;
 pub mod cli;
+pub mod compute;
 pub mod config;
 pub mod doctor;
 pub mod edit;
@@ -27,7 +28,9 @@ pub mod event;
 pub mod git;
 pub mod interpreter;
 pub mod judge;
+pub mod knob;
 pub mod measure;
+pub mod numerics;
 pub mod policy_lint;
 pub mod probe;
 pub mod process;

@@ -719,7 +719,7 @@ impl<'a> Session<'a> {
                     advice: compute_side_advice(),
                 });
             }
-            stop_reason = stop.map(|r| r.to_string());
+            stop_reason = self.unless_compute(stop).map(|r| r.to_string());
         }
         let mut turn = self.rows.last().map(|r| r.turn).unwrap_or(0);
         while stop_reason.is_none() {
@@ -771,7 +771,48 @@ impl<'a> Session<'a> {
         if self.streak.is_none() && progress.cheaper_after_streak && climbing {
             self.streak = judge::not_kept_streak(&progress, &self.policy).map(|r| r.to_string());
         }
-        judge::stop_rule(&progress, &self.policy).map(|r| r.to_string())
+        let stop = judge::stop_rule(&progress, &self.policy);
+        self.unless_compute(stop).map(|r| r.to_string())
+    }
+
+    /// A stop for the loader's sake (data_wait small, the step-alone
+    /// ceiling reached) is no stop while compute changes are left to try:
+    /// those make the step itself faster. Says so (a phase event) until the
+    /// first compute turn.
+    fn unless_compute(&mut self, stop: Option<judge::StopReason>) -> Option<judge::StopReason> {
+        use judge::StopReason as S;
+        let loader_only = matches!(
+            stop,
+            Some(
+                S::LowDataWaitAtBaseline { .. }
+                    | S::DataWaitInsignificant { .. }
+                    | S::NearCeiling { .. }
+            )
+        );
+        if !loader_only || !self.agent.takes_compute() {
+            return stop;
+        }
+        let left = crate::compute::pending(&self.policy, &self.rows, &self.incumbent);
+        if left.is_empty() {
+            return stop;
+        }
+        if !self
+            .rows
+            .iter()
+            .any(|r| crate::edit::compute::knob_of_change(&r.change).is_some())
+        {
+            let names: Vec<&str> = left.iter().map(|k| k.name()).collect();
+            self.phase(
+                "compute",
+                None,
+                format!(
+                    "{}: the compute-side changes come next ({})",
+                    stop.map(|r| r.to_string()).unwrap_or_default(),
+                    names.join(", ")
+                ),
+            );
+        }
+        None
     }
 
     async fn baseline(&mut self) -> Result<(), LoopError> {
@@ -1048,7 +1089,7 @@ impl<'a> Session<'a> {
             &self.incumbent_files,
             &after,
             &others,
-            &self.policy.loop_.knobs,
+            &crate::compute::allowed_knobs(&self.policy),
         );
         if harness_touched {
             verdict = verify::Verdict::Rejected {
@@ -1191,6 +1232,22 @@ impl<'a> Session<'a> {
             d => d,
         };
         row.reason = j.reason;
+        // A compute change: its losses against the reference's (crate::numerics).
+        if let Some(crate::knob::Knob::Compute(k)) = crate::knob::Knob::parse(&knob) {
+            let check = crate::numerics::check(
+                k,
+                &paired.incumbent,
+                &self.baseline_bench.runs,
+                &paired.candidate,
+                &self.policy.compute,
+            );
+            row.reason = if check.ok {
+                format!("{}; {}", row.reason, check.summary)
+            } else {
+                row.decision = Decision::Rejected;
+                format!("{} (measured: {})", check.summary, row.reason)
+            };
+        }
         let kept = row.decision.is_kept();
         let change = row.change.clone();
         if kept {
@@ -1451,6 +1508,9 @@ fn test_stall(point: &str) {
 
 #[cfg(test)]
 mod turn_tests;
+
+#[cfg(test)]
+mod compute_tests;
 
 #[cfg(test)]
 mod tests {

@@ -288,6 +288,44 @@ pub enum Verdict {
     },
 }
 
+/// A turn whose one changed file differs by exactly one compute change
+/// ([`edit::compute::recognize`]): that change, if the policy allows its
+/// knob and the file still parses. `None`: not a compute change.
+fn compute_change(
+    before: &FileSet,
+    after: &FileSet,
+    changed: &[&String],
+    knobs: &[String],
+) -> Option<Verdict> {
+    let [file] = changed else { return None };
+    if !file.ends_with(".py") {
+        return None;
+    }
+    let new = after.text(file);
+    let c = edit::compute::recognize(&before.text(file), &new)?;
+    if let Err(e) = edit::check_syntax(&new) {
+        return Some(Verdict::Rejected {
+            reason: format!("{file} no longer parses: {e}"),
+            change: c.change,
+        });
+    }
+    let knob = c.knob.name();
+    if !knobs.iter().any(|k| k == knob) {
+        return Some(Verdict::Rejected {
+            reason: format!(
+                "`{knob}` is a compute change the policy does not allow; add it to [compute] knobs"
+            ),
+            change: c.change,
+        });
+    }
+    Some(Verdict::OneChange {
+        file: file.to_string(),
+        knob: knob.into(),
+        change: c.change,
+        line: c.line,
+    })
+}
+
 /// Compares the editable files before and after a turn, plus the rest of the project.
 pub fn check_turn(
     before: &FileSet,
@@ -314,6 +352,9 @@ pub fn check_turn(
         .collect();
     if changed.is_empty() {
         return Verdict::NoChange;
+    }
+    if let Some(v) = compute_change(before, after, &changed, knobs) {
+        return v;
     }
     // (file, knob or keyword, one-line change, line)
     let mut found: Vec<(String, String, String, usize)> = Vec::new();

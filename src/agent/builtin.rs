@@ -168,6 +168,12 @@ impl BuiltinAgent {
             },
             ..Default::default()
         };
+        // The loader settled (or never the bottleneck): the step's turn.
+        if crate::compute::loader_settled(ctx) {
+            if let Some(r) = crate::compute::propose(ctx, self.preferred_file.as_deref()) {
+                return r;
+            }
+        }
         let site = match self.find_site(
             ctx.project_root,
             &ctx.ws.file.project.editable,
@@ -213,6 +219,10 @@ impl BuiltinAgent {
             ),
         };
         let Some(p) = next else {
+            // The loader's candidates are exhausted: the step's turn.
+            if let Some(r) = crate::compute::propose(ctx, self.preferred_file.as_deref()) {
+                return r;
+            }
             report.exhausted = true;
             // Which limit binds says whether anything is left on the table.
             report.summary = format!("no candidates left; {}", ctx.limits().summary());

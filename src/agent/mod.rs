@@ -111,6 +111,17 @@ impl Agent {
         matches!(self, Agent::Builtin(_))
     }
 
+    /// Whether the agent makes compute-side changes (`[compute] knobs`): the
+    /// builtin agent writes them, Claude Code is told which are allowed. A
+    /// scripted agent does only what its script says.
+    pub fn takes_compute(&self) -> bool {
+        match self {
+            #[cfg(test)]
+            Agent::Scripted(_) => false,
+            _ => true,
+        }
+    }
+
     /// Checks, before the baseline, that the agent can run at all.
     pub fn preflight(&self) -> Result<(), String> {
         match self {

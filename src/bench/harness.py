@@ -26,6 +26,7 @@ import faulthandler
 import hashlib
 import importlib
 import json
+import math
 import os
 import signal
 import statistics
@@ -37,6 +38,8 @@ RESULT = "TUNELOOP_RESULT "
 ERROR = "TUNELOOP_ERROR "
 FINGERPRINT_BATCHES = 3
 SEED = 0
+# The first training steps whose loss is recorded for the numerics guard.
+LOSS_STEPS = int(os.environ.get("TUNELOOP_LOSS_STEPS", "5"))
 
 
 def fail(kind, message, code=3):
@@ -194,6 +197,40 @@ class Distributed:
             for r in everyone
         ]
         return total
+
+
+class Losses:
+    """The loss of the first LOSS_STEPS training steps: the scalar each of
+    the first backward passes starts from, which the numerics guard of
+    compute turns compares between runs. Read (``.item()``, a device sync)
+    only for those few steps; a NaN or infinite loss is recorded as None."""
+
+    def __init__(self, n=LOSS_STEPS):
+        self.n = n
+        self.values = []
+
+    def add(self, args, kwargs, torch):
+        if len(self.values) >= self.n:
+            return
+        t = args[0] if args else kwargs.get("tensors")
+        if isinstance(t, (list, tuple)) and len(t) == 1:
+            t = t[0]
+        if isinstance(t, torch.Tensor) and t.numel() == 1:
+            v = float(t.detach().float().item())
+            self.values.append(v if math.isfinite(v) else None)
+
+
+def watch_losses(torch, losses):
+    """Records the losses of the first backward passes (``loss.backward()``
+    goes through ``torch.autograd.backward``)."""
+    ag = torch.autograd
+    orig = ag.backward
+
+    def backward(*a, **k):
+        losses.add(a, k, torch)
+        return orig(*a, **k)
+
+    ag.backward = backward
 
 
 def batch_size_of(batch, torch):
@@ -669,6 +706,8 @@ def main():
              "in tuneloop.toml (or TUNELOOP_PYTHON) at the interpreter your training uses")
 
     dist_env = Distributed.from_env(torch)
+    losses = Losses()
+    watch_losses(torch, losses)
     build = load_build(args.project, args.entry)
     # Seed before build() and before iter(): the sampler's generator and the
     # workers' base seed come from the default generator, so the first batches
@@ -856,6 +895,7 @@ def main():
         "fingerprint": fingerprint,
         "fingerprint_batches": identity.batches,
         "data_identity": data_identity,
+        "losses": losses.values,
         "ceiling_sps": ceiling_sps,
         "loader": loader_settings(job.loader),
         "world_size": dist_env.world if dist_env is not None else 1,

@@ -101,6 +101,11 @@ pub struct Measurement {
     /// [`identity`]); absent from older harnesses and contract mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_identity: Option<identity::DataIdentity>,
+    /// The loss of each of the first training steps (the scalar passed to
+    /// `backward`; `None` for a NaN or infinite one): what the numerics
+    /// guard of compute turns compares ([`crate::numerics`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub losses: Vec<Option<f64>>,
     #[serde(default)]
     pub ceiling_sps: Option<f64>,
     /// The DataLoader's settings as the harness saw them.

@@ -36,6 +36,7 @@ pub const DATA_PRESERVING: [&str; 4] = [
 ];
 
 pub mod compare;
+pub mod compute;
 pub mod config_file;
 pub mod diff;
 pub mod knobs;

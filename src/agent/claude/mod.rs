@@ -138,11 +138,13 @@ impl ClaudeAgent {
         let evidence =
             crate::agent::evidence::Evidence::of(ctx.incumbent, ctx.incumbent_sps, ctx.ceiling_sps);
         let knob_sites = scan_knob_sites(ctx.project_root, editable);
+        // The loader's knobs and the compute side's (told as one more rule).
+        let allowed = crate::compute::allowed_knobs(ctx.policy);
         let facts = prompt::PromptFacts {
             language: &ap.language,
             turn: ctx.turn,
             max_iterations: ctx.max_iterations,
-            knobs: &ctx.policy.loop_.knobs,
+            knobs: &allowed,
             editable,
             incumbent_sps: ctx.incumbent_sps,
             data_wait_share: ctx.incumbent.data_wait_share,

@@ -102,7 +102,10 @@ pub fn render(template: &str, f: &PromptFacts) -> String {
     let values: Vec<(&str, String)> = vec![
         ("turn", f.turn.to_string()),
         ("max_iterations", f.max_iterations.to_string()),
-        ("preprocessing_rule", preprocessing_rule(f.knobs, ja)),
+        (
+            "preprocessing_rule",
+            preprocessing_rule(f.knobs, ja) + &crate::compute::prompt_rule(f.knobs, ja),
+        ),
         ("knobs", knobs(f.knobs, ja)),
         (
             "editable",

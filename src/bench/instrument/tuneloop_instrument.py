@@ -55,6 +55,8 @@ RANK = int(ENV.get("RANK", "0"))
 WORLD = int(ENV.get("WORLD_SIZE", "1"))
 HERE = os.path.dirname(os.path.realpath(__file__))
 NEEDED = WARMUP + STEPS
+# The first training steps' losses, for the numerics guard (see the harness).
+LOSSES = H.Losses()
 
 
 def warmup_for(loader):
@@ -415,6 +417,7 @@ class Recorder:
             "fingerprint": fingerprint,
             "fingerprint_batches": tr.identity.batches,
             "data_identity": data_identity,
+            "losses": LOSSES.values,
             "ceiling_sps": None,
             "loader": H.loader_settings(tr.loader),
             "call_site": tr.site or tr.origin,
@@ -661,6 +664,7 @@ def _patch_autograd(torch):
     def backward(*a, **k):
         if REC.last is not None:
             REC.last.backward += 1
+        LOSSES.add(a, k, torch)
         return orig_backward(*a, **k)
 
     def grad(*a, **k):

@@ -30,6 +30,8 @@
 //!   harness           edit:num_workers=2, and a change to runs/*/harness/tuneloop_harness.py
 //!   syntax            an Edit that leaves the call without its closing parenthesis
 //!   nochange          reads, then ends with a question and changes nothing
+//!   replace           Read, then one Edit of the file replacing `FAKE_CLAUDE_OLD`
+//!                     by `FAKE_CLAUDE_NEW` (any change: a compute-side one)
 //!   hang              edit, start a grandchild that ignores SIGTERM, sleep forever
 //!   crash             edit, then die with a stack trace on stderr (exit 1, no result)
 //!   abort             edit, then abort (SIGABRT)
@@ -735,6 +737,15 @@ fn main() {
             s.success(&format!(
                 "Set {key}={value} in the DataLoader call: data_wait dominates the step."
             ))
+        }
+        "replace" => {
+            let file = std::env::var("FAKE_CLAUDE_FILE").unwrap_or_else(|_| "train.py".into());
+            let f = s.path(&file);
+            let old = std::env::var("FAKE_CLAUDE_OLD").unwrap_or_default();
+            let new = std::env::var("FAKE_CLAUDE_NEW").unwrap_or_default();
+            s.read(&f);
+            s.edit(&f, &old, &new);
+            s.success("Made the one change the prompt allows.")
         }
         "deny_edit" => {
             let input = r#"{"command":"python train.py","description":"Time the training loop"}"#;

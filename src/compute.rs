@@ -1,0 +1,420 @@
+//! The compute side of the loop: when the loader is settled (or data_wait
+//! was small from the start), the same one-change procedure on the step.
+//! This module owns the policy's `[compute]` table, which compute knobs are
+//! still to try, when the loader counts as settled, and the builtin agent's
+//! compute turn (which knob, what value, written where: the text itself is
+//! [`crate::edit::compute`]'s). The numerics guard is [`crate::numerics`].
+//!
+//! Off unless `[compute] knobs` names some: a policy written before this
+//! table existed tunes the loader only, as it always did.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::{AgentReport, TurnContext};
+use crate::bench::Measurement;
+use crate::config::Policy;
+use crate::edit::compute as text;
+use crate::knob::{ComputeKnob, Numerics};
+use crate::turn::{AgentInfo, TurnRow};
+
+/// `[compute]` of a policy file.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(default)]
+pub struct ComputePolicy {
+    /// The compute changes an agent may make, each one turn: num_threads,
+    /// channels_last, foreach_optimizer, fused_optimizer, cudnn_benchmark
+    /// (numerics-preserving), tf32, autocast, compile (numerics-changing).
+    pub knobs: Vec<String>,
+    /// Numerics-preserving changes: the largest relative difference of a
+    /// loss from the incumbent's at the same step.
+    pub exact_rtol: f64,
+    /// Numerics-changing changes: the largest relative difference of a loss
+    /// from the baseline's at the same step.
+    pub loss_rtol: f64,
+}
+
+impl Default for ComputePolicy {
+    fn default() -> Self {
+        ComputePolicy {
+            knobs: vec![],
+            exact_rtol: 1e-3,
+            loss_rtol: 0.02,
+        }
+    }
+}
+
+impl ComputePolicy {
+    /// The knobs named, in the order the builtin agent tries them.
+    pub fn enabled(&self) -> Vec<ComputeKnob> {
+        ComputeKnob::ALL
+            .into_iter()
+            .filter(|k| self.knobs.iter().any(|n| n == k.name()))
+            .collect()
+    }
+
+    /// `(key, message)` for a value that parses but cannot work.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        for k in &self.knobs {
+            if ComputeKnob::parse(k).is_none() {
+                let known: Vec<&str> = ComputeKnob::ALL.iter().map(|k| k.name()).collect();
+                return Err((
+                    "compute.knobs",
+                    format!("unknown compute knob `{k}`; known: {}", known.join(", ")),
+                ));
+            }
+        }
+        for (key, v) in [
+            ("compute.exact_rtol", self.exact_rtol),
+            ("compute.loss_rtol", self.loss_rtol),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err((key, "must be a relative tolerance >= 0, e.g. 0.02".into()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What verification accepts as a turn's knob: `[loop] knobs` and `[compute] knobs`.
+pub fn allowed_knobs(policy: &Policy) -> Vec<String> {
+    policy
+        .loop_
+        .knobs
+        .iter()
+        .chain(policy.compute.knobs.iter())
+        .cloned()
+        .collect()
+}
+
+/// What an agent's prompt says about the compute side: empty when
+/// `allowed` (the loader's knobs and the compute ones) names no compute
+/// knob; else one more rule line, with each allowed change's one form.
+pub fn prompt_rule(allowed: &[String], ja: bool) -> String {
+    let knobs: Vec<ComputeKnob> = ComputeKnob::ALL
+        .into_iter()
+        .filter(|k| allowed.iter().any(|a| a == k.name()))
+        .collect();
+    if knobs.is_empty() {
+        return String::new();
+    }
+    let form = |k: ComputeKnob| {
+        match k {
+        ComputeKnob::NumThreads => "`torch.set_num_threads(n)` after the imports (or the argument of the script's own call)",
+        ComputeKnob::ChannelsLast => "`model = model.to(memory_format=torch.channels_last)` just before the optimizer is built",
+        ComputeKnob::ForeachOptimizer => "`foreach=True` on the optimizer's call",
+        ComputeKnob::FusedOptimizer => "`fused=True` on the optimizer's call (SGD, Adam, AdamW, Adagrad)",
+        ComputeKnob::CudnnBenchmark => "`torch.backends.cudnn.benchmark = True` after the imports (CUDA)",
+        ComputeKnob::Tf32 => "`torch.backends.cuda.matmul.allow_tf32 = True` after the imports (CUDA)",
+        ComputeKnob::Autocast => "the forward and loss lines indented under `with torch.autocast(device_type=..., dtype=torch.bfloat16):`, nothing else changed",
+        ComputeKnob::Compile => "`model = torch.compile(model)` just before the optimizer is built",
+    }
+    };
+    let list: Vec<String> = knobs
+        .iter()
+        .map(|k| format!("  - `{}`: {}", k.name(), form(*k)))
+        .collect();
+    let (preserving, changing): (Vec<ComputeKnob>, Vec<ComputeKnob>) = knobs
+        .iter()
+        .partition(|k| k.numerics() == Numerics::Preserving);
+    let names = |v: &[ComputeKnob]| {
+        let n: Vec<&str> = v.iter().map(|k| k.name()).collect();
+        if n.is_empty() {
+            "none".to_string()
+        } else {
+            n.join(", ")
+        }
+    };
+    if ja {
+        format!(
+            "\n- または、data_wait が小さいとき・DataLoader が決まった後は、計算側の変更1つ(1か所1行、下の形のどれか)。同じく計測し、最初の5ステップの loss を照合する: 数値を変えない変更 ({}) は incumbent と一致、数値を変える変更 ({}) はポリシーの許容幅以内(baseline 比)。外れたら却下:\n{}",
+            names(&preserving),
+            names(&changing),
+            list.join("\n")
+        )
+    } else {
+        format!(
+            "\n- or, when data_wait is small or the loader is settled, ONE compute-side change, one line at one place, in one of these forms. It is measured the same way, and the losses of its first 5 training steps are checked: numerics-preserving changes ({}) must match the incumbent's, numerics-changing ones ({}) must stay within the policy's tolerance of the baseline's; otherwise it is rejected:\n{}",
+            names(&preserving),
+            names(&changing),
+            list.join("\n")
+        )
+    }
+}
+
+/// The compute knobs the history has turns for (whatever they decided).
+pub fn tried(rows: &[TurnRow]) -> Vec<ComputeKnob> {
+    rows.iter()
+        .filter_map(|r| text::knob_of_change(&r.change))
+        .collect()
+}
+
+fn on_cuda(m: &Measurement) -> bool {
+    m.device.as_deref().is_some_and(|d| d.starts_with("cuda"))
+}
+
+/// The enabled compute knobs not tried yet that can act on the incumbent's
+/// device (cudnn.benchmark and TF32 need CUDA).
+pub fn pending(policy: &Policy, rows: &[TurnRow], incumbent: &Measurement) -> Vec<ComputeKnob> {
+    let done = tried(rows);
+    policy
+        .compute
+        .enabled()
+        .into_iter()
+        .filter(|k| !done.contains(k))
+        .filter(|k| !k.cuda_only() || on_cuda(incumbent))
+        .collect()
+}
+
+/// Whether DataLoader settings cannot help any more: data_wait is below the
+/// policy's share, or the incumbent is at the step-alone ceiling. Then the
+/// step itself is what to make faster.
+pub fn loader_settled(ctx: &TurnContext<'_>) -> bool {
+    let d = &ctx.policy.decision;
+    let share = ctx.incumbent.data_wait_share;
+    share.is_some_and(|s| s < d.stop_when_data_wait_below)
+        || crate::judge::credible_ceiling_share(ctx.incumbent_sps, ctx.ceiling_sps, share)
+            .is_some_and(|s| s >= d.stop_when_ceiling_share_above)
+}
+
+/// The intra-op threads the step should have: the cores the job may use
+/// less those its loader's workers keep busy (their CPU seconds over the
+/// wall time), at least one.
+pub fn thread_target(m: &Measurement) -> Option<u32> {
+    let cores = m.usable_cores.or(m.cpu_count.map(f64::from))?;
+    let workers = m
+        .loader
+        .get("num_workers")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0);
+    let busy = match (workers, m.loader_cpu_s, m.wall_s) {
+        (w, Some(cpu), Some(wall)) if w > 0 && wall > 0.0 => cpu / wall,
+        _ => 0.0,
+    };
+    Some(((cores - busy).round() as i64).clamp(1, cores.round().max(1.0) as i64) as u32)
+}
+
+/// Whether a model-level change has something to act on in `src`:
+/// channels_last only pays for convolutions.
+fn worth_trying(knob: ComputeKnob, src: &str) -> Result<(), String> {
+    match knob {
+        ComputeKnob::ChannelsLast
+            if !["Conv2d", "conv2d", "torchvision.models", "resnet", "ResNet"]
+                .iter()
+                .any(|w| src.contains(w)) =>
+        {
+            Err("no 2-d convolution in the script".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The builtin agent's compute turn: the first pending knob that has a
+/// findable place in the script, written there. `None` when none is left.
+/// `preferred` is the entry's module or the command's script.
+pub fn propose(ctx: &TurnContext<'_>, preferred: Option<&str>) -> Option<AgentReport> {
+    let started = std::time::Instant::now();
+    let pending = pending(ctx.policy, ctx.history, ctx.incumbent);
+    if pending.is_empty() {
+        return None;
+    }
+    let root = ctx.project_root;
+    let editable = &ctx.ws.file.project.editable;
+    let file = script(root, editable, preferred)?;
+    let src = std::fs::read_to_string(root.join(&file)).ok()?;
+    let cuda = on_cuda(ctx.incumbent);
+    let device = if cuda { "cuda" } else { "cpu" };
+    let threads = thread_target(ctx.incumbent);
+    let mut skipped = Vec::new();
+    for knob in pending {
+        let made = worth_trying(knob, &src).and_then(|()| match knob {
+            ComputeKnob::NumThreads => {
+                let want = threads.ok_or("the cores the job may use are unknown")?;
+                let now = text::threads_call(&src)?.map(|(_, n)| n);
+                // Unset, torch takes about the cores: worth a turn only below them.
+                let cores = ctx
+                    .incumbent
+                    .usable_cores
+                    .unwrap_or(f64::from(want))
+                    .round() as u32;
+                if now.is_none() && want >= cores {
+                    return Err(format!("torch's default already uses the {cores} cores"));
+                }
+                text::apply(knob, &src, want, device)
+            }
+            // foreach is already the default on CUDA.
+            ComputeKnob::ForeachOptimizer if cuda => Err("foreach is the default on CUDA".into()),
+            _ => text::apply(knob, &src, 1, device),
+        });
+        match made {
+            Ok(new_src) => {
+                let mut report = AgentReport {
+                    info: AgentInfo {
+                        backend: "builtin".into(),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                let change = text::recognize(&src, &new_src)
+                    .map(|e| format!("{} at {file}:{}", e.change, e.line))
+                    .unwrap_or_else(|| knob.name().to_string());
+                let why = match knob.numerics() {
+                    Numerics::Preserving => "the loader is settled; numerics-preserving",
+                    Numerics::Changing => {
+                        "the loader is settled; may change the numerics (losses checked against the baseline)"
+                    }
+                };
+                match crate::store::write_atomic(&root.join(&file), new_src.as_bytes()) {
+                    Ok(()) => report.summary = format!("{change} ({why})"),
+                    Err(e) => report.failure = Some(format!("cannot write {file}: {e}")),
+                }
+                if !skipped.is_empty() {
+                    report
+                        .summary
+                        .push_str(&format!("; skipped: {}", skipped.join("; ")));
+                }
+                report.info.exit_code = Some(if report.failure.is_some() { 1 } else { 0 });
+                report.info.duration_ms = started.elapsed().as_millis() as u64;
+                return Some(report);
+            }
+            Err(why) => skipped.push(format!("{knob}: {why}")),
+        }
+    }
+    None
+}
+
+/// The script the compute changes go into: the preferred one when it has
+/// an optimizer or imports torch, else the first editable one that does.
+fn script(root: &Path, editable: &[String], preferred: Option<&str>) -> Option<String> {
+    let fits = |f: &str| {
+        std::fs::read_to_string(root.join(f)).ok().is_some_and(|s| {
+            text::optimizer_call(&s).is_some() || text::after_imports(&s).is_some()
+        })
+    };
+    preferred
+        .filter(|f| fits(f))
+        .map(str::to_string)
+        .or_else(|| {
+            editable
+                .iter()
+                .filter(|f| f.ends_with(".py"))
+                .find(|f| fits(f))
+                .cloned()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::turn::Decision;
+
+    fn policy(knobs: &[&str]) -> Policy {
+        let mut p = Policy::default();
+        p.compute.knobs = knobs.iter().map(|s| s.to_string()).collect();
+        p
+    }
+
+    fn row(change: &str) -> TurnRow {
+        TurnRow {
+            turn: 1,
+            change: change.into(),
+            file: None,
+            before_sps: None,
+            after_sps: None,
+            ratio: None,
+            ratio_ci: None,
+            runs: 0,
+            decision: Decision::Reverted,
+            reason: String::new(),
+            agent: AgentInfo::default(),
+            candidate_samples: vec![],
+            incumbent_samples: vec![],
+            data_wait_share: None,
+        }
+    }
+
+    #[test]
+    fn pending_knobs_follow_the_policy_the_history_and_the_device() {
+        let p = policy(&["compile", "num_threads", "cudnn_benchmark", "channels_last"]);
+        let cpu = Measurement {
+            device: Some("cpu".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            pending(&p, &[], &cpu),
+            [
+                ComputeKnob::NumThreads,
+                ComputeKnob::ChannelsLast,
+                ComputeKnob::Compile
+            ]
+        );
+        let rows = [
+            row("num_workers 0 → 2"),
+            row("num_threads: torch.set_num_threads 1 → 2 at train.py:3"),
+        ];
+        assert_eq!(
+            pending(&p, &rows, &cpu),
+            [ComputeKnob::ChannelsLast, ComputeKnob::Compile]
+        );
+        let gpu = Measurement {
+            device: Some("cuda:0".into()),
+            ..Default::default()
+        };
+        assert!(pending(&p, &rows, &gpu).contains(&ComputeKnob::CudnnBenchmark));
+        assert!(pending(&policy(&[]), &[], &cpu).is_empty());
+        assert_eq!(allowed_knobs(&p).len(), 4 + 4);
+    }
+
+    #[test]
+    fn threads_take_the_cores_the_workers_leave() {
+        let mut m = Measurement {
+            usable_cores: Some(8.0),
+            ..Default::default()
+        };
+        assert_eq!(thread_target(&m), Some(8));
+        m.loader.insert("num_workers".into(), 4.into());
+        m.loader_cpu_s = Some(6.0);
+        m.wall_s = Some(2.0);
+        assert_eq!(thread_target(&m), Some(5));
+        m.loader_cpu_s = Some(40.0);
+        assert_eq!(thread_target(&m), Some(1));
+        assert_eq!(thread_target(&Measurement::default()), None);
+    }
+
+    #[test]
+    fn the_prompt_names_each_allowed_compute_change_and_nothing_without_them() {
+        let loader = vec!["num_workers".to_string()];
+        assert_eq!(prompt_rule(&loader, false), "");
+        let mut all = loader.clone();
+        all.extend(["autocast".to_string(), "channels_last".to_string()]);
+        let en = prompt_rule(&all, false);
+        assert!(en.starts_with("\n- or, when data_wait is small"), "{en}");
+        assert!(
+            en.contains("numerics-preserving changes (channels_last)"),
+            "{en}"
+        );
+        assert!(en.contains("numerics-changing ones (autocast)"), "{en}");
+        assert!(
+            en.contains("  - `autocast`: the forward and loss lines indented under"),
+            "{en}"
+        );
+        assert!(!en.contains("`compile`"), "{en}");
+        assert!(prompt_rule(&all, true).contains("計算側の変更1つ"));
+    }
+
+    #[test]
+    fn unknown_knobs_and_bad_tolerances_are_named() {
+        let mut c = ComputePolicy {
+            knobs: vec!["amp".into()],
+            ..Default::default()
+        };
+        let (key, msg) = c.check().unwrap_err();
+        assert_eq!(key, "compute.knobs");
+        assert!(msg.contains("`amp`") && msg.contains("autocast"), "{msg}");
+        c.knobs = vec!["autocast".into()];
+        assert!(c.check().is_ok());
+        c.loss_rtol = -1.0;
+        assert_eq!(c.check().unwrap_err().0, "compute.loss_rtol");
+    }
+}

@@ -1,0 +1,224 @@
+//! What a turn may change, as one type: the DataLoader family (a keyword of
+//! the loader, or one spot of preprocessing) and the compute family (one
+//! line of the training script that changes how the step computes). Policy
+//! files, the run log and the verification speak in the knobs' names
+//! ([`Knob::name`], [`Knob::parse`]); the code that reasons about a knob
+//! (is it CUDA-only, may it change the losses) asks the type.
+
+use std::fmt;
+
+/// The DataLoader family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LoaderKnob {
+    NumWorkers,
+    PinMemory,
+    PrefetchFactor,
+    PersistentWorkers,
+    Preprocessing,
+}
+
+/// The compute family: each sits at one findable place of the script
+/// (see [`crate::edit::compute`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ComputeKnob {
+    /// `torch.set_num_threads(n)`: intra-op threads against the workers'
+    /// share of the cores.
+    NumThreads,
+    /// `model = model.to(memory_format=torch.channels_last)`.
+    ChannelsLast,
+    /// `fused=True` on the optimizer's constructor.
+    FusedOptimizer,
+    /// `foreach=True` on the optimizer's constructor.
+    ForeachOptimizer,
+    /// `torch.backends.cudnn.benchmark = True` (CUDA only).
+    CudnnBenchmark,
+    /// TF32 matmuls: `torch.backends.cuda.matmul.allow_tf32 = True` (CUDA only).
+    Tf32,
+    /// Autocast (bf16; fp16 too on CUDA) around the model's forward or the step.
+    Autocast,
+    /// `model = torch.compile(model)`.
+    Compile,
+}
+
+/// Whether a knob may change what the step computes, and so the losses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Numerics {
+    /// The same arithmetic in another order or layout: losses match within
+    /// float rounding (`[compute] exact_rtol`).
+    Preserving,
+    /// Lower precision or rewritten kernels: losses stay within the policy's
+    /// stated tolerance (`[compute] loss_rtol`).
+    Changing,
+}
+
+/// One knob of either family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Knob {
+    Loader(LoaderKnob),
+    Compute(ComputeKnob),
+}
+
+impl LoaderKnob {
+    pub const ALL: [LoaderKnob; 5] = [
+        LoaderKnob::NumWorkers,
+        LoaderKnob::PinMemory,
+        LoaderKnob::PrefetchFactor,
+        LoaderKnob::PersistentWorkers,
+        LoaderKnob::Preprocessing,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LoaderKnob::NumWorkers => "num_workers",
+            LoaderKnob::PinMemory => "pin_memory",
+            LoaderKnob::PrefetchFactor => "prefetch_factor",
+            LoaderKnob::PersistentWorkers => "persistent_workers",
+            LoaderKnob::Preprocessing => "preprocessing",
+        }
+    }
+}
+
+impl ComputeKnob {
+    /// In the order the builtin agent tries them: the cheap, numerics-
+    /// preserving ones first, the ones that may change the losses last.
+    pub const ALL: [ComputeKnob; 8] = [
+        ComputeKnob::NumThreads,
+        ComputeKnob::ChannelsLast,
+        ComputeKnob::ForeachOptimizer,
+        ComputeKnob::FusedOptimizer,
+        ComputeKnob::CudnnBenchmark,
+        ComputeKnob::Tf32,
+        ComputeKnob::Autocast,
+        ComputeKnob::Compile,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ComputeKnob::NumThreads => "num_threads",
+            ComputeKnob::ChannelsLast => "channels_last",
+            ComputeKnob::FusedOptimizer => "fused_optimizer",
+            ComputeKnob::ForeachOptimizer => "foreach_optimizer",
+            ComputeKnob::CudnnBenchmark => "cudnn_benchmark",
+            ComputeKnob::Tf32 => "tf32",
+            ComputeKnob::Autocast => "autocast",
+            ComputeKnob::Compile => "compile",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<ComputeKnob> {
+        ComputeKnob::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// cuDNN's autotuner and TF32 do nothing on a CPU.
+    pub fn cuda_only(self) -> bool {
+        matches!(self, ComputeKnob::CudnnBenchmark | ComputeKnob::Tf32)
+    }
+
+    /// Why each is classed as it is:
+    /// - threads: the same kernels split over fewer or more threads; only the
+    ///   order of a reduction's partial sums may differ (float rounding);
+    /// - channels_last: the same convolution in another memory layout, whose
+    ///   kernels may sum in another order (rounding);
+    /// - foreach / fused optimizer: the same update rule over all parameters
+    ///   at once (rounding; fused may fold multiply-adds);
+    /// - cudnn.benchmark: another algorithm for the same convolution
+    ///   (rounding), chosen by timing;
+    /// - TF32 and bf16 autocast compute matmuls with a shorter mantissa, and
+    ///   `torch.compile` fuses and reorders kernels: the losses move more
+    ///   than rounding, so they must stay within the policy's tolerance.
+    pub fn numerics(self) -> Numerics {
+        match self {
+            ComputeKnob::NumThreads
+            | ComputeKnob::ChannelsLast
+            | ComputeKnob::FusedOptimizer
+            | ComputeKnob::ForeachOptimizer
+            | ComputeKnob::CudnnBenchmark => Numerics::Preserving,
+            ComputeKnob::Tf32 | ComputeKnob::Autocast | ComputeKnob::Compile => Numerics::Changing,
+        }
+    }
+}
+
+impl Knob {
+    /// Every knob's name, both families.
+    pub fn names() -> Vec<&'static str> {
+        LoaderKnob::ALL
+            .iter()
+            .map(|k| k.name())
+            .chain(ComputeKnob::ALL.iter().map(|k| k.name()))
+            .collect()
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Knob::Loader(k) => k.name(),
+            Knob::Compute(k) => k.name(),
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Knob> {
+        LoaderKnob::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .map(Knob::Loader)
+            .or_else(|| ComputeKnob::parse(name).map(Knob::Compute))
+    }
+
+    pub fn compute(self) -> Option<ComputeKnob> {
+        match self {
+            Knob::Compute(k) => Some(k),
+            Knob::Loader(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Knob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for ComputeKnob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_parses_back_to_its_knob_and_the_families_do_not_overlap() {
+        let names = Knob::names();
+        for n in &names {
+            assert_eq!(Knob::parse(n).unwrap().name(), *n);
+        }
+        let mut dedup = names.clone();
+        dedup.sort();
+        dedup.dedup();
+        assert_eq!(dedup.len(), names.len());
+        assert_eq!(Knob::parse("batch_size"), None);
+        assert_eq!(
+            Knob::parse("num_workers"),
+            Some(Knob::Loader(LoaderKnob::NumWorkers))
+        );
+        assert_eq!(
+            Knob::parse("channels_last").and_then(Knob::compute),
+            Some(ComputeKnob::ChannelsLast)
+        );
+        // The loader family's names are the ones the policy has always used.
+        for k in crate::edit::DATA_PRESERVING {
+            assert!(matches!(Knob::parse(k), Some(Knob::Loader(_))), "{k}");
+        }
+    }
+
+    #[test]
+    fn lower_precision_and_compile_are_the_numerics_changing_ones() {
+        let changing: Vec<&str> = ComputeKnob::ALL
+            .into_iter()
+            .filter(|k| k.numerics() == Numerics::Changing)
+            .map(|k| k.name())
+            .collect();
+        assert_eq!(changing, ["tf32", "autocast", "compile"]);
+    }
+}

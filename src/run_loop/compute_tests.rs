@@ -1,0 +1,207 @@
+//! The compute side through the real loop without Python: the builtin agent
+//! writes compute changes into a script whose data_wait is small, a scripted
+//! [`Measure`] returns speed and losses by what the file on disk holds, and
+//! the loop verifies, measures, judges, runs the numerics guard and keeps or
+//! restores. Each test asserts the decisions and the reasons recorded.
+
+use std::sync::Mutex;
+
+use super::*;
+use crate::bench::Profiled;
+use crate::measure::Pending;
+
+const TRAIN: &str = "import torch\nfrom torch import nn\nfrom torch.utils.data import DataLoader\n\ntorch.set_num_threads(1)\n\n\ndef build():\n    loader = DataLoader(ds, batch_size=8, num_workers=0)\n    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten())\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    return {\"loader\": loader, \"model\": model, \"optimizer\": optimizer}\n";
+
+const LOSSES: [f64; 5] = [2.30, 2.25, 2.20, 2.12, 2.05];
+
+/// Figures by the text on disk: `(text) -> (samples/sec, loss scale)`.
+type Figures = dyn Fn(&str) -> (f64, f64) + Send + Sync;
+
+struct ByText {
+    root: PathBuf,
+    figures: Arc<Figures>,
+    texts: Arc<Mutex<Vec<String>>>,
+}
+
+impl ByText {
+    fn run(&self) -> Result<Measurement, BenchError> {
+        let text = std::fs::read_to_string(self.root.join("train.py")).unwrap();
+        let (sps, scale) = (self.figures)(&text);
+        self.texts.lock().unwrap().push(text);
+        Ok(Measurement {
+            samples_per_sec: sps,
+            data_wait_share: Some(0.02),
+            cpu_count: Some(2),
+            usable_cores: Some(2.0),
+            device: Some("cpu".into()),
+            losses: LOSSES.iter().map(|v| Some(v * scale)).collect(),
+            ..Default::default()
+        })
+    }
+}
+
+impl Measure for ByText {
+    fn measure<'a>(&'a self, _: Mode, _: &'a Interrupt) -> Pending<'a, Measurement> {
+        let r = self.run();
+        Box::pin(async move { r })
+    }
+
+    fn profile<'a>(&'a self, _: &'a Interrupt) -> Pending<'a, Profiled> {
+        let r = self.run().map(|measurement| Profiled {
+            measurement,
+            table: String::new(),
+            no_table: None,
+        });
+        Box::pin(async move { r })
+    }
+}
+
+struct Outcome {
+    report: RunReport,
+    on_disk: String,
+    _tmp: tempfile::TempDir,
+}
+
+fn session(
+    knobs: &[&str],
+    policy: impl FnOnce(&mut Policy),
+    figures: impl Fn(&str) -> (f64, f64) + Send + Sync + 'static,
+) -> Outcome {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::write(d.join("train.py"), TRAIN).unwrap();
+    std::fs::write(
+        d.join("tuneloop.toml"),
+        "[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\nentry = \"train:build\"\n",
+    )
+    .unwrap();
+    let ws = Workspace::load(d).unwrap();
+    let mut p = Policy::default();
+    p.compute.knobs = knobs.iter().map(|s| s.to_string()).collect();
+    p.decision.baseline_runs = 1;
+    policy(&mut p);
+    let agent = Agent::Builtin(crate::agent::builtin::BuiltinAgent::new(&ws));
+    let mut view = |_: &Event| {};
+    let mut s = prepare(
+        &ws,
+        StartOptions {
+            policy_path: d.join("policies/default.toml"),
+            policy: p,
+            iterations: Some(6),
+            allow_dirty: true,
+            git_commits: false,
+        },
+        agent,
+        Interrupt::new(),
+        &mut view,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    s.bencher = Arc::new(ByText {
+        root: s.root.clone(),
+        figures: Arc::new(figures),
+        texts: Arc::new(Mutex::new(Vec::new())),
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let report = rt.block_on(s.run()).unwrap_or_else(|(e, _)| panic!("{e}"));
+    let on_disk = std::fs::read_to_string(d.join("train.py")).unwrap();
+    Outcome {
+        report,
+        on_disk,
+        _tmp: tmp,
+    }
+}
+
+#[test]
+fn a_small_data_wait_leads_to_compute_turns_kept_reverted_and_rejected_by_the_losses() {
+    let o = session(
+        &["num_threads", "channels_last", "autocast"],
+        |_| {},
+        |t| {
+            let mut sps = 100.0;
+            let mut scale = 1.0;
+            if t.contains("set_num_threads(2)") {
+                sps *= 1.6;
+            }
+            if t.contains("autocast") {
+                // Faster, but the losses move 5%: over the 2% tolerance.
+                sps *= 1.5;
+                scale = 1.05;
+            }
+            (sps, scale)
+        },
+    );
+    let rows = &o.report.turns;
+    let changes: Vec<&str> = rows.iter().map(|r| r.change.as_str()).collect();
+    assert_eq!(rows.len(), 3, "{changes:?}\n{}", o.report.stop_reason);
+    assert!(
+        changes[0].starts_with("num_threads: torch.set_num_threads 1 → 2"),
+        "{changes:?}"
+    );
+    assert_eq!(rows[0].decision, Decision::Kept, "{}", rows[0].reason);
+    assert!(
+        rows[0]
+            .reason
+            .ends_with("losses: 5 of 5 steps within 0% of the incumbent's (tolerance 0.10%)"),
+        "{}",
+        rows[0].reason
+    );
+    assert!(changes[1].starts_with("channels_last: "), "{changes:?}");
+    assert_eq!(rows[1].decision, Decision::Reverted, "{}", rows[1].reason);
+    assert!(changes[2].starts_with("autocast: "), "{changes:?}");
+    assert_eq!(rows[2].decision, Decision::Rejected, "{}", rows[2].reason);
+    assert!(
+        rows[2].reason.starts_with("loss at step ")
+            && rows[2].reason.contains(
+                "(the baseline's), 5.00% apart, over the 2.00% tolerance ([compute] loss_rtol) for `autocast` (measured: faster"
+            ),
+        "{}",
+        rows[2].reason
+    );
+    // Kept byte for byte: only the thread count changed; the rest restored.
+    assert_eq!(
+        o.on_disk,
+        TRAIN.replace("set_num_threads(1)", "set_num_threads(2)")
+    );
+    // With nothing left on the compute side, the loader's stop applies.
+    assert_eq!(
+        o.report.stop_reason,
+        "data_wait no longer significant (2.0% of step time)"
+    );
+}
+
+#[test]
+fn a_wider_tolerance_keeps_the_numerics_changing_change_and_without_compute_knobs_the_baseline_stops(
+) {
+    let o = session(
+        &["autocast"],
+        |p| p.compute.loss_rtol = 0.10,
+        |t| match t.contains("autocast") {
+            true => (150.0, 1.05),
+            false => (100.0, 1.0),
+        },
+    );
+    assert_eq!(o.report.turns.len(), 1);
+    let r = &o.report.turns[0];
+    assert_eq!(r.decision, Decision::Kept, "{}", r.reason);
+    assert!(
+        r.reason
+            .contains("within 5.00% of the baseline's (tolerance 10.00%)"),
+        "{}",
+        r.reason
+    );
+    assert!(o.on_disk.contains("model.forward = torch.autocast(\"cpu\", dtype=torch.bfloat16)(model.forward)\n    optimizer ="));
+
+    let o = session(&[], |_| {}, |_| (100.0, 1.0));
+    assert!(o.report.turns.is_empty());
+    assert!(
+        o.report
+            .stop_reason
+            .ends_with("DataLoader tuning cannot help much"),
+        "{}",
+        o.report.stop_reason
+    );
+    assert_eq!(o.on_disk, TRAIN);
+}
