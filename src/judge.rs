@@ -294,7 +294,12 @@ pub fn judge(
     policy: &Policy,
 ) -> Judgement {
     let data_changed = data.changed();
-    if verify::DATA_PRESERVING.contains(&knob) && data_changed {
+    // A loader setting or a compute change (threads, autocast, …) never
+    // touches the dataset: different first batches mean the change did more
+    // than it says.
+    let must_keep_data =
+        verify::DATA_PRESERVING.contains(&knob) || crate::knob::ComputeKnob::parse(knob).is_some();
+    if must_keep_data && data_changed {
         return Judgement {
             decision: Decision::Rejected,
             reason: format!(
@@ -679,6 +684,29 @@ mod tests {
         let c = DataCheck::of("num_workers", &steady(), &[base()], &[fp(Some("sb"))]);
         assert_eq!(c.outcome, Outcome::Changed);
         assert_eq!(faster("num_workers", &c).decision, Decision::Rejected);
+    }
+
+    #[test]
+    fn a_compute_change_that_alters_the_data_is_rejected() {
+        // Threads or autocast never touch the dataset: bytes that reproduce
+        // and then differ mean the edit did more than its one line.
+        let c = DataCheck::of(
+            "channels_last",
+            &steady(),
+            &[base(), base()],
+            &[id(Some("i"), Some("o"), "s", "b9")],
+        );
+        assert_eq!(c.differed, vec![Part::Bytes]);
+        let j = faster("channels_last", &c);
+        assert_eq!(j.decision, Decision::Rejected);
+        assert!(
+            j.reason.contains("`channels_last` must not alter the data"),
+            "{}",
+            j.reason
+        );
+        // The same data: the verdict stands.
+        let c = DataCheck::of("num_threads", &steady(), &[base()], &[base()]);
+        assert_eq!(faster("num_threads", &c).decision, Decision::Kept);
     }
 
     #[test]

@@ -374,6 +374,12 @@ impl Bencher {
         env.insert("PYTHONUNBUFFERED".into(), "1".into());
         // Not the user's bytecode cache: a stale .pyc must never be measured.
         env.insert("PYTHONDONTWRITEBYTECODE".into(), "1".into());
+        // One string-hash seed for every run (unless the user pinned one): a
+        // set of labels or file names iterates in the same order each run, so
+        // the first batches can reproduce (see `identity`).
+        if std::env::var_os("PYTHONHASHSEED").is_none() {
+            env.insert("PYTHONHASHSEED".into(), "0".into());
+        }
         if let Some(words) = &self.run {
             return command::spec(self, words, mode, env);
         }
@@ -695,6 +701,31 @@ mod tests {
             table_unavailable(&timed_out).as_deref(),
             Some("the profiled run failed (the bench ran past its limit of 300 s and was killed (whole process group))")
         );
+    }
+
+    #[test]
+    fn every_run_gets_one_string_hash_seed() {
+        let b = Bencher {
+            project_root: PathBuf::from("/project"),
+            python: "python3".into(),
+            entry: Some("train:build".into()),
+            command: None,
+            run: None,
+            steps: 10,
+            warmup: 2,
+            timeout: Duration::from_secs(60),
+            harness_dir: PathBuf::from("/run/harness"),
+            launcher: None,
+            distributed_sampler: false,
+            command_batches: Default::default(),
+        };
+        let pinned = std::env::var("PYTHONHASHSEED").ok();
+        let env = b.spec(Mode::Throughput).env;
+        match pinned {
+            None => assert_eq!(env.get("PYTHONHASHSEED").map(String::as_str), Some("0")),
+            // The user's own seed is inherited, not overridden.
+            Some(_) => assert!(!env.contains_key("PYTHONHASHSEED")),
+        }
     }
 
     #[test]
