@@ -38,6 +38,7 @@ use super::scan::{
     scan_tree_with, text, CallSite, ScanError,
 };
 use super::spread::{self, Spread};
+use super::wrap::{self, Applied, Wrapper};
 use super::DATA_PRESERVING;
 
 /// Reads a project file by its path relative to the project root.
@@ -113,11 +114,29 @@ pub struct KnobOrigin {
     /// The keyword's value as written at the call; `None` when absent.
     pub expr: Option<String>,
     pub source: Source,
+    /// The wrapper between the source and the knob (`int(·)`, `max(1, ·)`),
+    /// when the call wraps the value it reads ([`super::wrap`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wrapper: Option<Wrapper>,
 }
 
 impl KnobOrigin {
-    /// The value now, as Python source (`None`: not set, or not known).
+    /// The value now, as Python source (`None`: not set, or not known):
+    /// the value at the source, through the wrapper if there is one.
     pub fn current(&self) -> Option<String> {
+        let at_source = self.at_source()?;
+        match &self.wrapper {
+            Some(w) => Some(
+                w.apply(&at_source)
+                    .map(|a| a.value().to_string())
+                    .unwrap_or(at_source),
+            ),
+            None => Some(at_source),
+        }
+    }
+
+    /// The value where it is defined, before any wrapper.
+    fn at_source(&self) -> Option<String> {
         match &self.source {
             Source::Keyword => self.expr.clone(),
             Source::Flag { default, .. } => default.clone(),
@@ -132,9 +151,32 @@ impl KnobOrigin {
         !matches!(self.source, Source::Unresolved { .. })
     }
 
+    /// Why `value` cannot be written for this knob: its wrapper would make
+    /// it another value (`max(1, ·)` of 0). `None`: it can.
+    pub fn refuses(&self, value: &str) -> Option<String> {
+        self.wrapper.as_ref()?.refuses(&self.knob, value)
+    }
+
     /// One line: `num_workers = args.workers → --workers default=0 (train.py:12)`.
-    /// `at` is the call's `file:line`.
+    /// `at` is the call's `file:line`. A wrapper that changes the value at
+    /// the source says what the knob gets: `…, so num_workers is 1`.
     pub fn describe(&self, at: &str) -> String {
+        let mut line = self.describe_source(at);
+        if let (Some(w), Some(v)) = (&self.wrapper, self.at_source()) {
+            match w.apply(&v) {
+                Some(Applied::Exactly(got)) if got != v.trim() => {
+                    line.push_str(&format!(", so {} is {got}", self.knob))
+                }
+                Some(Applied::AtMost(_, bound)) => {
+                    line.push_str(&format!(", at most {bound} at run time"))
+                }
+                _ => {}
+            }
+        }
+        line
+    }
+
+    fn describe_source(&self, at: &str) -> String {
         let lhs = match &self.expr {
             Some(e) if self.keyword == self.knob => format!("{} = {e}", self.knob),
             Some(e) => format!("{}: {}={e}", self.knob, self.keyword),
@@ -682,6 +724,122 @@ fn resolve(
     Source::Unresolved { reason }
 }
 
+/// The one value a local name is bound to in its scope (the enclosing
+/// function, else the module): `workers = int(args.workers)` for `workers`.
+/// `None` when it is a parameter, bound more than once, or not at all.
+fn bound_value<'t>(node: Node<'t>, src: &str, facts: &FileFacts) -> Option<Node<'t>> {
+    if node.kind() != "identifier" {
+        return None;
+    }
+    let name = text(node, src);
+    if facts.args_names.contains(name) {
+        return None;
+    }
+    let mut scope = node.parent();
+    while let Some(p) = scope {
+        if matches!(p.kind(), "function_definition" | "module") {
+            break;
+        }
+        scope = p.parent();
+    }
+    let scope = scope?;
+    if scope.kind() == "function_definition" {
+        let params = scope.child_by_field_name("parameters")?;
+        if text(params, src).contains(name)
+            && named_children(params).iter().any(|p| {
+                let id = if p.kind() == "identifier" {
+                    Some(*p)
+                } else {
+                    p.child_by_field_name("name")
+                        .or_else(|| named_children(*p).into_iter().next())
+                };
+                id.is_some_and(|i| text(i, src) == name)
+            })
+        {
+            return None;
+        }
+    }
+    let mut found = Vec::new();
+    let mut stack = named_children(scope);
+    while let Some(n) = stack.pop() {
+        match n.kind() {
+            // Their own scopes.
+            "function_definition" | "class_definition" | "lambda" => continue,
+            "assignment" | "augmented_assignment" | "for_statement" | "named_expression" => {
+                let left = n
+                    .child_by_field_name("left")
+                    .or_else(|| n.child_by_field_name("name"));
+                if left.is_some_and(|l| l.kind() == "identifier" && text(l, src) == name) {
+                    found.push(n);
+                } else if left.is_some_and(|l| {
+                    l.kind() != "identifier"
+                        && text(l, src)
+                            .split(|c: char| !c.is_alphanumeric() && c != '_')
+                            .any(|w| w == name)
+                }) {
+                    // Unpacked into: its value cannot be told.
+                    return None;
+                }
+            }
+            _ => {}
+        }
+        stack.extend(named_children(n));
+    }
+    match found.as_slice() {
+        [a] if a.kind() == "assignment" => a.child_by_field_name("right"),
+        _ => None,
+    }
+}
+
+/// [`resolve`], also through a local bound once (`workers = args.workers`)
+/// and through a wrapper (`int(args.workers)`, `max(1, args.workers)`:
+/// [`super::wrap`]), returned with the source.
+fn resolve_wrapped(
+    value: Node<'_>,
+    src: &str,
+    file: &str,
+    facts: &FileFacts,
+    read: ReadFile<'_>,
+) -> (Source, Option<Wrapper>) {
+    resolve_within(value, src, file, facts, read, 0)
+}
+
+fn resolve_within(
+    value: Node<'_>,
+    src: &str,
+    file: &str,
+    facts: &FileFacts,
+    read: ReadFile<'_>,
+    depth: usize,
+) -> (Source, Option<Wrapper>) {
+    let direct = resolve(value, src, file, facts, read);
+    if !matches!(direct, Source::Unresolved { .. }) {
+        return (direct, None);
+    }
+    // A local bound once to a flag, a config value or a wrapper of one (a
+    // literal there is not the call's keyword: it stays not editable).
+    if let Some(bound) = bound_value(value, src, facts).filter(|_| depth < 4) {
+        match resolve_within(bound, src, file, facts, read, depth + 1) {
+            (Source::Keyword, _) | (Source::Unresolved { .. }, _) => {}
+            found => return found,
+        }
+    }
+    let leads_to_source = |n: Node<'_>| {
+        let n = bound_value(n, src, facts).unwrap_or(n);
+        !matches!(
+            resolve(n, src, file, facts, read),
+            Source::Unresolved { .. } | Source::Keyword
+        )
+    };
+    match wrap::peel(value, src, &leads_to_source) {
+        Some((inner, w)) => {
+            let inner = bound_value(inner, src, facts).unwrap_or(inner);
+            (resolve(inner, src, file, facts, read), Some(w))
+        }
+        None => (direct, None),
+    }
+}
+
 /// A knob absent from a DataLoader call: the entry of the dict literal the
 /// call spreads, if it spreads one ([`super::spread`]); an entry that is no
 /// literal is followed like a keyword (`"num_workers": args.workers`).
@@ -692,15 +850,15 @@ fn spread_origin(
     key: &str,
     facts: &FileFacts,
     read: ReadFile<'_>,
-) -> (Option<String>, Source) {
+) -> (Option<String>, Source, Option<Wrapper>) {
     match spread::follow_key(call, src, file, key) {
-        Spread::NotApplicable => (None, Source::Keyword),
-        Spread::Unresolved(reason) => (None, Source::Unresolved { reason }),
+        Spread::NotApplicable => (None, Source::Keyword, None),
+        Spread::Unresolved(reason) => (None, Source::Unresolved { reason }, None),
         Spread::Found(f) => match f.value {
-            Some(v) if !is_literal(v, src) => (
-                Some(text(v, src).to_string()),
-                resolve(v, src, file, facts, read),
-            ),
+            Some(v) if !is_literal(v, src) => {
+                let (source, wrapper) = resolve_wrapped(v, src, file, facts, read);
+                (Some(text(v, src).to_string()), source, wrapper)
+            }
             value => (
                 None,
                 Source::Spread {
@@ -711,6 +869,7 @@ fn spread_origin(
                     value: value.map(|v| text(v, src).to_string()),
                     overrides: f.overrides,
                 },
+                None,
             ),
         },
     }
@@ -746,21 +905,22 @@ fn site_of(
                 SiteKind::TrainingArguments => format!("dataloader_{knob}"),
             };
             let value = keyword_value(call, src, &kw);
-            let (expr, source) = match value {
+            let (expr, source, wrapper) = match value {
                 None if kind == SiteKind::DataLoader => {
                     spread_origin(call, src, file, &kw, facts, read)
                 }
-                None => (None, Source::Keyword),
-                Some(v) => (
-                    Some(text(v, src).to_string()),
-                    resolve(v, src, file, facts, read),
-                ),
+                None => (None, Source::Keyword, None),
+                Some(v) => {
+                    let (source, wrapper) = resolve_wrapped(v, src, file, facts, read);
+                    (Some(text(v, src).to_string()), source, wrapper)
+                }
             };
             KnobOrigin {
                 knob: knob.to_string(),
                 keyword: kw,
                 expr,
                 source,
+                wrapper,
             }
         })
         .collect();
@@ -874,6 +1034,12 @@ pub fn set_knob(
         .origin(knob)
         .ok_or_else(|| format!("`{knob}` is not a DataLoader knob"))?;
     let read_file = |f: &str| read(f).ok_or_else(|| format!("cannot read {f}"));
+    if let Some(why) = origin.refuses(value) {
+        return Err(format!(
+            "{knob} at {} cannot be set to {value}: {why}; choose a value the wrapper keeps, or write the knob as a literal",
+            site.at()
+        ));
+    }
     match &origin.source {
         Source::Keyword => {
             let src = read_file(&site.file)?;
@@ -1108,7 +1274,18 @@ pub fn python_edit(file: &str, old: &str, new: &str, read: ReadFile<'_>) -> Pyth
                             c.name()
                         ));
                     }
-                    let knobs = flag.map(|f| feeds(&f.dest)).unwrap_or_default();
+                    let dest = flag.as_ref().map(|f| f.dest.clone()).unwrap_or_default();
+                    let knobs = feeds(&dest);
+                    if let Some(why) = sites
+                        .iter()
+                        .flat_map(|s| &s.knobs)
+                        .filter(|o| matches!(&o.source, Source::Flag { dest: d, .. } if *d == dest))
+                        .find_map(|o| o.refuses(&to))
+                    {
+                        return PythonEdit::Rejected(format!(
+                            "{file}:{line}: the new default of {option}: {why}"
+                        ));
+                    }
                     if knobs.len() != 1 {
                         return PythonEdit::Rejected(if knobs.is_empty() {
                             format!("{file}:{line}: the default of {option} changed, but {option} feeds no DataLoader knob")
@@ -1460,6 +1637,154 @@ if __name__ == "__main__":
             err.contains("not editable") && err.contains("write the value as a literal"),
             "{err}"
         );
+    }
+
+    /// A module-level script (no main()) that wraps its flag: the DCGAN
+    /// pattern.
+    const MODULE_LEVEL: &str = r#"import argparse
+import torch
+from torch.utils.data import DataLoader
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--workers", type=int, default=0, help="number of data loading workers")
+parser.add_argument("--batchSize", type=int, default=64)
+opt = parser.parse_args()
+
+dataset = make_dataset()
+dataloader = DataLoader(dataset, batch_size=opt.batchSize, shuffle=True, num_workers=int(opt.workers))
+for epoch in range(3):
+    for i, data in enumerate(dataloader, 0):
+        step(data)
+"#;
+
+    #[test]
+    fn a_wrapped_flag_at_module_level_is_followed_to_its_default() {
+        let p = project(&[("dcgan.py", MODULE_LEVEL)]);
+        let s = &sites_in(&p, "dcgan.py")[0];
+        assert_eq!(s.function, None);
+        let nw = s.origin("num_workers").unwrap();
+        assert!(nw.editable());
+        assert!(
+            matches!(&nw.source, Source::Flag { flag, line: 6, default: Some(d), .. } if flag == "--workers" && d == "0")
+        );
+        assert_eq!(
+            nw.wrapper.as_ref().map(|w| w.written.as_str()),
+            Some("int(·)")
+        );
+        assert_eq!(
+            nw.describe(&s.at()),
+            "num_workers = int(opt.workers) → --workers default=0 (dcgan.py:6)"
+        );
+        assert_eq!(nw.current().as_deref(), Some("0"));
+        // The edit is the flag's default, one line.
+        let (file, out) = set(&p, s, "num_workers", "8");
+        assert_eq!(file, "dcgan.py");
+        assert_eq!(
+            changed_lines(MODULE_LEVEL, &out),
+            vec![(
+                r#"parser.add_argument("--workers", type=int, default=0, help="number of data loading workers")"#.to_string(),
+                r#"parser.add_argument("--workers", type=int, default=8, help="number of data loading workers")"#.to_string()
+            )]
+        );
+        // Verification sees one knob change at its source.
+        let read = |_: &str| None;
+        match python_edit("dcgan.py", MODULE_LEVEL, &out, &read) {
+            PythonEdit::Changes(c) => {
+                assert_eq!(c.len(), 1);
+                assert_eq!(
+                    c[0].change,
+                    "num_workers 0 → 8 (--workers default, dcgan.py:6)"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_floor_wrapper_says_what_the_knob_gets_and_refuses_what_it_changes() {
+        let src = MODULE_LEVEL.replace(
+            "num_workers=int(opt.workers)",
+            "num_workers=max(1, opt.workers)",
+        );
+        let p = project(&[("dcgan.py", &src)]);
+        let s = &sites_in(&p, "dcgan.py")[0];
+        let nw = s.origin("num_workers").unwrap();
+        // The loader gets 1 from a default of 0.
+        assert_eq!(nw.current().as_deref(), Some("1"));
+        assert_eq!(
+            nw.describe(&s.at()),
+            "num_workers = max(1, opt.workers) → --workers default=0 (dcgan.py:6), so num_workers is 1"
+        );
+        assert_eq!(s.effective_call().kwarg("num_workers"), Some("1"));
+        // 4 reaches the loader as it is; 0 would not.
+        let (_, out) = set(&p, s, "num_workers", "4");
+        assert!(out.contains("default=4, help"));
+        let read = |f: &str| p.get(f).cloned();
+        let err = set_knob(s, "num_workers", "0", &read).unwrap_err();
+        assert!(err.contains("`max(1, ·)` turns 0 into 1"), "{err}");
+        // An agent that writes such a default anyway is told why.
+        let wrote_zero_from_four = out.replace("default=4, help", "default=0, help");
+        match python_edit("dcgan.py", &out, &wrote_zero_from_four, &|_: &str| None) {
+            PythonEdit::Rejected(why) => assert!(why.contains("turns 0 into 1"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_runtime_cap_and_a_fallback_are_followed() {
+        let capped = MODULE_LEVEL.replace(
+            "num_workers=int(opt.workers)",
+            "num_workers=min(opt.workers, os.cpu_count())",
+        );
+        let p = project(&[("t.py", &capped)]);
+        let nw = sites_in(&p, "t.py")[0]
+            .origin("num_workers")
+            .unwrap()
+            .clone();
+        assert!(nw.editable());
+        assert!(
+            nw.describe("t.py:11")
+                .ends_with(", at most os.cpu_count() at run time"),
+            "{}",
+            nw.describe("t.py:11")
+        );
+        assert_eq!(nw.refuses("16"), None);
+        let fallback = MODULE_LEVEL.replace(
+            "num_workers=int(opt.workers)",
+            "num_workers=opt.workers or 0",
+        );
+        let p = project(&[("t.py", &fallback)]);
+        let nw = sites_in(&p, "t.py")[0]
+            .origin("num_workers")
+            .unwrap()
+            .clone();
+        assert!(matches!(&nw.source, Source::Flag { flag, .. } if flag == "--workers"));
+        assert_eq!(nw.current().as_deref(), Some("0"));
+    }
+
+    #[test]
+    fn a_local_bound_to_a_flag_is_followed_and_a_local_literal_is_not() {
+        let src = "import argparse\nfrom torch.utils.data import DataLoader\n\ndef main():\n    p = argparse.ArgumentParser()\n    p.add_argument('-j', '--workers', type=int, default=2)\n    args = p.parse_args()\n    workers = args.workers\n    nw = int(workers)\n    n = 4\n    return DataLoader(ds, num_workers=nw, prefetch_factor=n)\n";
+        let p = project(&[("t.py", src)]);
+        let s = &sites_in(&p, "t.py")[0];
+        let nw = s.origin("num_workers").unwrap();
+        assert!(
+            matches!(&nw.source, Source::Flag { flag, default: Some(d), .. } if flag == "--workers" && d == "2"),
+            "{nw:?}"
+        );
+        assert_eq!(
+            nw.wrapper.as_ref().map(|w| w.written.as_str()),
+            Some("int(·)")
+        );
+        // A literal in a local is no keyword of the call.
+        assert!(!s.origin("prefetch_factor").unwrap().editable());
+        // A name bound twice is not followed.
+        let twice = src.replace("    n = 4\n", "    n = 4\n    nw = 3\n");
+        let p = project(&[("t.py", &twice)]);
+        assert!(!sites_in(&p, "t.py")[0]
+            .origin("num_workers")
+            .unwrap()
+            .editable());
     }
 
     const YAML_SCRIPT: &str = r#"import yaml

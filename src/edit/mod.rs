@@ -43,6 +43,7 @@ pub mod rewrite;
 pub mod scan;
 pub mod scope;
 pub mod spread;
+pub mod wrap;
 
 pub use compare::{
     compare_sites, compare_sources, non_call_changes, CompareError, KwargChange, SiteDelta,
