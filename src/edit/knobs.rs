@@ -31,6 +31,7 @@ use std::path::Path;
 use serde::Serialize;
 use tree_sitter::{Node, Tree};
 
+use super::command_line;
 use super::config_file::{self, ConfigKind};
 use super::rewrite::{set_call_kwarg, set_kwarg, RewriteError};
 use super::scan::{
@@ -99,6 +100,28 @@ pub enum Source {
         /// "overridden to 1 under `if use_cuda` by cuda_kwargs (main.py:77)".
         overrides: Vec<String>,
     },
+    /// A word of the user's command, `[bench] run` of the workspace file,
+    /// that passes the flag feeding the knob (so the flag's `default=` is
+    /// not used): [`super::command_line`].
+    Command {
+        file: String,
+        /// Line of the word in the workspace file.
+        line: usize,
+        /// The option as the command passes it: `-j`, `--data.num_workers`.
+        flag: String,
+        /// The value as passed; `None`: not passed, and only the command line
+        /// sets the knob (HfArgumentParser's `--dataloader_num_workers`).
+        value: Option<String>,
+        /// The default the command overrides: `--workers default=0 (train.py:11)`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        overrides: Option<String>,
+        /// The word of `[bench] run` holding the value (`None`: to be added).
+        #[serde(skip)]
+        index: Option<usize>,
+        /// The text before the value in that word: `""`, `"--workers="`, `"-j"`.
+        #[serde(skip)]
+        prefix: String,
+    },
     /// Not editable: the value is computed.
     Unresolved { reason: String },
 }
@@ -142,6 +165,7 @@ impl KnobOrigin {
             Source::Flag { default, .. } => default.clone(),
             Source::Config { value, .. } => Some(config_file::python_value(value)),
             Source::Spread { value, .. } => value.clone(),
+            Source::Command { value, .. } => value.clone(),
             Source::Unresolved { .. } => None,
         }
     }
@@ -224,6 +248,23 @@ impl KnobOrigin {
                 }
                 s
             }
+            Source::Command {
+                file,
+                line,
+                flag,
+                value: Some(v),
+                overrides,
+                ..
+            } => {
+                let mut s = format!("{lhs} → {flag} {v} in [bench] run ({file}:{line})");
+                if let Some(o) = overrides {
+                    s.push_str(&format!(", over {o}"));
+                }
+                s
+            }
+            Source::Command {
+                file, line, flag, ..
+            } => format!("{lhs}: the default; add {flag} to [bench] run ({file}:{line})"),
             Source::Unresolved { reason } => format!("{lhs}: not editable ({reason})"),
         }
     }
@@ -979,7 +1020,95 @@ pub fn knob_sites(file: &str, src: &str, read: ReadFile<'_>) -> Result<Vec<KnobS
         }
     }
     sites.sort_by_key(|s| s.call_start);
+    if let Some(toml) = read(command_line::RUN_FILE) {
+        command_line_overlay(file, src, &tree, &mut sites, &toml);
+    }
     Ok(sites)
+}
+
+/// The option strings of the `add_argument(...)` call at `call_start`:
+/// `["-j", "--workers"]`.
+fn flag_options(tree: &Tree, src: &str, call_start: usize) -> Vec<String> {
+    let mut node = tree
+        .root_node()
+        .descendant_for_byte_range(call_start, call_start);
+    while let Some(n) = node {
+        if n.kind() == "call" && n.start_byte() == call_start {
+            return n
+                .child_by_field_name("arguments")
+                .map(|a| {
+                    argument_nodes(a)
+                        .into_iter()
+                        .filter(|x| x.kind() == "string")
+                        .filter_map(|x| string_value(x, src))
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
+        node = n.parent();
+    }
+    Vec::new()
+}
+
+/// Knobs whose flag the user's command passes (`[bench] run` of the
+/// workspace file `toml`, when it runs `file`): their source is that word
+/// of the command, not the flag's default ([`super::command_line`]).
+fn command_line_overlay(file: &str, src: &str, tree: &Tree, sites: &mut [KnobSite], toml: &str) {
+    let Some((words, _)) = command_line::run_array(toml) else {
+        return;
+    };
+    let values: Vec<String> = words.iter().map(|w| w.value.clone()).collect();
+    let Some(from) = command_line::script_args_start(&values, file) else {
+        return;
+    };
+    for site in sites.iter_mut() {
+        for o in site.knobs.iter_mut() {
+            let Source::Flag {
+                flag,
+                default,
+                line,
+                call_start,
+                file: flag_file,
+                ..
+            } = &o.source
+            else {
+                continue;
+            };
+            let options = flag_options(tree, src, *call_start);
+            let overrides = format!(
+                "{flag} default={} ({flag_file}:{line})",
+                default.as_deref().unwrap_or("(none)")
+            );
+            match command_line::find_passed(&values, from, &options) {
+                None => {}
+                Some(command_line::Passed::Switch { option, index }) => {
+                    o.source = Source::Unresolved {
+                        reason: format!(
+                            "[bench] run passes the switch {option} ({}:{}), so {overrides} is not used; remove it from the command or pass a value",
+                            command_line::RUN_FILE,
+                            words[index].line
+                        ),
+                    }
+                }
+                Some(command_line::Passed::Value {
+                    option,
+                    index,
+                    prefix,
+                    value,
+                }) => {
+                    o.source = Source::Command {
+                        file: command_line::RUN_FILE.to_string(),
+                        line: words[index].line,
+                        flag: option,
+                        value: Some(value),
+                        overrides: Some(overrides),
+                        index: Some(index),
+                        prefix,
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A reader of files under `root`, for [`knob_sites`].
@@ -1079,6 +1208,32 @@ pub fn set_knob(
             let src = read_file(&site.file)?;
             let out = spread::set_entry(&src, &site.file, site.call_start, knob, value)?;
             Ok((site.file.clone(), out))
+        }
+        Source::Command {
+            file,
+            flag,
+            index,
+            prefix,
+            value: passed,
+            ..
+        } => {
+            let toml = read_file(file)?;
+            let word = command_line::as_word(value);
+            let out = match index {
+                Some(i) => {
+                    let words = command_line::run_words(&toml).unwrap_or_default();
+                    let expected = format!("{prefix}{}", passed.as_deref().unwrap_or(""));
+                    if words.get(*i) != Some(&expected) {
+                        return Err(format!(
+                            "[bench] run in {file} no longer passes `{expected}` as word {} (it changed since it was read)",
+                            i + 1
+                        ));
+                    }
+                    command_line::set_word(&toml, *i, &format!("{prefix}{word}"))?
+                }
+                None => command_line::append_words(&toml, &[flag.clone(), word])?,
+            };
+            Ok((file.clone(), out))
         }
         Source::Unresolved { reason } => Err(format!(
             "{knob} at {} is not editable: {reason}; write the value as a literal, a flag default or a config value",
@@ -1276,6 +1431,12 @@ pub fn python_edit(file: &str, old: &str, new: &str, read: ReadFile<'_>) -> Pyth
                     }
                     let dest = flag.as_ref().map(|f| f.dest.clone()).unwrap_or_default();
                     let knobs = feeds(&dest);
+                    // The user's command passes the flag: its default is not used.
+                    if let Some(passed) = passed_on_command_line(file, old, read, &dest, &sites) {
+                        return PythonEdit::Rejected(format!(
+                            "{file}:{line}: the default of {option} is not used: {passed}; change the value there"
+                        ));
+                    }
                     if let Some(why) = sites
                         .iter()
                         .flat_map(|s| &s.knobs)
@@ -1335,6 +1496,37 @@ pub fn python_edit(file: &str, old: &str, new: &str, read: ReadFile<'_>) -> Pyth
     } else {
         PythonEdit::NotAtSource
     }
+}
+
+/// Where the user's command passes the flag `dest` (as seen with the
+/// workspace file), when a knob fed by that flag's default (`flag_sites`,
+/// read without it) is set by the command instead.
+fn passed_on_command_line(
+    file: &str,
+    src: &str,
+    read: ReadFile<'_>,
+    dest: &str,
+    flag_sites: &[KnobSite],
+) -> Option<String> {
+    read(command_line::RUN_FILE)?;
+    let with_command = knob_sites(file, src, read).ok()?;
+    for (a, b) in flag_sites.iter().zip(&with_command) {
+        for (x, y) in a.knobs.iter().zip(&b.knobs) {
+            if matches!(&x.source, Source::Flag { dest: d, .. } if d == dest) {
+                if let Source::Command {
+                    flag, value, line, ..
+                } = &y.source
+                {
+                    return Some(format!(
+                        "[bench] run passes {flag} {} ({}:{line})",
+                        value.as_deref().unwrap_or(""),
+                        command_line::RUN_FILE
+                    ));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// The knob changes an edit of config file `file` makes, given the knob
@@ -1785,6 +1977,123 @@ for epoch in range(3):
             .origin("num_workers")
             .unwrap()
             .editable());
+    }
+
+    fn workspace(run: &str) -> String {
+        format!("[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\nrun = {run}\nsteps = 40\n")
+    }
+
+    #[test]
+    fn a_flag_the_command_passes_is_changed_in_the_command() {
+        let ws = workspace(r#"["python", "train.py", "-j", "0", "--epochs", "3"]"#);
+        let p = project(&[("train.py", ARGPARSE), ("tuneloop.toml", &ws)]);
+        let s = &sites_in(&p, "train.py")[0];
+        let nw = s.origin("num_workers").unwrap();
+        assert!(
+            matches!(&nw.source, Source::Command { flag, value: Some(v), line: 6, index: Some(3), .. } if flag == "-j" && v == "0"),
+            "{nw:?}"
+        );
+        assert_eq!(
+            nw.describe(&s.at()),
+            "num_workers = args.workers → -j 0 in [bench] run (tuneloop.toml:6), over --workers default=0 (train.py:11)"
+        );
+        // pin_memory's flag is not passed: still its default.
+        assert!(matches!(
+            &s.origin("pin_memory").unwrap().source,
+            Source::Flag { .. }
+        ));
+        let (file, out) = set(&p, s, "num_workers", "8");
+        assert_eq!(file, "tuneloop.toml");
+        assert_eq!(out, ws.replace(r#""-j", "0""#, r#""-j", "8""#));
+        // Verification: that one word is the one knob change.
+        let changes = command_line::command_edit(&ws, &out, std::slice::from_ref(s)).unwrap();
+        assert_eq!(changes.len(), 1);
+        assert_eq!(
+            changes[0].change,
+            "num_workers 0 → 8 (-j in [bench] run, tuneloop.toml:6)"
+        );
+        // Anything else in the file, or another word, is no knob change.
+        let other = out.replace("steps = 40", "steps = 41");
+        assert!(
+            command_line::command_edit(&ws, &other, std::slice::from_ref(s))
+                .unwrap_err()
+                .contains("beyond the [bench] run command")
+        );
+        let epochs = ws.replace(r#""3"]"#, r#""4"]"#);
+        assert!(
+            command_line::command_edit(&ws, &epochs, std::slice::from_ref(s))
+                .unwrap_err()
+                .contains("passes no DataLoader knob")
+        );
+        // Editing the unused default is refused with where the value is.
+        let default_edit = ARGPARSE.replace(
+            "type=int, default=0, help=\"data",
+            "type=int, default=4, help=\"data",
+        );
+        let read = |f: &str| p.get(f).cloned();
+        match python_edit("train.py", ARGPARSE, &default_edit, &read) {
+            PythonEdit::Rejected(why) => {
+                assert!(
+                    why.contains("not used: [bench] run passes -j 0 (tuneloop.toml:6)"),
+                    "{why}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn joined_forms_and_switches_on_the_command_line() {
+        let ws = workspace(r#"["python", "train.py", "--workers=0", "--pin"]"#);
+        let p = project(&[("train.py", ARGPARSE), ("tuneloop.toml", &ws)]);
+        let s = &sites_in(&p, "train.py")[0];
+        let (_, out) = set(&p, s, "num_workers", "4");
+        assert!(
+            out.contains(r#"run = ["python", "train.py", "--workers=4", "--pin"]"#),
+            "{out}"
+        );
+        // A switch passes no value to change.
+        let pin = s.origin("pin_memory").unwrap();
+        assert!(!pin.editable());
+        assert!(
+            pin.describe(&s.at()).contains("passes the switch --pin"),
+            "{}",
+            pin.describe(&s.at())
+        );
+        // Another script's command, or no command: the defaults as before.
+        let other = workspace(r#"["python", "other.py", "-j", "0"]"#);
+        let p = project(&[("train.py", ARGPARSE), ("tuneloop.toml", &other)]);
+        assert!(matches!(
+            &sites_in(&p, "train.py")[0]
+                .origin("num_workers")
+                .unwrap()
+                .source,
+            Source::Flag { .. }
+        ));
+    }
+
+    #[test]
+    fn a_wrapped_flag_on_the_command_line_keeps_its_wrapper() {
+        let src = MODULE_LEVEL.replace(
+            "num_workers=int(opt.workers)",
+            "num_workers=max(1, opt.workers)",
+        );
+        let ws = workspace(r#"["python", "dcgan.py", "--workers", "2"]"#);
+        let p = project(&[("dcgan.py", &src), ("tuneloop.toml", &ws)]);
+        let s = &sites_in(&p, "dcgan.py")[0];
+        let nw = s.origin("num_workers").unwrap();
+        assert!(matches!(&nw.source, Source::Command { flag, .. } if flag == "--workers"));
+        assert_eq!(nw.current().as_deref(), Some("2"));
+        let read = |f: &str| p.get(f).cloned();
+        assert!(set_knob(s, "num_workers", "0", &read)
+            .unwrap_err()
+            .contains("turns 0 into 1"));
+        let zero = ws.replace(r#""2"]"#, r#""0"]"#);
+        assert!(
+            command_line::command_edit(&ws, &zero, std::slice::from_ref(s))
+                .unwrap_err()
+                .contains("turns 0 into 1")
+        );
     }
 
     const YAML_SCRIPT: &str = r#"import yaml
