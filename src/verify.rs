@@ -337,6 +337,25 @@ pub fn check_turn(
     for file in &changed {
         let old = before.text(file);
         let new = after.text(file);
+        // Command mode: the user's command, where it passes a knob's flag.
+        if file.as_str() == edit::command_line::RUN_FILE {
+            match edit::command_line::command_edit(&old, &new, &knob_sites()) {
+                Ok(changes) => {
+                    found.extend(
+                        changes
+                            .into_iter()
+                            .map(|c| (c.file, c.knob, c.change, c.line)),
+                    );
+                    continue;
+                }
+                Err(reason) => {
+                    return Verdict::Rejected {
+                        reason,
+                        change: format!("edit of {file}"),
+                    }
+                }
+            }
+        }
         if edit::config_file::ConfigKind::of(file).is_some() {
             match edit::knobs::config_edit(file, &old, &new, &knob_sites()) {
                 Ok(changes) => {

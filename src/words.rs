@@ -85,6 +85,9 @@ pub struct Labels {
     /// Each run timed one whole epoch; `{steps}` and `{configured}` are replaced.
     pub timed_steps_epoch: &'static str,
     pub knob_sources: &'static str,
+    /// Command mode: the command to run from now on, when a kept change is
+    /// in its arguments.
+    pub run_from_now_on: &'static str,
     /// The final throughput as a share of the ceiling; `{pct}` is replaced
     /// by the percentage, e.g. "final is 81.7% of it".
     pub of_ceiling: &'static str,
@@ -182,6 +185,7 @@ pub const EN: Labels = Labels {
     timed_steps: "Timed steps",
     timed_steps_epoch: "{steps} a run, one whole epoch with its restart: [bench] steps ({configured}) held no epoch start",
     knob_sources: "Its knobs are set at",
+    run_from_now_on: "Run from now on",
     of_ceiling: "final is {pct} of it",
     data_path: "Data-path limit",
     data_wait_share: "data_wait share",
@@ -265,6 +269,7 @@ pub const JA: Labels = Labels {
     timed_steps: "計測ステップ",
     timed_steps_epoch: "各実行 {steps}（ワーカーの再起動を含む 1 エポック全体）: [bench] steps（{configured}）にはエポックの始まりが入っていなかったため",
     knob_sources: "設定値の定義場所",
+    run_from_now_on: "今後の実行コマンド",
     of_ceiling: "最終は上限の {pct}",
     data_path: "データ経路の上限 (data-path limit)",
     data_wait_share: "data_wait の割合",

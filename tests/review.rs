@@ -162,6 +162,7 @@ fn report(ws: &Path) -> RunReport {
         window: None,
         limits: None,
         costs: None,
+        run_command: None,
     }
 }
 

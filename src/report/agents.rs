@@ -229,6 +229,7 @@ mod tests {
             window: None,
             limits: None,
             costs: None,
+            run_command: None,
         }
     }
 

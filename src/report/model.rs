@@ -64,6 +64,10 @@ pub struct RunReport {
     /// written before them, and where no run gave those figures).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub costs: Option<crate::bench::cost::StateCosts>,
+    /// Command mode: the command to run from now on, when a kept change is
+    /// an argument of `[bench] run` (a knob the command passes, `-j 8`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_command: Option<String>,
 }
 
 /// How fast this machine can move the project's batches at all, measured

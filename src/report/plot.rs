@@ -538,6 +538,7 @@ mod tests {
             window: None,
             limits: None,
             costs: None,
+            run_command: None,
         }
     }
 

@@ -153,6 +153,7 @@ fn sample_report() -> RunReport {
             ..Default::default()
         }),
         costs: Some(sample_costs()),
+        run_command: None,
     }
 }
 
@@ -218,6 +219,7 @@ fn bare_report() -> RunReport {
         kept_diff: String::new(),
         limits: None,
         costs: None,
+        run_command: None,
         ..sample_report()
     }
 }
