@@ -137,6 +137,91 @@ fn scan_shows_a_flag_the_command_passes_in_the_command() {
 }
 
 #[test]
+fn scan_shows_hf_argument_parser_knobs_as_options_of_the_command() {
+    let ws = fixture("hf_argparser");
+    init_command(
+        &ws,
+        &[
+            "python",
+            "train.py",
+            "--output_dir",
+            "out",
+            "--dataloader_num_workers",
+            "0",
+            "--max_steps",
+            "60",
+            "--use_cpu",
+        ],
+        "",
+    );
+    let r = ws.tuneloop(&["scan", "train.py"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let parser = line_of(&ws, "train.py", "HfArgumentParser((");
+    let run = line_of(&ws, "tuneloop.toml", "run = [");
+    assert!(
+        r.stdout.contains(&format!(
+            "train.py:{parser}  HfArgumentParser(…): the DataLoader is built inside transformers; its knobs are the dataloader_* options of the command"
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "knob: num_workers → --dataloader_num_workers 0 in [bench] run (tuneloop.toml:{run}), over the TrainingArguments default"
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "knob: prefetch_factor not set: the default; add --dataloader_prefetch_factor to [bench] run (tuneloop.toml:{run})"
+        )),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn scan_shows_lightning_cli_knobs_as_options_of_the_command() {
+    let ws = fixture("lightning_cli");
+    init_command(
+        &ws,
+        &[
+            "python",
+            "train.py",
+            "fit",
+            "--data.num_workers",
+            "0",
+            "--trainer.max_epochs",
+            "2",
+        ],
+        "",
+    );
+    let r = ws.tuneloop(&["scan", "train.py"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let param = line_of(
+        &ws,
+        "train.py",
+        "def __init__(self, batch_size: int = 32, num_workers",
+    );
+    let run = line_of(&ws, "tuneloop.toml", "run = [");
+    let knob = format!(
+        "knob: num_workers = self.num_workers → --data.num_workers 0 in [bench] run (tuneloop.toml:{run}), over TileData.__init__ num_workers=0 (train.py:{param})"
+    );
+    // The training and the validation loader both take it.
+    assert_eq!(r.stdout.matches(&knob).count(), 2, "{}", r.stdout);
+    // Scanned without the command: the option that sets it.
+    let plain = fixture("lightning_cli");
+    let r = plain.tuneloop(&["scan", "train.py"]);
+    assert!(
+        r.stdout
+            .contains("which LightningCLI sets with --data.num_workers; `tuneloop init -- python train.py fit …` lets tuneloop change it there"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
 fn a_wrapped_flag_of_module_level_code_is_tuned_at_its_default() {
     let _one = serial();
     let ws = fixture("module_workers");
@@ -202,7 +287,7 @@ fn a_flag_the_command_passes_is_tuned_in_the_command_and_restored_byte_for_byte(
     );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(
-        md.contains("**Run from now on:** `python train.py -j 2 --epochs 3`"),
+        md.contains("**Run from now on:** python train.py -j 2 --epochs 3"),
         "{md}"
     );
     // The final measurement ran the kept command: 2 workers.

@@ -31,6 +31,7 @@ use std::path::Path;
 use serde::Serialize;
 use tree_sitter::{Node, Tree};
 
+use super::cli_knobs;
 use super::command_line;
 use super::config_file::{self, ConfigKind};
 use super::rewrite::{set_call_kwarg, set_kwarg, RewriteError};
@@ -204,6 +205,10 @@ impl KnobOrigin {
         let lhs = match &self.expr {
             Some(e) if self.keyword == self.knob => format!("{} = {e}", self.knob),
             Some(e) => format!("{}: {}={e}", self.knob, self.keyword),
+            // Set on the command line only (HfArgumentParser).
+            None if matches!(self.source, Source::Command { value: Some(_), .. }) => {
+                self.knob.clone()
+            }
             None => format!("{} not set", self.knob),
         };
         match &self.source {
@@ -722,6 +727,29 @@ fn resolve(
             reason: format!("`{written}` is computed; change it where it is computed"),
         };
     };
+    // `self.num_workers` of a Lightning module or data module: an
+    // `__init__` parameter, which LightningCLI sets from the command line.
+    if parts[0] == "self" {
+        if let Some(arg) = cli_knobs::init_arg(value, src) {
+            if arg.options.is_empty() {
+                return Source::Unresolved {
+                    reason: format!(
+                        "`{written}` is the argument {}, set where {} is made",
+                        arg.describe(file),
+                        arg.class
+                    ),
+                };
+            }
+            return cli_knobs::command_source(file, read, &arg.options, Some(arg.describe(file)))
+                .unwrap_or_else(|| Source::Unresolved {
+                    reason: format!(
+                        "`{written}` is {}, which LightningCLI sets with {}; `tuneloop init -- python {file} fit …` lets tuneloop change it there",
+                        arg.describe(file),
+                        arg.options[0]
+                    ),
+                });
+        }
+    }
     if parts.len() == 2
         && (facts.args_names.contains(&parts[0]) || facts.params.contains(&parts[0]))
     {
@@ -982,6 +1010,51 @@ fn site_of(
     }
 }
 
+/// `HfArgumentParser((…, TrainingArguments))`: the `dataloader_*` fields are
+/// options of the user's command ([`super::cli_knobs`]).
+fn hf_parser_site(file: &str, src: &str, call: Node<'_>, read: ReadFile<'_>) -> KnobSite {
+    let knobs = DATA_PRESERVING
+        .iter()
+        .map(|knob| {
+            let field = format!("dataloader_{knob}");
+            let options = cli_knobs::hf_options(&field);
+            let source = cli_knobs::command_source(
+                file,
+                read,
+                &options,
+                Some("the TrainingArguments default".into()),
+            )
+            .unwrap_or_else(|| Source::Unresolved {
+                reason: format!(
+                    "HfArgumentParser sets it with {} on the command line; `tuneloop init -- python {file} …` lets tuneloop change it there",
+                    options[0]
+                ),
+            });
+            KnobOrigin {
+                knob: knob.to_string(),
+                keyword: field,
+                expr: None,
+                source,
+                wrapper: None,
+            }
+        })
+        .collect();
+    KnobSite {
+        file: file.to_string(),
+        line: line_col(src, call.start_byte()).0,
+        end_line: line_col(src, call.end_byte()).0,
+        callee: call
+            .child_by_field_name("function")
+            .map(|f| text(f, src).to_string())
+            .unwrap_or_default(),
+        kind: SiteKind::TrainingArguments,
+        function: enclosing_function(call, src),
+        knobs,
+        call: None,
+        call_start: call.start_byte(),
+    }
+}
+
 /// Every call of `src` that takes DataLoader knobs (DataLoader calls and
 /// TrainingArguments calls, in source order), each knob with its origin.
 /// `read` reads project files (for config files the script names).
@@ -1007,6 +1080,9 @@ pub fn knob_sites(file: &str, src: &str, read: ReadFile<'_>) -> Result<Vec<KnobS
         }
     }
     for call in all_calls(&tree) {
+        if cli_knobs::is_hf_parser(call, src) {
+            sites.push(hf_parser_site(file, src, call, read));
+        }
         if is_training_arguments(call, src) {
             sites.push(site_of(
                 file,

@@ -35,6 +35,7 @@ pub const DATA_PRESERVING: [&str; 4] = [
     "persistent_workers",
 ];
 
+pub mod cli_knobs;
 pub mod command_line;
 pub mod compare;
 pub mod config_file;
