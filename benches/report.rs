@@ -173,6 +173,7 @@ fn build_run(ws: &Path) -> PathBuf {
         window: None,
         limits: None,
         costs: None,
+        run_command: None,
     };
     tuneloop::run_loop::write_report_files(&dir, &report).unwrap();
     dir

@@ -418,3 +418,74 @@ fn a_run_killed_while_measuring_a_command_change_resumes_from_the_incumbent_comm
         _ => assert_eq!(ws.read("tuneloop.toml"), toml),
     }
 }
+
+#[test]
+fn an_hf_argument_parser_option_is_tuned_in_the_command() {
+    let _one = serial();
+    let ws = fixture("hf_argparser");
+    init_command(
+        &ws,
+        &[
+            "python",
+            "train.py",
+            "--output_dir",
+            "out",
+            "--dataloader_num_workers",
+            "0",
+            "--max_steps",
+            "80",
+            "--per_device_train_batch_size",
+            "8",
+            "--use_cpu",
+            "--report_to",
+            "none",
+            "--save_strategy",
+            "no",
+        ],
+        "",
+    );
+    // Each run starts transformers: two pairs at most keep the test short
+    // (an undecided pair is reverted, which this test accepts).
+    ws.write(
+        "policies/default.toml",
+        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 2"),
+    );
+    let toml = ws.read("tuneloop.toml");
+    let script = ws.read("train.py");
+    let (r, dir, rep) = start(&ws);
+    let turn = &rep["turns"][0];
+    let run = line_of(&ws, "tuneloop.toml", "run = [");
+    assert_eq!(
+        turn["change"],
+        format!("num_workers 0 → 2 (--dataloader_num_workers in [bench] run, tuneloop.toml:{run})"),
+        "{rep:#}\n{}",
+        r.stderr
+    );
+    // The candidate ran with 2 workers, built inside transformers.
+    let bench = json_file(&dir.join("turns/01/bench.json"));
+    assert_eq!(
+        bench["candidate"][0]["loader"]["num_workers"], 2,
+        "{bench:#}"
+    );
+    assert_eq!(ws.read("train.py"), script);
+    let kept = toml.replace(
+        r#""--dataloader_num_workers", "0""#,
+        r#""--dataloader_num_workers", "2""#,
+    );
+    // Starting transformers in every run makes the pairs noisy on a loaded
+    // box: kept or reverted, the command is the one the decision says.
+    match turn["decision"].as_str().unwrap() {
+        "kept" => {
+            assert_eq!(ws.read("tuneloop.toml"), kept);
+            assert!(
+                r.stdout.contains(
+                    "run from now on: python train.py --output_dir out --dataloader_num_workers 2"
+                ),
+                "{}",
+                r.stdout
+            );
+        }
+        "reverted" => assert_eq!(ws.read("tuneloop.toml"), toml),
+        other => panic!("{other}: {rep:#}"),
+    }
+}
