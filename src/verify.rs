@@ -2,7 +2,8 @@
 //! editable files changed, they still parse, and exactly ONE knob changed at
 //! its source (a keyword of a DataLoader call, the default of a flag that
 //! feeds one, a config value that feeds one, a `TrainingArguments`
-//! `dataloader_*` keyword: see [`crate::edit::knobs`]), naming a knob the
+//! `dataloader_*` keyword, the word of the command in `[bench] run` that
+//! passes one: see [`crate::edit::knobs`]), naming a knob the
 //! policy allows. Also the
 //! project snapshot that lets a turn put back files an agent had no right to
 //! touch.

@@ -20,7 +20,15 @@
 //!   function (`DataLoader(ds, **train_kwargs)`): that dict's entry, added
 //!   to the literal when absent ([`super::spread`]).
 //!
-//! Anything else (a computed expression, a local variable) stays "not
+//! * a wrapped value (`int(args.workers)`, `max(1, args.workers)`) or a
+//!   local bound once to one: what it wraps, with the wrapper kept to say
+//!   what the knob gets ([`super::wrap`]);
+//! * a flag the user's command passes (`-j 0` in `[bench] run`), an
+//!   `HfArgumentParser` option, a LightningCLI `--data.`/`--model.` init
+//!   argument: that word of the command in the workspace file
+//!   ([`super::command_line`], [`super::cli_knobs`]).
+//!
+//! Anything else (a computed expression, a local bound to one) stays "not
 //! editable", with the reason. Call sites themselves come from
 //! [`super::scan`], which also counts DataLoader subclasses and PyTorch
 //! Geometric's loaders.
