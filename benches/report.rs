@@ -175,6 +175,7 @@ fn build_run(ws: &Path) -> PathBuf {
         costs: None,
         profile_unavailable: None,
         data_check: None,
+        run_command: None,
     };
     tuneloop::run_loop::write_report_files(&dir, &report).unwrap();
     dir

@@ -347,6 +347,12 @@ pub fn prepare<'a>(
         )));
     }
     crate::git::check_clean(&root, &editable, opts.allow_dirty).map_err(LoopError::Config)?;
+    let mut editable = editable;
+    if let Some(f) = command_file(ws, &root) {
+        if !editable.contains(&f) {
+            editable.push(f);
+        }
+    }
     let store = RunStore::create(&runs_dir).at("cannot create a run folder in", &runs_dir)?;
     let harness = store.dir.join("harness");
     let bencher: Arc<dyn Measure> =
@@ -400,6 +406,18 @@ pub fn prepare<'a>(
         git_branch,
         _lock: lock,
     })
+}
+
+/// Command mode: the workspace file, when it sits at the project root, is
+/// one of the files a turn may change: a knob the command passes (`-j 0`)
+/// is changed in its `[bench] run` ([`edit::command_line`]). Carried with
+/// the editable files, it is measured, kept, reverted byte for byte,
+/// resumed and restored like them; the bench reads the command from it
+/// before each run.
+fn command_file(ws: &Workspace, root: &Path) -> Option<String> {
+    ws.file.bench.run.as_ref()?;
+    let dir = std::fs::canonicalize(&ws.dir).ok()?;
+    (dir == root).then(|| edit::command_line::RUN_FILE.to_string())
 }
 
 /// Rebuilds a session from an interrupted run's folder: the completed turns
@@ -1420,6 +1438,7 @@ impl<'a> Session<'a> {
             baseline: self.baseline_bench.clone(),
             turns: self.rows.clone(),
             kept_diff: self.diff(&self.baseline_files, &self.incumbent_files),
+            run_command: run_report::changed_command(&self.baseline_files, &self.incumbent_files),
             final_bench,
             incumbent: Some(self.incumbent.clone()),
             final_runs: self.final_state_runs(),

@@ -35,6 +35,9 @@ pub struct RunFacts {
     pub turns: Vec<TurnRow>,
     /// Baseline → best, one unified diff.
     pub kept_diff: String,
+    /// Command mode: the best state's command, when it differs from the
+    /// baseline's (a kept change to an argument of `[bench] run`).
+    pub run_command: Option<String>,
     /// The final best-vs-baseline measurement, when it was done.
     pub final_bench: Option<FinalBench>,
     /// The incumbent's measurement (the last kept candidate's, else the
@@ -75,6 +78,7 @@ impl RunFacts {
             last_kept.map(|(t, _)| t.candidate_dir()),
             &decided,
         );
+        let run_command = run_command(dir, &editable, last_kept.map(|(t, _)| t.candidate_dir()));
         let kept_runs = last_kept
             .and_then(|(t, _)| t.bench().ok())
             .map(|b| b.candidate)
@@ -111,6 +115,7 @@ impl RunFacts {
             baseline,
             turns: decided.into_iter().map(|(_, r)| r).collect(),
             kept_diff,
+            run_command,
             final_bench: FinalBench::read(dir).ok(),
             incumbent,
             final_runs,
@@ -194,6 +199,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         bench_runs: live.bench_runs,
         turns: facts.turns,
         kept_diff: facts.kept_diff,
+        run_command: facts.run_command,
         data_path: crate::probe::read_probe(dir),
         knob_sources: live.knob_sources,
         window: facts.baseline.widened(),
@@ -288,6 +294,36 @@ fn kept_diff(
         .filter(|(_, r)| r.decision.is_kept())
         .filter_map(|(t, _)| std::fs::read_to_string(t.dir.join("diff.patch")).ok())
         .collect()
+}
+
+/// The best state's `[bench] run` as one shell line, when a kept turn
+/// changed it (the workspace file is among the run's files).
+fn run_command(
+    dir: &Path,
+    editable: &[String],
+    last_kept_candidate: Option<PathBuf>,
+) -> Option<String> {
+    let file = crate::edit::command_line::RUN_FILE.to_string();
+    if !editable.contains(&file) {
+        return None;
+    }
+    let files = [file];
+    let best = FileSet::load(&last_kept_candidate?, &files).ok()?;
+    let base = FileSet::load(&dir.join("baseline").join("files"), &files).ok()?;
+    changed_command(&base, &best)
+}
+
+/// The command of `best` as one shell line, when its `[bench] run` differs
+/// from `base`'s (both file sets carrying the workspace file).
+pub fn changed_command(base: &FileSet, best: &FileSet) -> Option<String> {
+    let file = crate::edit::command_line::RUN_FILE;
+    let words = |s: &FileSet| {
+        s.0.contains_key(file)
+            .then(|| crate::edit::command_line::run_words(&s.text(file)))
+            .flatten()
+    };
+    let best_words = words(best)?;
+    (words(base)? != best_words).then(|| shell_words::join(&best_words))
 }
 
 /// One unified diff of the editable files, `a` → `b`.

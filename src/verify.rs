@@ -2,7 +2,8 @@
 //! editable files changed, they still parse, and exactly ONE knob changed at
 //! its source (a keyword of a DataLoader call, the default of a flag that
 //! feeds one, a config value that feeds one, a `TrainingArguments`
-//! `dataloader_*` keyword: see [`crate::edit::knobs`]), naming a knob the
+//! `dataloader_*` keyword, the word of the command in `[bench] run` that
+//! passes one: see [`crate::edit::knobs`]), naming a knob the
 //! policy allows. Also the
 //! project snapshot that lets a turn put back files an agent had no right to
 //! touch.
@@ -378,6 +379,25 @@ pub fn check_turn(
     for file in &changed {
         let old = before.text(file);
         let new = after.text(file);
+        // Command mode: the user's command, where it passes a knob's flag.
+        if file.as_str() == edit::command_line::RUN_FILE {
+            match edit::command_line::command_edit(&old, &new, &knob_sites()) {
+                Ok(changes) => {
+                    found.extend(
+                        changes
+                            .into_iter()
+                            .map(|c| (c.file, c.knob, c.change, c.line)),
+                    );
+                    continue;
+                }
+                Err(reason) => {
+                    return Verdict::Rejected {
+                        reason,
+                        change: format!("edit of {file}"),
+                    }
+                }
+            }
+        }
         if edit::config_file::ConfigKind::of(file).is_some() {
             match edit::knobs::config_edit(file, &old, &new, &knob_sites()) {
                 Ok(changes) => {

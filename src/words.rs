@@ -97,6 +97,9 @@ pub struct Labels {
     pub data_check_unrecorded: &'static str,
     /// Nothing reproduces: nothing compared.
     pub data_check_nothing: &'static str,
+    /// Command mode: the command to run from now on, when a kept change is
+    /// in its arguments.
+    pub run_from_now_on: &'static str,
     /// The final throughput as a share of the ceiling; `{pct}` is replaced
     /// by the percentage, e.g. "final is 81.7% of it".
     pub of_ceiling: &'static str,
@@ -203,6 +206,7 @@ pub const EN: Labels = Labels {
     data_check_unstable: "{parts} not compared: they differ between the baseline's own {n} runs",
     data_check_unrecorded: "{parts} not recorded (no sampler indices)",
     data_check_nothing: "nothing compared",
+    run_from_now_on: "Run from now on",
     of_ceiling: "final is {pct} of it",
     data_path: "Data-path limit",
     data_wait_share: "data_wait share",
@@ -294,6 +298,7 @@ pub const JA: Labels = Labels {
     data_check_unstable: "{parts} は比較しない: ベースライン自身の {n} 回の実行で異なるため",
     data_check_unrecorded: "{parts} は記録なし（サンプラーのインデックスなし）",
     data_check_nothing: "比較なし",
+    run_from_now_on: "今後の実行コマンド",
     of_ceiling: "最終は上限の {pct}",
     data_path: "データ経路の上限 (data-path limit)",
     data_wait_share: "data_wait の割合",

@@ -164,6 +164,7 @@ fn report(ws: &Path) -> RunReport {
         costs: None,
         data_check: None,
         profile_unavailable: None,
+        run_command: None,
     }
 }
 

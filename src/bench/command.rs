@@ -166,11 +166,11 @@ pub async fn measure(
     };
     b.restore_harness().map_err(io_err)?;
     let dir = result_dir(b);
-    let words = b.run.as_ref().expect("command mode");
+    let words = b.command_words().expect("command mode");
     loop {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(io_err)?;
-        let spec = spec(b, words, mode, BTreeMap::new());
+        let spec = spec(b, &words, mode, BTreeMap::new());
         let out = process::run(&spec, interrupt, |_| {})
             .await
             .map_err(|e| BenchError::Spawn {
@@ -302,7 +302,11 @@ impl RankFiles {
     fn explain(&self, b: &Bencher, ending: &Ending, tail: &str) -> BenchError {
         let needed = b.warmup.max(1) + b.steps;
         let seen = self.loaders_seen();
-        let command = b.run.as_deref().map(shell_words::join).unwrap_or_default();
+        let command = b
+            .command_words()
+            .as_deref()
+            .map(shell_words::join)
+            .unwrap_or_default();
         if let Some(status) = self.statuses.first() {
             let reached = status["reached"].as_u64().unwrap_or(0);
             if matches!(ending, Ending::Exited(0)) {

@@ -272,6 +272,10 @@ pub struct Bencher {
     pub command: Option<String>,
     /// Command mode: the user's command, its head resolved (see [`command::resolve`]).
     pub run: Option<Vec<String>>,
+    /// Command mode: the workspace file, read again before each run, whose
+    /// `[bench] run` a turn may change (a knob the command passes:
+    /// [`crate::edit::command_line`]); [`Bencher::command_words`].
+    pub run_file: Option<PathBuf>,
     pub steps: u32,
     pub warmup: u32,
     pub timeout: Duration,
@@ -299,6 +303,10 @@ impl Bencher {
                 .run
                 .as_ref()
                 .map(|r| command::resolve(r, &ws.python(), &ws.project_root)),
+            run_file: b
+                .run
+                .as_ref()
+                .map(|_| ws.dir.join(crate::config::WORKSPACE_FILE)),
             steps: b.steps,
             warmup: b.warmup_steps,
             timeout: Duration::from_secs(b.timeout_s.max(1)),
@@ -368,6 +376,19 @@ impl Bencher {
         Ok(())
     }
 
+    /// Command mode: the command as it stands now: `[bench] run` of the
+    /// workspace file as it is on disk (a turn may have changed one of its
+    /// words), else as it was when the bencher was made.
+    pub fn command_words(&self) -> Option<Vec<String>> {
+        let now = self
+            .run_file
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|t| crate::edit::command_line::run_words(&t))
+            .map(|w| command::resolve(&w, &self.python, &self.project_root));
+        now.or_else(|| self.run.clone())
+    }
+
     /// The command line of one measurement.
     pub fn spec(&self, mode: Mode) -> Spec {
         let mut env = BTreeMap::new();
@@ -380,8 +401,8 @@ impl Bencher {
         if std::env::var_os("PYTHONHASHSEED").is_none() {
             env.insert("PYTHONHASHSEED".into(), "0".into());
         }
-        if let Some(words) = &self.run {
-            return command::spec(self, words, mode, env);
+        if let Some(words) = self.command_words() {
+            return command::spec(self, &words, mode, env);
         }
         if let Some(cmd) = &self.command {
             if mode == Mode::Profile {
@@ -718,6 +739,7 @@ mod tests {
             launcher: None,
             distributed_sampler: false,
             command_batches: Default::default(),
+            run_file: None,
         };
         let pinned = std::env::var("PYTHONHASHSEED").ok();
         let env = b.spec(Mode::Throughput).env;

@@ -140,5 +140,13 @@ pub(super) fn restore(cwd: &Path, run: Option<&str>, to: RestoreTo) -> Result<i3
         },
         dir.file_name().unwrap_or_default().to_string_lossy()
     );
+    // A kept change to the command's arguments: the command is part of the state.
+    let baseline = FileSet::load(&dir.join("baseline").join("files"), &editable);
+    if let Some(c) = baseline
+        .ok()
+        .and_then(|b| crate::run_report::changed_command(&b, &files))
+    {
+        println!("run from now on: {c}");
+    }
     Ok(exit::OK)
 }

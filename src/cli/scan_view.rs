@@ -95,9 +95,14 @@ pub fn to_text(scanned: &[Scanned], hints: impl Fn(&edit::CallSite) -> Vec<Strin
                     }
                 }
                 _ => out.push_str(&format!(
-                    "{}  {}(…): the DataLoader is built inside transformers; its knobs are the dataloader_* keywords\n",
+                    "{}  {}(…): the DataLoader is built inside transformers; its knobs are the dataloader_* {}\n",
                     ks.at(),
-                    ks.callee
+                    ks.callee,
+                    if ks.callee.ends_with("HfArgumentParser") {
+                        "options of the command"
+                    } else {
+                        "keywords"
+                    }
                 )),
             }
             if ks.function.as_deref() == Some("train_dataloader") {

@@ -20,7 +20,15 @@
 //!   function (`DataLoader(ds, **train_kwargs)`): that dict's entry, added
 //!   to the literal when absent ([`super::spread`]).
 //!
-//! Anything else (a computed expression, a local variable) stays "not
+//! * a wrapped value (`int(args.workers)`, `max(1, args.workers)`) or a
+//!   local bound once to one: what it wraps, with the wrapper kept to say
+//!   what the knob gets ([`super::wrap`]);
+//! * a flag the user's command passes (`-j 0` in `[bench] run`), an
+//!   `HfArgumentParser` option, a LightningCLI `--data.`/`--model.` init
+//!   argument: that word of the command in the workspace file
+//!   ([`super::command_line`], [`super::cli_knobs`]).
+//!
+//! Anything else (a computed expression, a local bound to one) stays "not
 //! editable", with the reason. Call sites themselves come from
 //! [`super::scan`], which also counts DataLoader subclasses and PyTorch
 //! Geometric's loaders.
@@ -31,6 +39,8 @@ use std::path::Path;
 use serde::Serialize;
 use tree_sitter::{Node, Tree};
 
+use super::cli_knobs;
+use super::command_line;
 use super::config_file::{self, ConfigKind};
 use super::rewrite::{set_call_kwarg, set_kwarg, RewriteError};
 use super::scan::{
@@ -38,6 +48,7 @@ use super::scan::{
     scan_tree_with, text, CallSite, ScanError,
 };
 use super::spread::{self, Spread};
+use super::wrap::{self, Applied, Wrapper};
 use super::DATA_PRESERVING;
 
 /// Reads a project file by its path relative to the project root.
@@ -98,6 +109,28 @@ pub enum Source {
         /// "overridden to 1 under `if use_cuda` by cuda_kwargs (main.py:77)".
         overrides: Vec<String>,
     },
+    /// A word of the user's command, `[bench] run` of the workspace file,
+    /// that passes the flag feeding the knob (so the flag's `default=` is
+    /// not used): [`super::command_line`].
+    Command {
+        file: String,
+        /// Line of the word in the workspace file.
+        line: usize,
+        /// The option as the command passes it: `-j`, `--data.num_workers`.
+        flag: String,
+        /// The value as passed; `None`: not passed, and only the command line
+        /// sets the knob (HfArgumentParser's `--dataloader_num_workers`).
+        value: Option<String>,
+        /// The default the command overrides: `--workers default=0 (train.py:11)`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        overrides: Option<String>,
+        /// The word of `[bench] run` holding the value (`None`: to be added).
+        #[serde(skip)]
+        index: Option<usize>,
+        /// The text before the value in that word: `""`, `"--workers="`, `"-j"`.
+        #[serde(skip)]
+        prefix: String,
+    },
     /// Not editable: the value is computed.
     Unresolved { reason: String },
 }
@@ -113,16 +146,35 @@ pub struct KnobOrigin {
     /// The keyword's value as written at the call; `None` when absent.
     pub expr: Option<String>,
     pub source: Source,
+    /// The wrapper between the source and the knob (`int(·)`, `max(1, ·)`),
+    /// when the call wraps the value it reads ([`super::wrap`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wrapper: Option<Wrapper>,
 }
 
 impl KnobOrigin {
-    /// The value now, as Python source (`None`: not set, or not known).
+    /// The value now, as Python source (`None`: not set, or not known):
+    /// the value at the source, through the wrapper if there is one.
     pub fn current(&self) -> Option<String> {
+        let at_source = self.at_source()?;
+        match &self.wrapper {
+            Some(w) => Some(
+                w.apply(&at_source)
+                    .map(|a| a.value().to_string())
+                    .unwrap_or(at_source),
+            ),
+            None => Some(at_source),
+        }
+    }
+
+    /// The value where it is defined, before any wrapper.
+    fn at_source(&self) -> Option<String> {
         match &self.source {
             Source::Keyword => self.expr.clone(),
             Source::Flag { default, .. } => default.clone(),
             Source::Config { value, .. } => Some(config_file::python_value(value)),
             Source::Spread { value, .. } => value.clone(),
+            Source::Command { value, .. } => value.clone(),
             Source::Unresolved { .. } => None,
         }
     }
@@ -132,12 +184,39 @@ impl KnobOrigin {
         !matches!(self.source, Source::Unresolved { .. })
     }
 
+    /// Why `value` cannot be written for this knob: its wrapper would make
+    /// it another value (`max(1, ·)` of 0). `None`: it can.
+    pub fn refuses(&self, value: &str) -> Option<String> {
+        self.wrapper.as_ref()?.refuses(&self.knob, value)
+    }
+
     /// One line: `num_workers = args.workers → --workers default=0 (train.py:12)`.
-    /// `at` is the call's `file:line`.
+    /// `at` is the call's `file:line`. A wrapper that changes the value at
+    /// the source says what the knob gets: `…, so num_workers is 1`.
     pub fn describe(&self, at: &str) -> String {
+        let mut line = self.describe_source(at);
+        if let (Some(w), Some(v)) = (&self.wrapper, self.at_source()) {
+            match w.apply(&v) {
+                Some(Applied::Exactly(got)) if got != v.trim() => {
+                    line.push_str(&format!(", so {} is {got}", self.knob))
+                }
+                Some(Applied::AtMost(_, bound)) => {
+                    line.push_str(&format!(", at most {bound} at run time"))
+                }
+                _ => {}
+            }
+        }
+        line
+    }
+
+    fn describe_source(&self, at: &str) -> String {
         let lhs = match &self.expr {
             Some(e) if self.keyword == self.knob => format!("{} = {e}", self.knob),
             Some(e) => format!("{}: {}={e}", self.knob, self.keyword),
+            // Set on the command line only (HfArgumentParser).
+            None if matches!(self.source, Source::Command { value: Some(_), .. }) => {
+                self.knob.clone()
+            }
             None => format!("{} not set", self.knob),
         };
         match &self.source {
@@ -182,6 +261,23 @@ impl KnobOrigin {
                 }
                 s
             }
+            Source::Command {
+                file,
+                line,
+                flag,
+                value: Some(v),
+                overrides,
+                ..
+            } => {
+                let mut s = format!("{lhs} → {flag} {v} in [bench] run ({file}:{line})");
+                if let Some(o) = overrides {
+                    s.push_str(&format!(", over {o}"));
+                }
+                s
+            }
+            Source::Command {
+                file, line, flag, ..
+            } => format!("{lhs}: the default; add {flag} to [bench] run ({file}:{line})"),
             Source::Unresolved { reason } => format!("{lhs}: not editable ({reason})"),
         }
     }
@@ -639,6 +735,29 @@ fn resolve(
             reason: format!("`{written}` is computed; change it where it is computed"),
         };
     };
+    // `self.num_workers` of a Lightning module or data module: an
+    // `__init__` parameter, which LightningCLI sets from the command line.
+    if parts[0] == "self" {
+        if let Some(arg) = cli_knobs::init_arg(value, src) {
+            if arg.options.is_empty() {
+                return Source::Unresolved {
+                    reason: format!(
+                        "`{written}` is the argument {}, set where {} is made",
+                        arg.describe(file),
+                        arg.class
+                    ),
+                };
+            }
+            return cli_knobs::command_source(file, read, &arg.options, Some(arg.describe(file)))
+                .unwrap_or_else(|| Source::Unresolved {
+                    reason: format!(
+                        "`{written}` is {}, which LightningCLI sets with {}; `tuneloop init -- python {file} fit …` lets tuneloop change it there",
+                        arg.describe(file),
+                        arg.options[0]
+                    ),
+                });
+        }
+    }
     if parts.len() == 2
         && (facts.args_names.contains(&parts[0]) || facts.params.contains(&parts[0]))
     {
@@ -682,6 +801,122 @@ fn resolve(
     Source::Unresolved { reason }
 }
 
+/// The one value a local name is bound to in its scope (the enclosing
+/// function, else the module): `workers = int(args.workers)` for `workers`.
+/// `None` when it is a parameter, bound more than once, or not at all.
+fn bound_value<'t>(node: Node<'t>, src: &str, facts: &FileFacts) -> Option<Node<'t>> {
+    if node.kind() != "identifier" {
+        return None;
+    }
+    let name = text(node, src);
+    if facts.args_names.contains(name) {
+        return None;
+    }
+    let mut scope = node.parent();
+    while let Some(p) = scope {
+        if matches!(p.kind(), "function_definition" | "module") {
+            break;
+        }
+        scope = p.parent();
+    }
+    let scope = scope?;
+    if scope.kind() == "function_definition" {
+        let params = scope.child_by_field_name("parameters")?;
+        if text(params, src).contains(name)
+            && named_children(params).iter().any(|p| {
+                let id = if p.kind() == "identifier" {
+                    Some(*p)
+                } else {
+                    p.child_by_field_name("name")
+                        .or_else(|| named_children(*p).into_iter().next())
+                };
+                id.is_some_and(|i| text(i, src) == name)
+            })
+        {
+            return None;
+        }
+    }
+    let mut found = Vec::new();
+    let mut stack = named_children(scope);
+    while let Some(n) = stack.pop() {
+        match n.kind() {
+            // Their own scopes.
+            "function_definition" | "class_definition" | "lambda" => continue,
+            "assignment" | "augmented_assignment" | "for_statement" | "named_expression" => {
+                let left = n
+                    .child_by_field_name("left")
+                    .or_else(|| n.child_by_field_name("name"));
+                if left.is_some_and(|l| l.kind() == "identifier" && text(l, src) == name) {
+                    found.push(n);
+                } else if left.is_some_and(|l| {
+                    l.kind() != "identifier"
+                        && text(l, src)
+                            .split(|c: char| !c.is_alphanumeric() && c != '_')
+                            .any(|w| w == name)
+                }) {
+                    // Unpacked into: its value cannot be told.
+                    return None;
+                }
+            }
+            _ => {}
+        }
+        stack.extend(named_children(n));
+    }
+    match found.as_slice() {
+        [a] if a.kind() == "assignment" => a.child_by_field_name("right"),
+        _ => None,
+    }
+}
+
+/// [`resolve`], also through a local bound once (`workers = args.workers`)
+/// and through a wrapper (`int(args.workers)`, `max(1, args.workers)`:
+/// [`super::wrap`]), returned with the source.
+fn resolve_wrapped(
+    value: Node<'_>,
+    src: &str,
+    file: &str,
+    facts: &FileFacts,
+    read: ReadFile<'_>,
+) -> (Source, Option<Wrapper>) {
+    resolve_within(value, src, file, facts, read, 0)
+}
+
+fn resolve_within(
+    value: Node<'_>,
+    src: &str,
+    file: &str,
+    facts: &FileFacts,
+    read: ReadFile<'_>,
+    depth: usize,
+) -> (Source, Option<Wrapper>) {
+    let direct = resolve(value, src, file, facts, read);
+    if !matches!(direct, Source::Unresolved { .. }) {
+        return (direct, None);
+    }
+    // A local bound once to a flag, a config value or a wrapper of one (a
+    // literal there is not the call's keyword: it stays not editable).
+    if let Some(bound) = bound_value(value, src, facts).filter(|_| depth < 4) {
+        match resolve_within(bound, src, file, facts, read, depth + 1) {
+            (Source::Keyword, _) | (Source::Unresolved { .. }, _) => {}
+            found => return found,
+        }
+    }
+    let leads_to_source = |n: Node<'_>| {
+        let n = bound_value(n, src, facts).unwrap_or(n);
+        !matches!(
+            resolve(n, src, file, facts, read),
+            Source::Unresolved { .. } | Source::Keyword
+        )
+    };
+    match wrap::peel(value, src, &leads_to_source) {
+        Some((inner, w)) => {
+            let inner = bound_value(inner, src, facts).unwrap_or(inner);
+            (resolve(inner, src, file, facts, read), Some(w))
+        }
+        None => (direct, None),
+    }
+}
+
 /// A knob absent from a DataLoader call: the entry of the dict literal the
 /// call spreads, if it spreads one ([`super::spread`]); an entry that is no
 /// literal is followed like a keyword (`"num_workers": args.workers`).
@@ -692,15 +927,15 @@ fn spread_origin(
     key: &str,
     facts: &FileFacts,
     read: ReadFile<'_>,
-) -> (Option<String>, Source) {
+) -> (Option<String>, Source, Option<Wrapper>) {
     match spread::follow_key(call, src, file, key) {
-        Spread::NotApplicable => (None, Source::Keyword),
-        Spread::Unresolved(reason) => (None, Source::Unresolved { reason }),
+        Spread::NotApplicable => (None, Source::Keyword, None),
+        Spread::Unresolved(reason) => (None, Source::Unresolved { reason }, None),
         Spread::Found(f) => match f.value {
-            Some(v) if !is_literal(v, src) => (
-                Some(text(v, src).to_string()),
-                resolve(v, src, file, facts, read),
-            ),
+            Some(v) if !is_literal(v, src) => {
+                let (source, wrapper) = resolve_wrapped(v, src, file, facts, read);
+                (Some(text(v, src).to_string()), source, wrapper)
+            }
             value => (
                 None,
                 Source::Spread {
@@ -711,6 +946,7 @@ fn spread_origin(
                     value: value.map(|v| text(v, src).to_string()),
                     overrides: f.overrides,
                 },
+                None,
             ),
         },
     }
@@ -746,21 +982,22 @@ fn site_of(
                 SiteKind::TrainingArguments => format!("dataloader_{knob}"),
             };
             let value = keyword_value(call, src, &kw);
-            let (expr, source) = match value {
+            let (expr, source, wrapper) = match value {
                 None if kind == SiteKind::DataLoader => {
                     spread_origin(call, src, file, &kw, facts, read)
                 }
-                None => (None, Source::Keyword),
-                Some(v) => (
-                    Some(text(v, src).to_string()),
-                    resolve(v, src, file, facts, read),
-                ),
+                None => (None, Source::Keyword, None),
+                Some(v) => {
+                    let (source, wrapper) = resolve_wrapped(v, src, file, facts, read);
+                    (Some(text(v, src).to_string()), source, wrapper)
+                }
             };
             KnobOrigin {
                 knob: knob.to_string(),
                 keyword: kw,
                 expr,
                 source,
+                wrapper,
             }
         })
         .collect();
@@ -777,6 +1014,51 @@ fn site_of(
         function: enclosing_function(call, src),
         knobs,
         call: scanned,
+        call_start: call.start_byte(),
+    }
+}
+
+/// `HfArgumentParser((…, TrainingArguments))`: the `dataloader_*` fields are
+/// options of the user's command ([`super::cli_knobs`]).
+fn hf_parser_site(file: &str, src: &str, call: Node<'_>, read: ReadFile<'_>) -> KnobSite {
+    let knobs = DATA_PRESERVING
+        .iter()
+        .map(|knob| {
+            let field = format!("dataloader_{knob}");
+            let options = cli_knobs::hf_options(&field);
+            let source = cli_knobs::command_source(
+                file,
+                read,
+                &options,
+                Some("the TrainingArguments default".into()),
+            )
+            .unwrap_or_else(|| Source::Unresolved {
+                reason: format!(
+                    "HfArgumentParser sets it with {} on the command line; `tuneloop init -- python {file} …` lets tuneloop change it there",
+                    options[0]
+                ),
+            });
+            KnobOrigin {
+                knob: knob.to_string(),
+                keyword: field,
+                expr: None,
+                source,
+                wrapper: None,
+            }
+        })
+        .collect();
+    KnobSite {
+        file: file.to_string(),
+        line: line_col(src, call.start_byte()).0,
+        end_line: line_col(src, call.end_byte()).0,
+        callee: call
+            .child_by_field_name("function")
+            .map(|f| text(f, src).to_string())
+            .unwrap_or_default(),
+        kind: SiteKind::TrainingArguments,
+        function: enclosing_function(call, src),
+        knobs,
+        call: None,
         call_start: call.start_byte(),
     }
 }
@@ -806,6 +1088,9 @@ pub fn knob_sites(file: &str, src: &str, read: ReadFile<'_>) -> Result<Vec<KnobS
         }
     }
     for call in all_calls(&tree) {
+        if cli_knobs::is_hf_parser(call, src) {
+            sites.push(hf_parser_site(file, src, call, read));
+        }
         if is_training_arguments(call, src) {
             sites.push(site_of(
                 file,
@@ -819,7 +1104,95 @@ pub fn knob_sites(file: &str, src: &str, read: ReadFile<'_>) -> Result<Vec<KnobS
         }
     }
     sites.sort_by_key(|s| s.call_start);
+    if let Some(toml) = read(command_line::RUN_FILE) {
+        command_line_overlay(file, src, &tree, &mut sites, &toml);
+    }
     Ok(sites)
+}
+
+/// The option strings of the `add_argument(...)` call at `call_start`:
+/// `["-j", "--workers"]`.
+fn flag_options(tree: &Tree, src: &str, call_start: usize) -> Vec<String> {
+    let mut node = tree
+        .root_node()
+        .descendant_for_byte_range(call_start, call_start);
+    while let Some(n) = node {
+        if n.kind() == "call" && n.start_byte() == call_start {
+            return n
+                .child_by_field_name("arguments")
+                .map(|a| {
+                    argument_nodes(a)
+                        .into_iter()
+                        .filter(|x| x.kind() == "string")
+                        .filter_map(|x| string_value(x, src))
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
+        node = n.parent();
+    }
+    Vec::new()
+}
+
+/// Knobs whose flag the user's command passes (`[bench] run` of the
+/// workspace file `toml`, when it runs `file`): their source is that word
+/// of the command, not the flag's default ([`super::command_line`]).
+fn command_line_overlay(file: &str, src: &str, tree: &Tree, sites: &mut [KnobSite], toml: &str) {
+    let Some((words, _)) = command_line::run_array(toml) else {
+        return;
+    };
+    let values: Vec<String> = words.iter().map(|w| w.value.clone()).collect();
+    let Some(from) = command_line::script_args_start(&values, file) else {
+        return;
+    };
+    for site in sites.iter_mut() {
+        for o in site.knobs.iter_mut() {
+            let Source::Flag {
+                flag,
+                default,
+                line,
+                call_start,
+                file: flag_file,
+                ..
+            } = &o.source
+            else {
+                continue;
+            };
+            let options = flag_options(tree, src, *call_start);
+            let overrides = format!(
+                "{flag} default={} ({flag_file}:{line})",
+                default.as_deref().unwrap_or("(none)")
+            );
+            match command_line::find_passed(&values, from, &options) {
+                None => {}
+                Some(command_line::Passed::Switch { option, index }) => {
+                    o.source = Source::Unresolved {
+                        reason: format!(
+                            "[bench] run passes the switch {option} ({}:{}), so {overrides} is not used; remove it from the command or pass a value",
+                            command_line::RUN_FILE,
+                            words[index].line
+                        ),
+                    }
+                }
+                Some(command_line::Passed::Value {
+                    option,
+                    index,
+                    prefix,
+                    value,
+                }) => {
+                    o.source = Source::Command {
+                        file: command_line::RUN_FILE.to_string(),
+                        line: words[index].line,
+                        flag: option,
+                        value: Some(value),
+                        overrides: Some(overrides),
+                        index: Some(index),
+                        prefix,
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A reader of files under `root`, for [`knob_sites`].
@@ -874,6 +1247,12 @@ pub fn set_knob(
         .origin(knob)
         .ok_or_else(|| format!("`{knob}` is not a DataLoader knob"))?;
     let read_file = |f: &str| read(f).ok_or_else(|| format!("cannot read {f}"));
+    if let Some(why) = origin.refuses(value) {
+        return Err(format!(
+            "{knob} at {} cannot be set to {value}: {why}; choose a value the wrapper keeps, or write the knob as a literal",
+            site.at()
+        ));
+    }
     match &origin.source {
         Source::Keyword => {
             let src = read_file(&site.file)?;
@@ -913,6 +1292,32 @@ pub fn set_knob(
             let src = read_file(&site.file)?;
             let out = spread::set_entry(&src, &site.file, site.call_start, knob, value)?;
             Ok((site.file.clone(), out))
+        }
+        Source::Command {
+            file,
+            flag,
+            index,
+            prefix,
+            value: passed,
+            ..
+        } => {
+            let toml = read_file(file)?;
+            let word = command_line::as_word(value);
+            let out = match index {
+                Some(i) => {
+                    let words = command_line::run_words(&toml).unwrap_or_default();
+                    let expected = format!("{prefix}{}", passed.as_deref().unwrap_or(""));
+                    if words.get(*i) != Some(&expected) {
+                        return Err(format!(
+                            "[bench] run in {file} no longer passes `{expected}` as word {} (it changed since it was read)",
+                            i + 1
+                        ));
+                    }
+                    command_line::set_word(&toml, *i, &format!("{prefix}{word}"))?
+                }
+                None => command_line::append_words(&toml, &[flag.clone(), word])?,
+            };
+            Ok((file.clone(), out))
         }
         Source::Unresolved { reason } => Err(format!(
             "{knob} at {} is not editable: {reason}; write the value as a literal, a flag default or a config value",
@@ -1108,7 +1513,24 @@ pub fn python_edit(file: &str, old: &str, new: &str, read: ReadFile<'_>) -> Pyth
                             c.name()
                         ));
                     }
-                    let knobs = flag.map(|f| feeds(&f.dest)).unwrap_or_default();
+                    let dest = flag.as_ref().map(|f| f.dest.clone()).unwrap_or_default();
+                    let knobs = feeds(&dest);
+                    // The user's command passes the flag: its default is not used.
+                    if let Some(passed) = passed_on_command_line(file, old, read, &dest, &sites) {
+                        return PythonEdit::Rejected(format!(
+                            "{file}:{line}: the default of {option} is not used: {passed}; change the value there"
+                        ));
+                    }
+                    if let Some(why) = sites
+                        .iter()
+                        .flat_map(|s| &s.knobs)
+                        .filter(|o| matches!(&o.source, Source::Flag { dest: d, .. } if *d == dest))
+                        .find_map(|o| o.refuses(&to))
+                    {
+                        return PythonEdit::Rejected(format!(
+                            "{file}:{line}: the new default of {option}: {why}"
+                        ));
+                    }
                     if knobs.len() != 1 {
                         return PythonEdit::Rejected(if knobs.is_empty() {
                             format!("{file}:{line}: the default of {option} changed, but {option} feeds no DataLoader knob")
@@ -1158,6 +1580,37 @@ pub fn python_edit(file: &str, old: &str, new: &str, read: ReadFile<'_>) -> Pyth
     } else {
         PythonEdit::NotAtSource
     }
+}
+
+/// Where the user's command passes the flag `dest` (as seen with the
+/// workspace file), when a knob fed by that flag's default (`flag_sites`,
+/// read without it) is set by the command instead.
+fn passed_on_command_line(
+    file: &str,
+    src: &str,
+    read: ReadFile<'_>,
+    dest: &str,
+    flag_sites: &[KnobSite],
+) -> Option<String> {
+    read(command_line::RUN_FILE)?;
+    let with_command = knob_sites(file, src, read).ok()?;
+    for (a, b) in flag_sites.iter().zip(&with_command) {
+        for (x, y) in a.knobs.iter().zip(&b.knobs) {
+            if matches!(&x.source, Source::Flag { dest: d, .. } if d == dest) {
+                if let Source::Command {
+                    flag, value, line, ..
+                } = &y.source
+                {
+                    return Some(format!(
+                        "[bench] run passes {flag} {} ({}:{line})",
+                        value.as_deref().unwrap_or(""),
+                        command_line::RUN_FILE
+                    ));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// The knob changes an edit of config file `file` makes, given the knob
@@ -1459,6 +1912,271 @@ if __name__ == "__main__":
         assert!(
             err.contains("not editable") && err.contains("write the value as a literal"),
             "{err}"
+        );
+    }
+
+    /// A module-level script (no main()) that wraps its flag: the DCGAN
+    /// pattern.
+    const MODULE_LEVEL: &str = r#"import argparse
+import torch
+from torch.utils.data import DataLoader
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--workers", type=int, default=0, help="number of data loading workers")
+parser.add_argument("--batchSize", type=int, default=64)
+opt = parser.parse_args()
+
+dataset = make_dataset()
+dataloader = DataLoader(dataset, batch_size=opt.batchSize, shuffle=True, num_workers=int(opt.workers))
+for epoch in range(3):
+    for i, data in enumerate(dataloader, 0):
+        step(data)
+"#;
+
+    #[test]
+    fn a_wrapped_flag_at_module_level_is_followed_to_its_default() {
+        let p = project(&[("dcgan.py", MODULE_LEVEL)]);
+        let s = &sites_in(&p, "dcgan.py")[0];
+        assert_eq!(s.function, None);
+        let nw = s.origin("num_workers").unwrap();
+        assert!(nw.editable());
+        assert!(
+            matches!(&nw.source, Source::Flag { flag, line: 6, default: Some(d), .. } if flag == "--workers" && d == "0")
+        );
+        assert_eq!(
+            nw.wrapper.as_ref().map(|w| w.written.as_str()),
+            Some("int(·)")
+        );
+        assert_eq!(
+            nw.describe(&s.at()),
+            "num_workers = int(opt.workers) → --workers default=0 (dcgan.py:6)"
+        );
+        assert_eq!(nw.current().as_deref(), Some("0"));
+        // The edit is the flag's default, one line.
+        let (file, out) = set(&p, s, "num_workers", "8");
+        assert_eq!(file, "dcgan.py");
+        assert_eq!(
+            changed_lines(MODULE_LEVEL, &out),
+            vec![(
+                r#"parser.add_argument("--workers", type=int, default=0, help="number of data loading workers")"#.to_string(),
+                r#"parser.add_argument("--workers", type=int, default=8, help="number of data loading workers")"#.to_string()
+            )]
+        );
+        // Verification sees one knob change at its source.
+        let read = |_: &str| None;
+        match python_edit("dcgan.py", MODULE_LEVEL, &out, &read) {
+            PythonEdit::Changes(c) => {
+                assert_eq!(c.len(), 1);
+                assert_eq!(
+                    c[0].change,
+                    "num_workers 0 → 8 (--workers default, dcgan.py:6)"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_floor_wrapper_says_what_the_knob_gets_and_refuses_what_it_changes() {
+        let src = MODULE_LEVEL.replace(
+            "num_workers=int(opt.workers)",
+            "num_workers=max(1, opt.workers)",
+        );
+        let p = project(&[("dcgan.py", &src)]);
+        let s = &sites_in(&p, "dcgan.py")[0];
+        let nw = s.origin("num_workers").unwrap();
+        // The loader gets 1 from a default of 0.
+        assert_eq!(nw.current().as_deref(), Some("1"));
+        assert_eq!(
+            nw.describe(&s.at()),
+            "num_workers = max(1, opt.workers) → --workers default=0 (dcgan.py:6), so num_workers is 1"
+        );
+        assert_eq!(s.effective_call().kwarg("num_workers"), Some("1"));
+        // 4 reaches the loader as it is; 0 would not.
+        let (_, out) = set(&p, s, "num_workers", "4");
+        assert!(out.contains("default=4, help"));
+        let read = |f: &str| p.get(f).cloned();
+        let err = set_knob(s, "num_workers", "0", &read).unwrap_err();
+        assert!(err.contains("`max(1, ·)` turns 0 into 1"), "{err}");
+        // An agent that writes such a default anyway is told why.
+        let wrote_zero_from_four = out.replace("default=4, help", "default=0, help");
+        match python_edit("dcgan.py", &out, &wrote_zero_from_four, &|_: &str| None) {
+            PythonEdit::Rejected(why) => assert!(why.contains("turns 0 into 1"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_runtime_cap_and_a_fallback_are_followed() {
+        let capped = MODULE_LEVEL.replace(
+            "num_workers=int(opt.workers)",
+            "num_workers=min(opt.workers, os.cpu_count())",
+        );
+        let p = project(&[("t.py", &capped)]);
+        let nw = sites_in(&p, "t.py")[0]
+            .origin("num_workers")
+            .unwrap()
+            .clone();
+        assert!(nw.editable());
+        assert!(
+            nw.describe("t.py:11")
+                .ends_with(", at most os.cpu_count() at run time"),
+            "{}",
+            nw.describe("t.py:11")
+        );
+        assert_eq!(nw.refuses("16"), None);
+        let fallback = MODULE_LEVEL.replace(
+            "num_workers=int(opt.workers)",
+            "num_workers=opt.workers or 0",
+        );
+        let p = project(&[("t.py", &fallback)]);
+        let nw = sites_in(&p, "t.py")[0]
+            .origin("num_workers")
+            .unwrap()
+            .clone();
+        assert!(matches!(&nw.source, Source::Flag { flag, .. } if flag == "--workers"));
+        assert_eq!(nw.current().as_deref(), Some("0"));
+    }
+
+    #[test]
+    fn a_local_bound_to_a_flag_is_followed_and_a_local_literal_is_not() {
+        let src = "import argparse\nfrom torch.utils.data import DataLoader\n\ndef main():\n    p = argparse.ArgumentParser()\n    p.add_argument('-j', '--workers', type=int, default=2)\n    args = p.parse_args()\n    workers = args.workers\n    nw = int(workers)\n    n = 4\n    return DataLoader(ds, num_workers=nw, prefetch_factor=n)\n";
+        let p = project(&[("t.py", src)]);
+        let s = &sites_in(&p, "t.py")[0];
+        let nw = s.origin("num_workers").unwrap();
+        assert!(
+            matches!(&nw.source, Source::Flag { flag, default: Some(d), .. } if flag == "--workers" && d == "2"),
+            "{nw:?}"
+        );
+        assert_eq!(
+            nw.wrapper.as_ref().map(|w| w.written.as_str()),
+            Some("int(·)")
+        );
+        // A literal in a local is no keyword of the call.
+        assert!(!s.origin("prefetch_factor").unwrap().editable());
+        // A name bound twice is not followed.
+        let twice = src.replace("    n = 4\n", "    n = 4\n    nw = 3\n");
+        let p = project(&[("t.py", &twice)]);
+        assert!(!sites_in(&p, "t.py")[0]
+            .origin("num_workers")
+            .unwrap()
+            .editable());
+    }
+
+    fn workspace(run: &str) -> String {
+        format!("[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\nrun = {run}\nsteps = 40\n")
+    }
+
+    #[test]
+    fn a_flag_the_command_passes_is_changed_in_the_command() {
+        let ws = workspace(r#"["python", "train.py", "-j", "0", "--epochs", "3"]"#);
+        let p = project(&[("train.py", ARGPARSE), ("tuneloop.toml", &ws)]);
+        let s = &sites_in(&p, "train.py")[0];
+        let nw = s.origin("num_workers").unwrap();
+        assert!(
+            matches!(&nw.source, Source::Command { flag, value: Some(v), line: 6, index: Some(3), .. } if flag == "-j" && v == "0"),
+            "{nw:?}"
+        );
+        assert_eq!(
+            nw.describe(&s.at()),
+            "num_workers = args.workers → -j 0 in [bench] run (tuneloop.toml:6), over --workers default=0 (train.py:11)"
+        );
+        // pin_memory's flag is not passed: still its default.
+        assert!(matches!(
+            &s.origin("pin_memory").unwrap().source,
+            Source::Flag { .. }
+        ));
+        let (file, out) = set(&p, s, "num_workers", "8");
+        assert_eq!(file, "tuneloop.toml");
+        assert_eq!(out, ws.replace(r#""-j", "0""#, r#""-j", "8""#));
+        // Verification: that one word is the one knob change.
+        let changes = command_line::command_edit(&ws, &out, std::slice::from_ref(s)).unwrap();
+        assert_eq!(changes.len(), 1);
+        assert_eq!(
+            changes[0].change,
+            "num_workers 0 → 8 (-j in [bench] run, tuneloop.toml:6)"
+        );
+        // Anything else in the file, or another word, is no knob change.
+        let other = out.replace("steps = 40", "steps = 41");
+        assert!(
+            command_line::command_edit(&ws, &other, std::slice::from_ref(s))
+                .unwrap_err()
+                .contains("beyond the [bench] run command")
+        );
+        let epochs = ws.replace(r#""3"]"#, r#""4"]"#);
+        assert!(
+            command_line::command_edit(&ws, &epochs, std::slice::from_ref(s))
+                .unwrap_err()
+                .contains("passes no DataLoader knob")
+        );
+        // Editing the unused default is refused with where the value is.
+        let default_edit = ARGPARSE.replace(
+            "type=int, default=0, help=\"data",
+            "type=int, default=4, help=\"data",
+        );
+        let read = |f: &str| p.get(f).cloned();
+        match python_edit("train.py", ARGPARSE, &default_edit, &read) {
+            PythonEdit::Rejected(why) => {
+                assert!(
+                    why.contains("not used: [bench] run passes -j 0 (tuneloop.toml:6)"),
+                    "{why}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn joined_forms_and_switches_on_the_command_line() {
+        let ws = workspace(r#"["python", "train.py", "--workers=0", "--pin"]"#);
+        let p = project(&[("train.py", ARGPARSE), ("tuneloop.toml", &ws)]);
+        let s = &sites_in(&p, "train.py")[0];
+        let (_, out) = set(&p, s, "num_workers", "4");
+        assert!(
+            out.contains(r#"run = ["python", "train.py", "--workers=4", "--pin"]"#),
+            "{out}"
+        );
+        // A switch passes no value to change.
+        let pin = s.origin("pin_memory").unwrap();
+        assert!(!pin.editable());
+        assert!(
+            pin.describe(&s.at()).contains("passes the switch --pin"),
+            "{}",
+            pin.describe(&s.at())
+        );
+        // Another script's command, or no command: the defaults as before.
+        let other = workspace(r#"["python", "other.py", "-j", "0"]"#);
+        let p = project(&[("train.py", ARGPARSE), ("tuneloop.toml", &other)]);
+        assert!(matches!(
+            &sites_in(&p, "train.py")[0]
+                .origin("num_workers")
+                .unwrap()
+                .source,
+            Source::Flag { .. }
+        ));
+    }
+
+    #[test]
+    fn a_wrapped_flag_on_the_command_line_keeps_its_wrapper() {
+        let src = MODULE_LEVEL.replace(
+            "num_workers=int(opt.workers)",
+            "num_workers=max(1, opt.workers)",
+        );
+        let ws = workspace(r#"["python", "dcgan.py", "--workers", "2"]"#);
+        let p = project(&[("dcgan.py", &src), ("tuneloop.toml", &ws)]);
+        let s = &sites_in(&p, "dcgan.py")[0];
+        let nw = s.origin("num_workers").unwrap();
+        assert!(matches!(&nw.source, Source::Command { flag, .. } if flag == "--workers"));
+        assert_eq!(nw.current().as_deref(), Some("2"));
+        let read = |f: &str| p.get(f).cloned();
+        assert!(set_knob(s, "num_workers", "0", &read)
+            .unwrap_err()
+            .contains("turns 0 into 1"));
+        let zero = ws.replace(r#""2"]"#, r#""0"]"#);
+        assert!(
+            command_line::command_edit(&ws, &zero, std::slice::from_ref(s))
+                .unwrap_err()
+                .contains("turns 0 into 1")
         );
     }
 

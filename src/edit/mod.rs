@@ -17,7 +17,10 @@
 //!   Face `TrainingArguments` keyword), edits it there, and classifies a
 //!   turn's edit as knob changes at their sources; [`config_file`] finds and
 //!   edits one value of a YAML, JSON or TOML file; [`spread`] follows a knob
-//!   into the dict literal a call spreads (`**train_kwargs`).
+//!   into the dict literal a call spreads (`**train_kwargs`); [`wrap`] sees
+//!   through `int(·)`, `max(1, ·)` and the like; [`command_line`] and
+//!   [`cli_knobs`] follow a knob into the user's command (`-j 0`,
+//!   `--dataloader_num_workers 0`, `--data.num_workers 0`) in `[bench] run`.
 //! * [`compare`] matches a file's call sites before and after a change, so the
 //!   caller can check that exactly one DataLoader argument changed and nothing
 //!   outside the calls did.
@@ -35,6 +38,8 @@ pub const DATA_PRESERVING: [&str; 4] = [
     "persistent_workers",
 ];
 
+pub mod cli_knobs;
+pub mod command_line;
 pub mod compare;
 pub mod compute;
 pub mod config_file;
@@ -44,6 +49,7 @@ pub mod rewrite;
 pub mod scan;
 pub mod scope;
 pub mod spread;
+pub mod wrap;
 
 pub use compare::{
     compare_sites, compare_sources, non_call_changes, CompareError, KwargChange, SiteDelta,

@@ -231,6 +231,7 @@ mod tests {
             costs: None,
             data_check: None,
             profile_unavailable: None,
+            run_command: None,
         }
     }
 

@@ -74,6 +74,10 @@ pub struct RunReport {
     /// the table was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile_unavailable: Option<String>,
+    /// Command mode: the command to run from now on, when a kept change is
+    /// an argument of `[bench] run` (a knob the command passes, `-j 8`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_command: Option<String>,
 }
 
 /// How fast this machine can move the project's batches at all, measured

@@ -540,6 +540,7 @@ mod tests {
             costs: None,
             data_check: None,
             profile_unavailable: None,
+            run_command: None,
         }
     }
 

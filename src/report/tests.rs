@@ -155,6 +155,7 @@ fn sample_report() -> RunReport {
         costs: Some(sample_costs()),
         data_check: None,
         profile_unavailable: None,
+        run_command: None,
     }
 }
 
@@ -221,6 +222,7 @@ fn bare_report() -> RunReport {
         limits: None,
         costs: None,
         data_check: None,
+        run_command: None,
         ..sample_report()
     }
 }

@@ -140,6 +140,8 @@ impl ClaudeAgent {
         let knob_sites = scan_knob_sites(ctx.project_root, editable);
         // The loader's knobs and the compute side's (told as one more rule).
         let allowed = crate::compute::allowed_knobs(ctx.policy);
+        let with_command = prompt_editable(editable, &knob_sites);
+        let editable = &with_command;
         let facts = prompt::PromptFacts {
             language: &ap.language,
             turn: ctx.turn,
@@ -448,6 +450,24 @@ fn scan_call_sites(root: &Path, editable: &[String]) -> Vec<crate::edit::CallSit
         .collect()
 }
 
+/// The files the prompt lists as the agent's to edit: the editable files,
+/// and tuneloop.toml when a knob's value is a word of the user's command in
+/// its `[bench] run` ([`crate::edit::command_line`]).
+fn prompt_editable(editable: &[String], knob_sites: &[crate::edit::KnobSite]) -> Vec<String> {
+    let mut out = editable.to_vec();
+    let run_file = crate::edit::command_line::RUN_FILE;
+    let in_command = knob_sites
+        .iter()
+        .flat_map(|s| &s.knobs)
+        .any(|o| matches!(&o.source, crate::edit::Source::Command { .. }));
+    if in_command && !out.iter().any(|f| f == run_file) {
+        out.push(format!(
+            "{run_file} (only the one word of `[bench] run` that passes a knob's value)"
+        ));
+    }
+    out
+}
+
 /// Every knob-taking call of the editable files, with where each knob's value is defined.
 fn scan_knob_sites(root: &Path, editable: &[String]) -> Vec<crate::edit::KnobSite> {
     let read = crate::edit::knobs::read_under(root);
@@ -578,5 +598,22 @@ mod tests {
             Some(true)
         );
         assert_eq!(procedure_block("no markers"), None);
+    }
+
+    #[test]
+    fn the_prompt_lists_tuneloop_toml_when_a_knob_is_in_the_command() {
+        let script = "import argparse\nfrom torch.utils.data import DataLoader\np = argparse.ArgumentParser()\np.add_argument('-j', '--workers', type=int, default=4)\nargs = p.parse_args()\nDataLoader(ds, num_workers=args.workers)\n";
+        let editable = vec!["train.py".to_string()];
+        let sites_with = |toml: &str| {
+            let toml = toml.to_string();
+            let read = move |f: &str| (f == "tuneloop.toml").then(|| toml.clone());
+            crate::edit::knob_sites("train.py", script, &read).unwrap()
+        };
+        let passed = sites_with("[bench]\nrun = [\"python\", \"train.py\", \"-j\", \"0\"]\n");
+        let listed = prompt_editable(&editable, &passed);
+        assert_eq!(listed.len(), 2);
+        assert!(listed[1].starts_with("tuneloop.toml (only the one word of `[bench] run`"));
+        let not_passed = sites_with("[bench]\nrun = [\"python\", \"train.py\"]\n");
+        assert_eq!(prompt_editable(&editable, &not_passed), editable);
     }
 }
