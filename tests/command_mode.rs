@@ -357,7 +357,7 @@ fn a_command_that_ends_too_early_says_how_far_it_got() {
         "{}",
         r.stderr
     );
-    assert!(r.stderr.contains("needs 14"), "{}", r.stderr);
+    assert!(r.stderr.contains("needs 15"), "{}", r.stderr);
     assert!(r.stderr.contains("more epochs"), "{}", r.stderr);
 }
 
