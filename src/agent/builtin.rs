@@ -657,6 +657,18 @@ pub fn next_proposal_for(
         }
         // One worker only overlaps loading with the step; two is the first real gain.
         let next = match (nw, model) {
+            // The command's batches fit fewer: the most that fit.
+            (0, _) if (1..cpus.max(2)).contains(&cap) && incumbent.command_batches.is_some() => {
+                Some((
+                    cap,
+                    format!(
+                        "data_wait is {:.0}% of the step; the command runs {} training batches, so no more than {cap} worker(s) fit their first batches before the {} timed steps (a longer run in [bench] run measures more)",
+                        share * 100.0,
+                        incumbent.command_batches.unwrap_or(0),
+                        incumbent.steps.unwrap_or(0)
+                    ),
+                ))
+            }
             (0, _) => Some((
                 cpus.max(2),
                 format!(
@@ -1250,6 +1262,33 @@ mod tests {
         let h = vec![row(1, "num_workers (default) → 2", Decision::Kept), crashed];
         let p = next_proposal(&m, &s, &h, &ALL, 0.1);
         assert!(p.as_ref().is_none_or(|p| p.knob != "num_workers"), "{p:?}");
+    }
+
+    #[test]
+    fn a_command_too_short_for_the_core_count_starts_at_the_workers_that_fit() {
+        // 16 batches, 12 timed: 3 of warm-up, one worker's first round (2).
+        let s = site("DataLoader(ds)\n");
+        let mut failed = row(1, "num_workers (default) → 2", Decision::Failed);
+        failed.reason = "bench failed (candidate): too_few_steps: …".into();
+        let mut m = meas(0, 0.95, false);
+        m.steps = Some(12);
+        m.command_batches = Some(16);
+        let p = next_proposal(&m, &s, &[failed], &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "1"),
+            "{}",
+            p.why
+        );
+        assert!(
+            p.why.contains("the command runs 16 training batches"),
+            "{}",
+            p.why
+        );
+        // With room for the core count's first rounds, the core count.
+        m.command_batches = Some(40);
+        let p = next_proposal(&m, &s, &[], &ALL, 0.1).unwrap();
+        assert_eq!(p.value, "2", "{}", p.why);
     }
 
     #[test]
