@@ -232,6 +232,18 @@ impl BuiltinAgent {
             report.exhausted = true;
             // Which limit binds says whether anything is left on the table.
             report.summary = format!("no candidates left; {}", ctx.limits().summary());
+            // The command's own length bounded the workers (more tightly
+            // than the timed steps do): say so.
+            let m = ctx.incumbent;
+            let nw = m.num_workers().unwrap_or(0);
+            if let (Some(fit), Some(batches)) = (fit_cap(nw, m), m.command_batches) {
+                if window_cap(nw, m).is_none_or(|w| fit < w) {
+                    report.summary.push_str(&format!(
+                        "; the command's {batches} training batches fit the first batches of no more than {fit} workers before the {} timed steps",
+                        m.steps.unwrap_or(0)
+                    ));
+                }
+            }
             for o in not_editable {
                 report
                     .summary
@@ -1955,6 +1967,38 @@ mod tests {
             std::fs::read_to_string(d.path().join("config.yaml")).unwrap(),
             yaml.replace("workers: 0  #", "workers: 2  #")
         );
+    }
+
+    #[test]
+    fn the_commands_length_is_named_when_it_ended_the_climb() {
+        // 9 workers kept; 64 batches, 40 timed: 23 of warm-up fit 11
+        // workers' first rounds, within the headroom of 9.
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("train.py"),
+            "from torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=9)\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.path().join("tuneloop.toml"),
+            "[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\nentry = \"train:build\"\n",
+        )
+        .unwrap();
+        let mut m = figures(9, 20.0, 5.0, 1.0, 5.0, 0.0);
+        m.steps = Some(40);
+        m.command_batches = Some(64);
+        let r = propose_in(d.path(), &m, &["num_workers"]);
+        assert!(r.exhausted, "{r:?}");
+        assert!(
+            r.summary.contains("the command's 64 training batches fit the first batches of no more than 11 workers before the 40 timed steps"),
+            "{}",
+            r.summary
+        );
+        // Without a known length, nothing is said of it.
+        m.command_batches = None;
+        m.steps = Some(20);
+        let r = propose_in(d.path(), &m, &["num_workers"]);
+        assert!(!r.summary.contains("training batches fit"), "{}", r.summary);
     }
 
     #[test]
