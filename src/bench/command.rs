@@ -515,6 +515,14 @@ fn call_text(rest: &str) -> &str {
 /// value scaled up (never less than one more epoch), or the advice in
 /// general words when the command has no such flag.
 pub fn longer_run_hint(words: &[String], project_root: &Path, batches: u64, wanted: u64) -> String {
+    format!(
+        "the command ran {batches} training batches; {} would let larger worker counts be measured (a run wanted {wanted})",
+        longer_run(words, project_root, batches, wanted)
+    )
+}
+
+/// The change to `[bench] run` alone, e.g. "`--epochs 2` (or more) in [bench] run".
+fn longer_run(words: &[String], project_root: &Path, batches: u64, wanted: u64) -> String {
     let flag = length_flag(words, project_root);
     let scaled = |v: f64| {
         let by = wanted as f64 / batches.max(1) as f64;
@@ -535,9 +543,7 @@ pub fn longer_run_hint(words: &[String], project_root: &Path, batches: u64, want
         Some(LengthFlag { flag, .. }) => format!("a larger `{flag}` in [bench] run"),
         None => "a longer run in [bench] run (more epochs or steps)".into(),
     };
-    format!(
-        "the command ran {batches} training batches; {what} would let larger worker counts be measured (a run wanted {wanted})"
-    )
+    what
 }
 
 /// What the command's processes left in the result folder.
@@ -672,12 +678,16 @@ impl RankFiles {
                         "`{command}` ended after {what}; a measurement needs {needed} ({} warm-up + {} steps + the request that ends them)\n  hint: {}, or lower [bench] steps / warmup_steps\n  last output:\n{tail}",
                         b.warmup.max(1),
                         b.steps,
-                        longer_run_hint(
-                            b.run.as_deref().unwrap_or_default(),
-                            &b.project_root,
-                            reached,
-                            u64::from(needed),
-                        ),
+                        match reached {
+                            0 => "let the command run longer (more epochs or steps in [bench] run)"
+                                .to_string(),
+                            n => longer_run(
+                                b.run.as_deref().unwrap_or_default(),
+                                &b.project_root,
+                                n,
+                                u64::from(needed),
+                            ),
+                        },
                     ),
                 };
             }
