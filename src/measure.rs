@@ -56,6 +56,18 @@ pub trait Measure: Send + Sync {
     fn script_files(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// Command mode: the training batches the command runs, once a run has
+    /// met its end (see `bench::command::CommandLength`).
+    fn command_batches(&self) -> Option<u64> {
+        None
+    }
+
+    /// Command mode: once the command's length cut a run short, which flag
+    /// of it runs longer (`bench::command::longer_run_hint`).
+    fn length_hint(&self) -> Option<String> {
+        None
+    }
 }
 
 impl Measure for Bencher {
@@ -92,5 +104,13 @@ impl Measure for Bencher {
 
     fn script_files(&self) -> Vec<String> {
         Bencher::script_files(self)
+    }
+
+    fn command_batches(&self) -> Option<u64> {
+        self.known_length().map(|l| u64::from(l.batches))
+    }
+
+    fn length_hint(&self) -> Option<String> {
+        Bencher::length_hint(self)
     }
 }

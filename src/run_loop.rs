@@ -751,7 +751,11 @@ impl<'a> Session<'a> {
                 stop_reason = Some(r);
             }
         }
-        let stop_reason = stop_reason.unwrap_or_default();
+        let mut stop_reason = stop_reason.unwrap_or_default();
+        // The command's own length cut a run short: say which flag runs longer.
+        if let Some(hint) = self.bencher.length_hint() {
+            stop_reason.push_str(&format!("; {hint}"));
+        }
         self.emit(Event::Stopped {
             reason: stop_reason.clone(),
         });
@@ -1208,6 +1212,13 @@ impl<'a> Session<'a> {
                 undo(self)?;
                 if matches!(f.error, BenchError::Interrupted) {
                     return Err(LoopError::Interrupted);
+                }
+                // A candidate that did not fit the command's batches: the
+                // agent's next count stays within them.
+                if f.error.is_too_few_steps() {
+                    if let Some(n) = self.bencher.command_batches() {
+                        self.incumbent.command_batches = Some(n);
+                    }
                 }
                 row.runs = f.runs;
                 row.reason = format!("bench failed ({}): {}", f.role, f.error.short());

@@ -357,7 +357,7 @@ fn a_command_that_ends_too_early_says_how_far_it_got() {
         "{}",
         r.stderr
     );
-    assert!(r.stderr.contains("needs 14"), "{}", r.stderr);
+    assert!(r.stderr.contains("needs 15"), "{}", r.stderr);
     assert!(r.stderr.contains("more epochs"), "{}", r.stderr);
 }
 
@@ -381,13 +381,14 @@ fn many_workers_warm_up_longer_within_the_batches_the_command_has() {
         r.stdout
     );
     // 6 workers would want 24 + 12 batches: the command has 30, so the
-    // warm-up stays within them (18), on the first run's retry and after.
+    // warm-up stays within them (17: the window closes on the request after
+    // its last timed batch), on the first run's retry and after.
     let ws = script_ws(&with(6), 120);
     let r = ws.tuneloop(&["bench", "--repeats", "2", "--json"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     for m in v["runs"].as_array().unwrap() {
-        assert_eq!(m["warmup_steps"], 18, "{v:#}");
+        assert_eq!(m["warmup_steps"], 17, "{v:#}");
         assert_eq!(m["steps"], 12, "{v:#}");
     }
 }

@@ -67,7 +67,7 @@ const MAX_WORKERS: u64 = 256;
 /// and so do the batches an epoch holds: a worker past them has none to fetch.
 pub fn worker_cap(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel>) -> u64 {
     let cap = worker_cap_before_epoch(cpus, nw, m, model);
-    [epoch_cap(nw, m), window_cap(nw, m)]
+    [epoch_cap(nw, m), window_cap(nw, m), fit_cap(nw, m)]
         .into_iter()
         .flatten()
         .fold(cap, u64::min)
@@ -81,16 +81,32 @@ pub fn worker_cap(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel
 /// (while the epoch start that paid for them goes unmeasured). More timed
 /// steps (`[bench] steps`), or an epoch start within them, measure further.
 fn window_cap(nw: u64, m: &Measurement) -> Option<u64> {
-    let prefetch = m
-        .loader
-        .get("prefetch_factor")
-        .and_then(|v| v.as_u64())
-        .unwrap_or(2);
-    evidence::window_workers(m.epoch_starts_timed, m.steps, prefetch).map(|w| w.max(nw))
+    evidence::window_workers(m.epoch_starts_timed, m.steps, prefetch_of(m)).map(|w| w.max(nw))
 }
 
 fn window_steps(m: &Measurement) -> Option<u64> {
     evidence::window_steps(m.epoch_starts_timed, m.steps)
+}
+
+/// The workers a measurement can warm up within the command's batches, once
+/// a run has met the command's end (a short `--epochs 1`): their first
+/// prefetch round must be done before the timed steps
+/// ([`crate::bench::command::workers_that_fit`]). Never below `nw`.
+fn fit_cap(nw: u64, m: &Measurement) -> Option<u64> {
+    let fit = crate::bench::command::workers_that_fit(
+        m.command_batches?,
+        u64::from(m.steps?),
+        prefetch_of(m),
+        1,
+    )?;
+    Some(fit.max(nw))
+}
+
+fn prefetch_of(m: &Measurement) -> u64 {
+    m.loader
+        .get("prefetch_factor")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(2)
 }
 
 /// The batches one epoch holds, as a bound on workers (never below `nw`).
@@ -226,6 +242,18 @@ impl BuiltinAgent {
             report.exhausted = true;
             // Which limit binds says whether anything is left on the table.
             report.summary = format!("no candidates left; {}", ctx.limits().summary());
+            // The command's own length bounded the workers (more tightly
+            // than the timed steps do): say so.
+            let m = ctx.incumbent;
+            let nw = m.num_workers().unwrap_or(0);
+            if let (Some(fit), Some(batches)) = (fit_cap(nw, m), m.command_batches) {
+                if window_cap(nw, m).is_none_or(|w| fit < w) {
+                    report.summary.push_str(&format!(
+                        "; the command's {batches} training batches fit the first batches of no more than {fit} workers before the {} timed steps",
+                        m.steps.unwrap_or(0)
+                    ));
+                }
+            }
             for o in not_editable {
                 report
                     .summary
@@ -423,6 +451,9 @@ struct Tried {
     decision: Decision,
     /// The measured ratio and its interval, when the change was measured.
     ratio: Option<(f64, [f64; 2])>,
+    /// Its measurement failed because the command ended first (too few
+    /// steps): a bound on the count, not a verdict on it.
+    did_not_fit: bool,
 }
 
 fn tried(history: &[TurnRow]) -> Vec<Tried> {
@@ -436,6 +467,7 @@ fn tried(history: &[TurnRow]) -> Vec<Tried> {
                 to: c.to,
                 decision: r.decision,
                 ratio: r.ratio.zip(r.ratio_ci),
+                did_not_fit: r.decision == Decision::Failed && r.reason.contains("too_few_steps"),
             })
         })
         .collect()
@@ -475,6 +507,24 @@ fn persistent_worth_again(tried: &[Tried], nw: u64) -> bool {
             .and_then(|t| count(&t.from)),
     };
     then.is_some_and(|w| nw >= 2 * w.max(1))
+}
+
+/// Below the fewest workers that did not fit the command's batches. Where
+/// the command's length is not known (a resumed run), half way there from
+/// `nw`; `fit_cap` bounds it once the length is known.
+fn unfit_cap(tried: &[Tried], nw: u64, m: &Measurement) -> u64 {
+    let Some(unfit) = tried
+        .iter()
+        .filter(|t| t.knob == "num_workers" && t.did_not_fit)
+        .filter_map(|t| t.to.parse::<u64>().ok())
+        .min()
+    else {
+        return u64::MAX;
+    };
+    match m.command_batches {
+        Some(_) => unfit.saturating_sub(1).max(nw),
+        None => (nw + (unfit.saturating_sub(nw)) / 2).max(nw),
+    }
 }
 
 fn current_value(site: &CallSite, m: &Measurement, knob: &str) -> Option<String> {
@@ -607,8 +657,11 @@ pub fn next_proposal_for(
             (t.decision == Decision::Reverted && to > nw && stats::pointing_up(r, ci, decision))
                 .then_some((to, r, ci))
         });
-        let climbing = last.is_none_or(|t| t.decision == Decision::Kept) || pointing_up.is_some();
-        let cap = worker_cap(cpus, nw, incumbent, model);
+        // A count that did not fit the command's batches bounds the climb;
+        // the largest count that fits is tried next (`fit_cap`).
+        let climbing = last.is_none_or(|t| t.decision == Decision::Kept || t.did_not_fit)
+            || pointing_up.is_some();
+        let cap = worker_cap(cpus, nw, incumbent, model).min(unfit_cap(&tried, nw, incumbent));
         if let Some((to, r, ci)) = pointing_up {
             let next = (to * 2).min(cap);
             if next > to && !was_tried("num_workers", &next.to_string()) {
@@ -626,6 +679,18 @@ pub fn next_proposal_for(
         }
         // One worker only overlaps loading with the step; two is the first real gain.
         let next = match (nw, model) {
+            // The command's batches fit fewer: the most that fit.
+            (0, _) if (1..cpus.max(2)).contains(&cap) && incumbent.command_batches.is_some() => {
+                Some((
+                    cap,
+                    format!(
+                        "data_wait is {:.0}% of the step; the command runs {} training batches, so no more than {cap} worker(s) fit their first batches before the {} timed steps (a longer run in [bench] run measures more)",
+                        share * 100.0,
+                        incumbent.command_batches.unwrap_or(0),
+                        incumbent.steps.unwrap_or(0)
+                    ),
+                ))
+            }
             (0, _) => Some((
                 cpus.max(2),
                 format!(
@@ -682,6 +747,12 @@ pub fn next_proposal_for(
                     } else if wanted > need && epoch_cap(nw, incumbent) == Some(cap) {
                         why.push_str(&format!(
                             "; an epoch holds {cap} batches, so a worker past {cap} would have none to fetch"
+                        ));
+                    } else if wanted > need && fit_cap(nw, incumbent) == Some(cap) {
+                        why.push_str(&format!(
+                            "; the command runs {} training batches, so past {cap} workers their first batches and the {} timed steps do not fit (a longer run in [bench] run measures more)",
+                            incumbent.command_batches.unwrap_or(0),
+                            incumbent.steps.unwrap_or(0)
                         ));
                     } else if wanted > need && window_cap(nw, incumbent) == Some(cap) {
                         why.push_str(&format!(
@@ -745,12 +816,22 @@ pub fn next_proposal_for(
         // `window_cap`): with num_workers × prefetch_factor batches past the
         // timed steps, all of them can be ready before those steps begin.
         let beyond_window = window_steps(incumbent).is_some_and(|s| nw * next > s);
+        // Nor past the command's batches: the deeper first round must fit
+        // before the timed steps.
+        let beyond_fit = incumbent
+            .command_batches
+            .zip(incumbent.steps)
+            .is_some_and(|(b, s)| {
+                crate::bench::command::warmup_that_fits(b, u64::from(s))
+                    .is_none_or(|r| nw * next > r)
+            });
         if knobs.contains(&"prefetch_factor")
             && share >= stop_when_data_wait_below
             && !saturated
             && !short_epochs
             && !steady
             && !beyond_window
+            && !beyond_fit
             && !tried.iter().any(|t| t.knob == "prefetch_factor")
             && next <= 16
         {
@@ -1151,6 +1232,117 @@ mod tests {
         // Nor without the figure (an older harness).
         restarts.epoch_starts_timed = None;
         assert!(worker_cap(2, 14, &restarts, model) > 20);
+    }
+
+    /// The Lightning `--epochs 1` shape: 2 waiting workers kept, 40 timed
+    /// steps, no epoch start among them; memory allows many more.
+    fn short_command(batches: Option<u64>) -> Measurement {
+        let mut m = figures(2, 40.0, 5.0, 1.0, 5.0, 0.0);
+        m.steps = Some(40);
+        m.live_workers = Some(2);
+        m.workers_pss_bytes = Some(2 * 30_000_000);
+        m.mem_available_bytes = Some(8_000_000_000);
+        m.command_batches = batches;
+        m
+    }
+
+    #[test]
+    fn a_count_that_did_not_fit_the_command_leads_to_the_largest_that_fits() {
+        let s = site("DataLoader(ds, num_workers=2)\n");
+        let mut failed = row(2, "num_workers 2 → 17", Decision::Failed);
+        failed.reason = "bench failed (candidate): too_few_steps: `python train.py --epochs 1` ran 60 training batches: …".into();
+        let h = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            failed.clone(),
+        ];
+        // 60 batches, 40 timed: 19 of warm-up hold the first round of 9.
+        let m = short_command(Some(60));
+        let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "9"),
+            "{}",
+            p.why
+        );
+        assert!(
+            p.why
+                .contains("the command runs 60 training batches, so past 9 workers"),
+            "{}",
+            p.why
+        );
+        // A resumed run that has not met the command's end yet: half way.
+        let p = next_proposal(&short_command(None), &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "9"),
+            "{}",
+            p.why
+        );
+        // A count that failed otherwise (it crashed) still ends the climb.
+        let mut crashed = failed;
+        crashed.reason = "bench failed (candidate): crashed (signal 9)".into();
+        let h = vec![row(1, "num_workers (default) → 2", Decision::Kept), crashed];
+        let p = next_proposal(&m, &s, &h, &ALL, 0.1);
+        assert!(p.as_ref().is_none_or(|p| p.knob != "num_workers"), "{p:?}");
+    }
+
+    #[test]
+    fn a_command_too_short_for_the_core_count_starts_at_the_workers_that_fit() {
+        // 16 batches, 12 timed: 3 of warm-up, one worker's first round (2).
+        let s = site("DataLoader(ds)\n");
+        let mut failed = row(1, "num_workers (default) → 2", Decision::Failed);
+        failed.reason = "bench failed (candidate): too_few_steps: …".into();
+        let mut m = meas(0, 0.95, false);
+        m.steps = Some(12);
+        m.command_batches = Some(16);
+        let p = next_proposal(&m, &s, &[failed], &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "1"),
+            "{}",
+            p.why
+        );
+        assert!(
+            p.why.contains("the command runs 16 training batches"),
+            "{}",
+            p.why
+        );
+        // With room for the core count's first rounds, the core count.
+        m.command_batches = Some(40);
+        let p = next_proposal(&m, &s, &[], &ALL, 0.1).unwrap();
+        assert_eq!(p.value, "2", "{}", p.why);
+    }
+
+    #[test]
+    fn a_known_command_length_caps_the_workers_before_any_fails() {
+        let s = site("DataLoader(ds, num_workers=2)\n");
+        let h = vec![row(1, "num_workers (default) → 2", Decision::Kept)];
+        // Unknown length: the timed steps' cap (20 at prefetch 2).
+        let p = next_proposal(&short_command(None), &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!(p.value, "20", "{}", p.why);
+        // 96 batches leave 55 of warm-up: still 20 (the window binds).
+        let p = next_proposal(&short_command(Some(96)), &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!(p.value, "20", "{}", p.why);
+        // 70 batches leave 29: 14 workers' first rounds fit.
+        let m = short_command(Some(70));
+        assert_eq!(worker_cap(2, 2, &m, LoaderModel::of(&m, 2, 2)), 14);
+        let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!(p.value, "14", "{}", p.why);
+        // At that count already: no step up, and no deeper prefetch (its
+        // first round would not fit either); a cheaper neighbour may follow.
+        let s14 = site("DataLoader(ds, num_workers=14)\n");
+        let mut at = short_command(Some(70));
+        at.loader.insert("num_workers".into(), 14.into());
+        let h = vec![
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            row(2, "num_workers 2 → 14", Decision::Kept),
+        ];
+        let p = next_proposal(&at, &s14, &h, &ALL, 0.1);
+        assert!(
+            p.as_ref().is_none_or(|p| p.knob != "prefetch_factor"
+                && !(p.knob == "num_workers" && p.value.parse::<u64>().unwrap_or(0) > 14)),
+            "{p:?}"
+        );
     }
 
     #[test]
@@ -1785,6 +1977,38 @@ mod tests {
             std::fs::read_to_string(d.path().join("config.yaml")).unwrap(),
             yaml.replace("workers: 0  #", "workers: 2  #")
         );
+    }
+
+    #[test]
+    fn the_commands_length_is_named_when_it_ended_the_climb() {
+        // 9 workers kept; 64 batches, 40 timed: 23 of warm-up fit 11
+        // workers' first rounds, within the headroom of 9.
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("train.py"),
+            "from torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=9)\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.path().join("tuneloop.toml"),
+            "[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\nentry = \"train:build\"\n",
+        )
+        .unwrap();
+        let mut m = figures(9, 20.0, 5.0, 1.0, 5.0, 0.0);
+        m.steps = Some(40);
+        m.command_batches = Some(64);
+        let r = propose_in(d.path(), &m, &["num_workers"]);
+        assert!(r.exhausted, "{r:?}");
+        assert!(
+            r.summary.contains("the command's 64 training batches fit the first batches of no more than 11 workers before the 40 timed steps"),
+            "{}",
+            r.summary
+        );
+        // Without a known length, nothing is said of it.
+        m.command_batches = None;
+        m.steps = Some(20);
+        let r = propose_in(d.path(), &m, &["num_workers"]);
+        assert!(!r.summary.contains("training batches fit"), "{}", r.summary);
     }
 
     #[test]

@@ -9,10 +9,17 @@
 //! run, then ends the process. This module builds that command line, reads
 //! those files, and turns a command that gave no figure into an error that
 //! says why (never iterated a DataLoader, ended too early, crashed).
+//!
+//! A short command (`--epochs 1`) can end before a run's warm-up and timed
+//! steps: the run that meets its end teaches the command's length
+//! ([`CommandLength`]), and every later run warms up within it
+//! ([`warmup_that_fits`]). Workers whose first prefetch round does not fit
+//! before the timed steps get no figure (it would read the step, not the
+//! loader): the error says how many fit ([`workers_that_fit`]), and the
+//! session says which flag of the command runs longer ([`longer_run_hint`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 use serde_json::Value;
 
@@ -118,11 +125,11 @@ pub fn spec(b: &Bencher, words: &[String], mode: Mode, mut env: BTreeMap<String,
     );
     env.insert("TUNELOOP_STEPS".into(), b.steps.to_string());
     env.insert("TUNELOOP_WARMUP".into(), b.warmup.to_string());
-    let batches = b.command_batches.load(Ordering::Relaxed);
-    if batches > 0 {
+    if let Some(len) = b.known_length() {
+        let room = warmup_that_fits(u64::from(len.batches), u64::from(b.steps)).unwrap_or(0);
         env.insert(
             "TUNELOOP_WARMUP_MAX".into(),
-            batches.saturating_sub(b.steps).max(b.warmup).to_string(),
+            room.max(u64::from(b.warmup.max(1))).to_string(),
         );
     }
     env.insert(
@@ -167,7 +174,8 @@ pub async fn measure(
     b.restore_harness().map_err(io_err)?;
     let dir = result_dir(b);
     let words = b.command_words().expect("command mode");
-    loop {
+    // Each retry warms up within a length shorter than the last one's.
+    for _ in 0..4 {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(io_err)?;
         let spec = spec(b, &words, mode, BTreeMap::new());
@@ -183,18 +191,360 @@ pub async fn measure(
             return Err(BenchError::Interrupted);
         }
         let files = RankFiles::read(&dir);
-        if let Some(m) = files.measurement()? {
+        if let Some(mut m) = files.measurement()? {
+            m.command_batches = b.known_length().map(|l| u64::from(l.batches));
             return Ok(m);
         }
-        // The workers' longer warm-up went past the command's end: now that
-        // its length is known, once more within it (and every later run).
-        match files.batches_short_of_warmup(b) {
-            Some(batches) if matches!(out.ending, Ending::Exited(0)) => {
-                b.command_batches.store(batches, Ordering::Relaxed);
+        let tail = tail_n(&out.stdout, &out.stderr, 30);
+        let Some(short) = files
+            .short_run()
+            .filter(|_| matches!(out.ending, Ending::Exited(0)))
+        else {
+            return Err(files.explain(b, &out.ending, &tail));
+        };
+        // The command ended before the figure: its length is known now.
+        b.learn_length(short.reached, short.wanted(b.steps, b.warmup));
+        match short.next_try(b.steps, b.warmup) {
+            // The workers' longer warm-up went past the command's end: once
+            // more within it (and every later run).
+            NextTry::Retry => continue,
+            NextTry::DoesNotFit { fit } => {
+                return Err(short.does_not_fit(b, fit, &tail));
             }
-            _ => return Err(files.explain(b, &out.ending, &tail_n(&out.stdout, &out.stderr, 30))),
+            NextTry::TooShort => return Err(files.explain(b, &out.ending, &tail)),
         }
     }
+    Err(BenchError::NoFigure {
+        tail: "    the command ended before its figure on every try, each time shorter".into(),
+    })
+}
+
+/// How long the user's command runs, as the runs that met its end showed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommandLength {
+    /// The training batches the command ran (the fewest seen).
+    pub batches: u32,
+    /// The most batches a run wanted: the full warm-up of its workers, the
+    /// timed steps, and the request that closes them.
+    pub wanted: u32,
+}
+
+/// The warm-up a command of `batches` training batches leaves before
+/// `steps` timed ones. The timed window closes when the loop asks for the
+/// batch after its last timed one, and a loop that knows its length (a
+/// Lightning `Trainer`) never asks past its last batch: one batch less.
+pub fn warmup_that_fits(batches: u64, steps: u64) -> Option<u64> {
+    batches.checked_sub(steps + 1)
+}
+
+/// The least warm-up that still gives a figure of the loader: the workers'
+/// first prefetch round (each worker asks for `prefetch` batches at once
+/// when it starts; timed steps served from that round show the step's
+/// speed, not the loader's), and never less than `[bench] warmup_steps`.
+/// The full warm-up is longer: 4 batches a worker (the harness's `warmup_for`).
+pub fn least_warmup(workers: u64, prefetch: u64, warmup: u32) -> u64 {
+    (workers * prefetch.max(1)).max(u64::from(warmup.max(1)))
+}
+
+/// The most workers whose first prefetch round fits before `steps` timed
+/// steps in a command of `batches` training batches; `None` when not even
+/// `[bench] warmup_steps` fits.
+pub fn workers_that_fit(batches: u64, steps: u64, prefetch: u64, warmup: u32) -> Option<u64> {
+    let room = warmup_that_fits(batches, steps)?;
+    (room >= u64::from(warmup.max(1))).then(|| room / prefetch.max(1))
+}
+
+/// The full warm-up the harness asks of `workers` (`warmup_for`): 4 batches
+/// a worker, at least the prefetch round and `[bench] warmup_steps`.
+fn full_warmup(workers: u64, prefetch: u64, warmup: u32) -> u64 {
+    (workers * prefetch.max(4)).max(u64::from(warmup.max(1)))
+}
+
+/// What to do after a run ended before its figure.
+#[derive(Debug, PartialEq, Eq)]
+enum NextTry {
+    /// Its warm-up was cut short by the command's end; one that fits is valid.
+    Retry,
+    /// Not even the workers' first prefetch round fits: up to `fit` do.
+    DoesNotFit { fit: u64 },
+    /// The command is too short for the configured warm-up and steps (or the
+    /// warm-up was not what ran out).
+    TooShort,
+}
+
+/// A run that ended (status 0) before its figure, from its status files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ShortRun {
+    /// The training batches it ran (the fewest of any rank).
+    reached: u32,
+    /// The warm-up that run used (the most of any rank).
+    warmup_used: u64,
+    workers: u64,
+    prefetch: u64,
+}
+
+impl ShortRun {
+    fn wanted(&self, steps: u32, warmup: u32) -> u32 {
+        let w = full_warmup(self.workers, self.prefetch, warmup) + u64::from(steps) + 1;
+        u32::try_from(w).unwrap_or(u32::MAX)
+    }
+
+    fn next_try(&self, steps: u32, warmup: u32) -> NextTry {
+        let Some(room) = warmup_that_fits(u64::from(self.reached), u64::from(steps)) else {
+            return NextTry::TooShort;
+        };
+        if room >= least_warmup(self.workers, self.prefetch, warmup) {
+            // A run within the room: unless this one was within it already.
+            return match self.warmup_used > room {
+                true => NextTry::Retry,
+                false => NextTry::TooShort,
+            };
+        }
+        match workers_that_fit(
+            u64::from(self.reached),
+            u64::from(steps),
+            self.prefetch,
+            warmup,
+        ) {
+            Some(fit) if self.workers > fit => NextTry::DoesNotFit { fit },
+            _ => NextTry::TooShort,
+        }
+    }
+
+    fn does_not_fit(&self, b: &Bencher, fit: u64, tail: &str) -> BenchError {
+        let words = b.command_words().unwrap_or_default();
+        let command = shell_words::join(&words);
+        let least = least_warmup(self.workers, self.prefetch, b.warmup);
+        BenchError::User {
+            kind: "too_few_steps".into(),
+            message: format!(
+                "`{command}` ran {} training batches: with num_workers={}, their first round of {least} batches (prefetch_factor {}) and the {} timed steps need {}; up to {fit} workers fit\n  hint: {}\n  last output:\n{tail}",
+                self.reached,
+                self.workers,
+                self.prefetch,
+                b.steps,
+                least + u64::from(b.steps) + 1,
+                b.length_hint().unwrap_or_default(),
+            ),
+        }
+    }
+}
+
+impl Bencher {
+    /// The command's length, once a run of this session has met its end.
+    pub fn known_length(&self) -> Option<CommandLength> {
+        *self
+            .command_length
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn learn_length(&self, batches: u32, wanted: u32) {
+        let mut known = self
+            .command_length
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *known = Some(match *known {
+            Some(l) => CommandLength {
+                batches: l.batches.min(batches),
+                wanted: l.wanted.max(wanted),
+            },
+            None => CommandLength { batches, wanted },
+        });
+    }
+
+    /// Which flag of the command runs longer, once its length cut a run
+    /// short (see [`longer_run_hint`]).
+    pub fn length_hint(&self) -> Option<String> {
+        let len = self.known_length()?;
+        Some(longer_run_hint(
+            &self.command_words()?,
+            &self.project_root,
+            u64::from(len.batches),
+            u64::from(len.wanted),
+        ))
+    }
+}
+
+/// Flags that set how long a training command runs, normalised (no leading
+/// dashes, `_` for `-`): epochs first, then steps.
+const EPOCH_FLAGS: [&str; 7] = [
+    "epochs",
+    "epoch",
+    "max_epochs",
+    "num_epochs",
+    "n_epochs",
+    "num_train_epochs",
+    "trainer.max_epochs",
+];
+const STEP_FLAGS: [&str; 7] = [
+    "max_steps",
+    "num_steps",
+    "steps",
+    "train_steps",
+    "max_iters",
+    "iters",
+    "trainer.max_steps",
+];
+
+fn normalised(flag: &str) -> String {
+    flag.trim_start_matches('-')
+        .replace('-', "_")
+        .to_lowercase()
+}
+
+/// A flag that makes the command run longer: as written, its value when
+/// known, and whether `[bench] run` gives it already.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LengthFlag {
+    pub flag: String,
+    pub value: Option<f64>,
+    pub on_command_line: bool,
+}
+
+/// The flag of `words` (the command) that sets its length, else one its
+/// script defines (an argparse `add_argument`, the `--num_train_epochs` of
+/// an `HfArgumentParser` over `TrainingArguments`, LightningCLI's
+/// `--trainer.max_epochs`).
+pub fn length_flag(words: &[String], project_root: &Path) -> Option<LengthFlag> {
+    let rank = |name: &str| {
+        let n = normalised(name);
+        EPOCH_FLAGS
+            .iter()
+            .chain(STEP_FLAGS.iter())
+            .position(|f| *f == n)
+    };
+    let mut best: Option<(usize, LengthFlag)> = None;
+    let consider = |best: &mut Option<(usize, LengthFlag)>, r: usize, f: LengthFlag| {
+        if best.as_ref().is_none_or(|(b, _)| r < *b) {
+            *best = Some((r, f));
+        }
+    };
+    for (i, w) in words.iter().enumerate().skip(1) {
+        if !w.starts_with("--") {
+            continue;
+        }
+        let (name, value) = match w.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (w.as_str(), words.get(i + 1).cloned()),
+        };
+        if let Some(r) = rank(name) {
+            let value = value.and_then(|v| v.parse::<f64>().ok());
+            consider(
+                &mut best,
+                r,
+                LengthFlag {
+                    flag: name.to_string(),
+                    value,
+                    on_command_line: true,
+                },
+            );
+        }
+    }
+    if best.is_some() {
+        return best.map(|(_, f)| f);
+    }
+    let source =
+        std::fs::read_to_string(project_root.join(script_of(words, project_root)?)).ok()?;
+    for call in source.split("add_argument(").skip(1) {
+        let call = call_text(call);
+        let names: Vec<&str> = call
+            .split(['"', '\''])
+            .skip(1)
+            .step_by(2)
+            .filter(|q| q.starts_with("--"))
+            .collect();
+        let default = call.split_once("default=").and_then(|(_, rest)| {
+            let v: String = rest
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            v.parse::<f64>().ok()
+        });
+        for n in names {
+            if let Some(r) = rank(n) {
+                consider(
+                    &mut best,
+                    r,
+                    LengthFlag {
+                        flag: n.to_string(),
+                        value: default,
+                        on_command_line: false,
+                    },
+                );
+            }
+        }
+    }
+    let framework = |flag: &str| LengthFlag {
+        flag: flag.into(),
+        value: None,
+        on_command_line: false,
+    };
+    best.map(|(_, f)| f)
+        .or_else(|| {
+            (source.contains("HfArgumentParser") && source.contains("TrainingArguments"))
+                .then(|| framework("--num_train_epochs"))
+        })
+        .or_else(|| {
+            source
+                .contains("LightningCLI")
+                .then(|| framework("--trainer.max_epochs"))
+        })
+}
+
+/// The text of one call, from after its `(` to its matching `)`.
+fn call_text(rest: &str) -> &str {
+    let mut depth = 1;
+    for (i, c) in rest.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return &rest[..i];
+                }
+            }
+            _ => {}
+        }
+    }
+    rest
+}
+
+/// What to change in `[bench] run` for runs of `wanted` training batches,
+/// when the command ran `batches`: the flag that sets its length with a
+/// value scaled up (never less than one more epoch), or the advice in
+/// general words when the command has no such flag.
+pub fn longer_run_hint(words: &[String], project_root: &Path, batches: u64, wanted: u64) -> String {
+    format!(
+        "the command ran {batches} training batches; {} would let larger worker counts be measured (a run wanted {wanted})",
+        longer_run(words, project_root, batches, wanted)
+    )
+}
+
+/// The change to `[bench] run` alone, e.g. "`--epochs 2` (or more) in [bench] run".
+fn longer_run(words: &[String], project_root: &Path, batches: u64, wanted: u64) -> String {
+    let flag = length_flag(words, project_root);
+    let scaled = |v: f64| {
+        let by = wanted as f64 / batches.max(1) as f64;
+        let m = (v * by).ceil().max(v.floor() + 1.0);
+        format!("{m}")
+    };
+    let what = match flag {
+        Some(LengthFlag {
+            flag,
+            value: Some(v),
+            on_command_line: true,
+        }) => format!("`{flag} {}` (or more) in [bench] run", scaled(v)),
+        Some(LengthFlag {
+            flag,
+            value: Some(v),
+            on_command_line: false,
+        }) => format!("`{flag} {}` (or more) added to [bench] run", scaled(v)),
+        Some(LengthFlag { flag, .. }) => format!("a larger `{flag}` in [bench] run"),
+        None => "a longer run in [bench] run (more epochs or steps)".into(),
+    };
+    what
 }
 
 /// What the command's processes left in the result folder.
@@ -275,38 +625,42 @@ impl RankFiles {
             .collect()
     }
 
-    /// The training batches the command ran, when it ended short only of
-    /// the warm-up the workers asked for past `[bench] warmup_steps` (it had
-    /// room for the configured warm-up and steps) and a run within them has
-    /// not been tried yet.
-    fn batches_short_of_warmup(&self, b: &Bencher) -> Option<u32> {
+    /// The run as its status files tell it, when the command ended with
+    /// the training loader known (every rank wrote how far it got).
+    fn short_run(&self) -> Option<ShortRun> {
         let reached = self
             .statuses
             .iter()
-            .map(|s| s["reached"].as_u64().unwrap_or(0))
+            .map(|st| st["reached"].as_u64().unwrap_or(0))
             .min()?;
-        let wanted = self
+        if self.statuses.iter().any(|st| st["training"].is_null()) {
+            return None;
+        }
+        let warmup_used = self
             .statuses
             .iter()
-            .filter_map(|s| s["warmup_wanted"].as_u64())
+            .filter_map(|st| st["warmup_wanted"].as_u64())
             .max()?;
-        let reached = u32::try_from(reached).ok()?;
-        let known = b.command_batches.load(Ordering::Relaxed);
-        (wanted > u64::from(b.warmup)
-            && reached >= b.warmup.max(1) + b.steps
-            && (known == 0 || reached < known))
-            .then_some(reached)
+        let settings = self.statuses[0]["loaders"]
+            .as_array()
+            .and_then(|ls| ls.iter().find(|l| l["training"] == true))
+            .map(|l| l["settings"].clone())
+            .unwrap_or_default();
+        Some(ShortRun {
+            reached: u32::try_from(reached).ok()?,
+            warmup_used,
+            workers: settings["num_workers"].as_u64().unwrap_or(0),
+            prefetch: settings["prefetch_factor"].as_u64().unwrap_or(2),
+        })
     }
 
     /// Why there is no figure, in words that say what to do.
     fn explain(&self, b: &Bencher, ending: &Ending, tail: &str) -> BenchError {
-        let needed = b.warmup.max(1) + b.steps;
+        // The window closes on the request after its last timed batch.
+        let needed = b.warmup.max(1) + b.steps + 1;
         let seen = self.loaders_seen();
-        let command = b
-            .command_words()
-            .as_deref()
-            .map(shell_words::join)
-            .unwrap_or_default();
+        let words = b.command_words().unwrap_or_default();
+        let command = shell_words::join(&words);
         if let Some(status) = self.statuses.first() {
             let reached = status["reached"].as_u64().unwrap_or(0);
             if matches!(ending, Ending::Exited(0)) {
@@ -323,9 +677,19 @@ impl RankFiles {
                 return BenchError::User {
                     kind: "too_few_steps".into(),
                     message: format!(
-                        "`{command}` ended after {what}; a measurement needs {needed} ({} warm-up + {} steps)\n  hint: let the command run longer (e.g. more epochs or a larger --max-steps in [bench] run), or lower [bench] steps / warmup_steps\n  last output:\n{tail}",
+                        "`{command}` ended after {what}; a measurement needs {needed} ({} warm-up + {} steps + the request that ends them)\n  hint: {}, or lower [bench] steps / warmup_steps\n  last output:\n{tail}",
                         b.warmup.max(1),
-                        b.steps
+                        b.steps,
+                        match reached {
+                            0 => "let the command run longer (more epochs or steps in [bench] run)"
+                                .to_string(),
+                            n => longer_run(
+                                &words,
+                                &b.project_root,
+                                n,
+                                u64::from(needed),
+                            ),
+                        },
                     ),
                 };
             }
@@ -528,6 +892,126 @@ mod tests {
             Some("train.py")
         );
         assert_eq!(script_of(&w(&["python", "missing.py"]), r), None);
+    }
+
+    #[test]
+    fn the_warm_up_that_fits_leaves_the_request_that_closes_the_window() {
+        // Lightning's `--epochs 1`: 96 batches, 40 timed: 55 warm-up, not 56
+        // (it never asks past its last batch).
+        assert_eq!(warmup_that_fits(96, 40), Some(55));
+        assert_eq!(warmup_that_fits(41, 40), Some(0));
+        assert_eq!(warmup_that_fits(40, 40), None);
+    }
+
+    #[test]
+    fn the_workers_that_fit_are_those_whose_first_round_fits() {
+        // 60 batches, 40 timed: 19 of warm-up, 9 workers at prefetch_factor 2.
+        assert_eq!(workers_that_fit(60, 40, 2, 5), Some(9));
+        assert_eq!(workers_that_fit(60, 40, 4, 5), Some(4));
+        // Not even the configured warm-up fits.
+        assert_eq!(workers_that_fit(44, 40, 2, 5), None);
+        assert_eq!(least_warmup(0, 2, 5), 5);
+        assert_eq!(least_warmup(17, 2, 5), 34);
+    }
+
+    fn short(reached: u32, warmup_used: u64, workers: u64) -> ShortRun {
+        ShortRun {
+            reached,
+            warmup_used,
+            workers,
+            prefetch: 2,
+        }
+    }
+
+    #[test]
+    fn a_run_cut_by_the_commands_end_is_retried_within_it_or_says_what_fits() {
+        // 15 workers wanted 60 of warm-up; 55 fit and hold their first round.
+        assert_eq!(short(96, 60, 15).next_try(40, 5), NextTry::Retry);
+        // Within the room already and still no figure: not the warm-up.
+        assert_eq!(short(96, 55, 15).next_try(40, 5), NextTry::TooShort);
+        // 17 workers' first round (34) does not fit in 19: up to 9 do.
+        assert_eq!(
+            short(60, 68, 17).next_try(40, 5),
+            NextTry::DoesNotFit { fit: 9 }
+        );
+        // The configured warm-up and steps do not fit at all.
+        assert_eq!(short(30, 5, 0).next_try(40, 5), NextTry::TooShort);
+        assert_eq!(short(44, 8, 2).next_try(40, 5), NextTry::TooShort);
+        // What such runs wanted: 4 batches a worker, the steps, the close.
+        assert_eq!(short(60, 68, 17).wanted(40, 5), 68 + 40 + 1);
+        assert_eq!(short(60, 5, 0).wanted(40, 5), 46);
+    }
+
+    #[test]
+    fn the_flag_that_runs_longer_is_found_on_the_command_line_or_in_the_script() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        let f = length_flag(&w(&["python", "train.py", "--epochs", "1"]), r).unwrap();
+        assert_eq!(
+            (f.flag.as_str(), f.value, f.on_command_line),
+            ("--epochs", Some(1.0), true)
+        );
+        let f = length_flag(
+            &w(&["python", "train.py", "--max_steps=50", "--lr", "3"]),
+            r,
+        )
+        .unwrap();
+        assert_eq!((f.flag.as_str(), f.value), ("--max_steps", Some(50.0)));
+        // Epochs before steps.
+        let f = length_flag(
+            &w(&[
+                "python",
+                "t.py",
+                "--max-steps",
+                "9",
+                "--num-train-epochs",
+                "1",
+            ]),
+            r,
+        )
+        .unwrap();
+        assert_eq!(f.flag, "--num-train-epochs");
+        std::fs::write(
+            r.join("train.py"),
+            "import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr', type=float, default=0.1)\np.add_argument(\n    '-e', '--n-epochs', type=int, default=3, help='passes (over the data)')\n",
+        )
+        .unwrap();
+        let f = length_flag(&w(&["python", "train.py"]), r).unwrap();
+        assert_eq!(
+            (f.flag.as_str(), f.value, f.on_command_line),
+            ("--n-epochs", Some(3.0), false)
+        );
+        std::fs::write(
+            r.join("cli.py"),
+            "from lightning.pytorch.cli import LightningCLI\nLightningCLI(Model)\n",
+        )
+        .unwrap();
+        assert_eq!(
+            length_flag(&w(&["python", "cli.py", "fit"]), r)
+                .unwrap()
+                .flag,
+            "--trainer.max_epochs"
+        );
+        std::fs::write(r.join("plain.py"), "for x in loader: pass\n").unwrap();
+        assert_eq!(length_flag(&w(&["python", "plain.py"]), r), None);
+    }
+
+    #[test]
+    fn the_hint_scales_the_flag_to_the_batches_a_run_wanted() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        let hint = longer_run_hint(&w(&["python", "train.py", "--epochs", "1"]), r, 48, 109);
+        assert!(hint.starts_with("the command ran 48 training batches; `--epochs 3` (or more) in [bench] run would let larger worker counts be measured"), "{hint}");
+        // Never less than one more epoch; a float flag stays a number.
+        let hint = longer_run_hint(&w(&["python", "train.py", "--epochs", "1.0"]), r, 96, 101);
+        assert!(hint.contains("`--epochs 2` (or more)"), "{hint}");
+        let hint = longer_run_hint(&w(&["python", "train.py", "--max-steps", "50"]), r, 50, 81);
+        assert!(hint.contains("`--max-steps 81` (or more)"), "{hint}");
+        let hint = longer_run_hint(&w(&["./run.sh"]), r, 50, 81);
+        assert!(
+            hint.contains("a longer run in [bench] run (more epochs or steps)"),
+            "{hint}"
+        );
     }
 
     #[test]

@@ -166,6 +166,12 @@ pub struct Measurement {
     /// during that fill (every process counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch_fill_busy_s: Option<f64>,
+    /// Command mode: the training batches the whole command runs, once a
+    /// run of this session has met its end (a short `--epochs 1`). With the
+    /// timed steps it bounds the workers a measurement can warm up
+    /// ([`command::workers_that_fit`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_batches: Option<u64>,
 }
 
 impl Measurement {
@@ -284,11 +290,11 @@ pub struct Bencher {
     /// The launcher's words with `{nproc}` and `{python}` filled in, if any.
     pub launcher: Option<Vec<String>>,
     pub distributed_sampler: bool,
-    /// Command mode: the training batches the command runs, once a run has
-    /// shown it (0: not known). The instrument warms many workers up longer
-    /// than `warmup` and stays within these (see [`command::measure`]).
+    /// Command mode: how long the command runs, once a run has met its end
+    /// (`None`: not known). The instrument warms many workers up longer
+    /// than `warmup` and stays within it (see [`command::measure`]).
     /// Shared by the copies of this bencher (a widened window's).
-    pub command_batches: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    pub command_length: std::sync::Arc<std::sync::Mutex<Option<command::CommandLength>>>,
 }
 
 impl Bencher {
@@ -316,7 +322,7 @@ impl Bencher {
                 .as_ref()
                 .map(|l| launcher_words(l, b.nproc, &ws.python())),
             distributed_sampler: b.distributed_sampler,
-            command_batches: Default::default(),
+            command_length: Default::default(),
         };
         if bencher.entry.is_some() || bencher.run.is_some() {
             std::fs::create_dir_all(harness_dir)?;
@@ -738,7 +744,7 @@ mod tests {
             harness_dir: PathBuf::from("/run/harness"),
             launcher: None,
             distributed_sampler: false,
-            command_batches: Default::default(),
+            command_length: Default::default(),
             run_file: None,
         };
         let pinned = std::env::var("PYTHONHASHSEED").ok();

@@ -43,7 +43,8 @@ RESULT_DIR = ENV.get("TUNELOOP_RESULT_DIR", "")
 STEPS = int(ENV.get("TUNELOOP_STEPS", "40"))
 WARMUP = max(1, int(ENV.get("TUNELOOP_WARMUP", "5")))
 # The most warm-up steps the command leaves room for (its training batches
-# less the timed steps), once tuneloop knows it; 0: not known.
+# less the timed steps and the request that closes them), once tuneloop
+# knows it; 0: not known.
 WARMUP_MAX = int(ENV.get("TUNELOOP_WARMUP_MAX", "0"))
 MODE = ENV.get("TUNELOOP_MODE", "throughput")
 CEILING = ENV.get("TUNELOOP_CEILING") == "1"

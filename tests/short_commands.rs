@@ -1,0 +1,184 @@
+//! Short commands end to end: a Lightning script and a Hugging Face
+//! `Trainer` script run as `python train.py --epochs 1`, so short that the
+//! workers' warm-up and the timed steps barely fit (or do not) in the
+//! batches the command has. Real PyTorch, Lightning and transformers, the
+//! real binary, the builtin agent: every candidate is measured within the
+//! command's batches or the agent goes on with the most workers that fit;
+//! no run stops at a candidate that did not fit, and the stop reason names
+//! the flag that gives longer runs.
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::Value;
+use support::*;
+
+fn json_file(p: &Path) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .unwrap()
+}
+
+/// One tuning run at a time: each runs its job with workers on a 2-core box.
+static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A workspace holding `tests/fixtures/<name>/train.py`, initialised with
+/// `init -- command…`, 12 timed steps after 2 of warm-up, one turn decided
+/// on 2 pairs.
+fn short_ws(fixture: &str, command: &[&str]) -> Ws {
+    let ws = Ws::new();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(fixture)
+        .join("train.py");
+    ws.write("train.py", &std::fs::read_to_string(src).unwrap());
+    let mut args = vec!["init", "--"];
+    args.extend_from_slice(command);
+    let r = ws.tuneloop(&args);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let toml = ws
+        .read("tuneloop.toml")
+        .replace("steps = 40", "steps = 12")
+        .replace("warmup_steps = 5", "warmup_steps = 2");
+    ws.write("tuneloop.toml", &toml);
+    ws.write(
+        "policies/default.toml",
+        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 2"),
+    );
+    ws
+}
+
+/// `start --agent builtin`: its run folder, report and stdout.
+fn start(ws: &Ws) -> (std::path::PathBuf, Value, String) {
+    let r = ws.tuneloop(&["start", "--agent", "builtin"]);
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let dir = r.run_dir();
+    let rep = json_file(&dir.join("report.json"));
+    (dir, rep, r.stdout)
+}
+
+/// No turn failed for want of batches, and the run did not stop there.
+fn no_turn_failed_for_too_few_steps(rep: &Value, out: &str) {
+    for t in rep["turns"].as_array().unwrap() {
+        assert!(
+            !t["reason"].as_str().unwrap_or("").contains("too_few_steps"),
+            "a candidate did not fit: {t:#}\n{out}"
+        );
+        assert_ne!(t["decision"], "failed", "{t:#}\n{out}");
+    }
+}
+
+/// The candidate's runs of turn 1: (warm-up, timed steps, workers, the
+/// command's batches as learned).
+fn candidate_runs(dir: &Path) -> Vec<(u64, u64, u64, u64)> {
+    let bench = json_file(&dir.join("turns/01/bench.json"));
+    bench["candidate"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["warmup_steps"].as_u64().unwrap(),
+                m["steps"].as_u64().unwrap(),
+                m["loader"]["num_workers"].as_u64().unwrap(),
+                m["command_batches"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_lightning_epoch_that_ends_at_the_timed_steps_is_measured_within_it() {
+    // 320 records of 16: one epoch of 20 batches. Two workers want 8 of
+    // warm-up; 8 + 12 timed steps end exactly at the last batch, and a
+    // Lightning Trainer that knows its length never asks past it: the
+    // timed window never closed ("too_few_steps" on main). 7 fit.
+    let _one = serial();
+    let ws = short_ws(
+        "short_lightning",
+        &[
+            "python",
+            "train.py",
+            "--epochs",
+            "1",
+            "--train-records",
+            "320",
+        ],
+    );
+    let (dir, rep, out) = start(&ws);
+    no_turn_failed_for_too_few_steps(&rep, &out);
+    let t1 = &rep["turns"][0];
+    assert_eq!(t1["change"], "num_workers 0 → 2", "{t1:#}\n{out}");
+    assert!(
+        ["kept", "reverted"].contains(&t1["decision"].as_str().unwrap()),
+        "measured and decided: {t1:#}\n{out}"
+    );
+    for run in candidate_runs(&dir) {
+        assert_eq!(
+            run,
+            (7, 12, 2, 20),
+            "within the command's 20 batches\n{out}"
+        );
+    }
+    let stop = rep["stop_reason"].as_str().unwrap();
+    assert!(
+        stop.contains(
+            "the command ran 20 training batches; `--epochs 2` (or more) in [bench] run would let larger worker counts be measured"
+        ),
+        "{stop}"
+    );
+    assert!(out.contains(stop), "the summary says it too:\n{out}");
+}
+
+#[test]
+fn a_trainer_command_too_short_for_the_core_count_gets_the_workers_that_fit() {
+    // 256 tickets of 16: 16 batches. After 12 timed steps and the request
+    // that closes them, 3 batches of warm-up are left: one worker's first
+    // round (2) fits, the core count's (4) does not. The length is learned
+    // at the baseline, so the climb starts at one worker instead of failing
+    // at two and stopping "candidates exhausted".
+    let _one = serial();
+    let ws = short_ws(
+        "short_hf",
+        &["python", "train.py", "--epochs", "1", "--train-size", "256"],
+    );
+    let (dir, rep, out) = start(&ws);
+    no_turn_failed_for_too_few_steps(&rep, &out);
+    let t1 = &rep["turns"][0];
+    assert!(
+        t1["change"]
+            .as_str()
+            .unwrap()
+            .starts_with("num_workers 0 → 1 "),
+        "the most workers that fit: {t1:#}\n{out}"
+    );
+    let agent = json_file(&dir.join("turns/01/agent.json"));
+    assert!(
+        agent["summary"]
+            .as_str()
+            .unwrap()
+            .contains("the command runs 16 training batches, so no more than 1 worker(s) fit"),
+        "{agent:#}"
+    );
+    for run in candidate_runs(&dir) {
+        assert_eq!(run, (3, 12, 1, 16), "{out}");
+    }
+    let diff = std::fs::read_to_string(dir.join("turns/01/diff.patch")).unwrap();
+    assert!(
+        diff.contains("+        dataloader_num_workers=1,"),
+        "{diff}"
+    );
+    let stop = rep["stop_reason"].as_str().unwrap();
+    assert!(
+        stop.contains(
+            "the command ran 16 training batches; `--epochs 2` (or more) in [bench] run would let larger worker counts be measured"
+        ),
+        "{stop}"
+    );
+}
