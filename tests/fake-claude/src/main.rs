@@ -30,8 +30,9 @@
 //!   harness           edit:num_workers=2, and a change to runs/*/harness/tuneloop_harness.py
 //!   syntax            an Edit that leaves the call without its closing parenthesis
 //!   nochange          reads, then ends with a question and changes nothing
-//!   replace           Read, then one Edit of the file replacing `FAKE_CLAUDE_OLD`
-//!                     by `FAKE_CLAUDE_NEW` (any change: a compute-side one)
+//!   replace:OLD->NEW  one Edit of train.py replacing OLD by NEW (the model, the step…)
+//!   replace           the same with FAKE_CLAUDE_OLD / FAKE_CLAUDE_NEW in FAKE_CLAUDE_FILE
+//!                     (text with commas or whole lines: a step put under autocast)
 //!   hang              edit, start a grandchild that ignores SIGTERM, sleep forever
 //!   crash             edit, then die with a stack trace on stderr (exit 1, no result)
 //!   abort             edit, then abort (SIGABRT)
@@ -738,15 +739,6 @@ fn main() {
                 "Set {key}={value} in the DataLoader call: data_wait dominates the step."
             ))
         }
-        "replace" => {
-            let file = std::env::var("FAKE_CLAUDE_FILE").unwrap_or_else(|_| "train.py".into());
-            let f = s.path(&file);
-            let old = std::env::var("FAKE_CLAUDE_OLD").unwrap_or_default();
-            let new = std::env::var("FAKE_CLAUDE_NEW").unwrap_or_default();
-            s.read(&f);
-            s.edit(&f, &old, &new);
-            s.success("Made the one change the prompt allows.")
-        }
         "deny_edit" => {
             let input = r#"{"command":"python train.py","description":"Time the training loop"}"#;
             s.tool("Bash", input, || Ok("ran".into()));
@@ -823,6 +815,20 @@ fn main() {
         }
         // `replace:OLD->NEW`: one Edit of the editable file, anywhere in it
         // (the training step, the model, a step count…).
+        // Without `:OLD->NEW` (text with commas or lines of its own): the
+        // replacement comes from FAKE_CLAUDE_OLD / FAKE_CLAUDE_NEW, in
+        // FAKE_CLAUDE_FILE (default train.py), read first.
+        "replace" if arg.is_empty() => {
+            let file = std::env::var("FAKE_CLAUDE_FILE").unwrap_or_else(|_| "train.py".into());
+            let f = s.path(&file);
+            let old = std::env::var("FAKE_CLAUDE_OLD").unwrap_or_default();
+            let new = std::env::var("FAKE_CLAUDE_NEW").unwrap_or_default();
+            s.read(&f);
+            if !s.edit(&f, &old, &new) {
+                strict(&format!("mode replace: FAKE_CLAUDE_OLD not found in {file}"));
+            }
+            s.success("Made the one change the prompt allows.")
+        }
         "replace" => {
             let (old, new) = arg.split_once("->").unwrap_or(("", ""));
             let f = s.path("train.py");
