@@ -11,13 +11,6 @@ use std::path::Path;
 use serde_json::Value;
 use support::*;
 
-fn json_file(p: &Path) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
-    )
-    .unwrap()
-}
-
 /// A workspace holding a copy of `examples/<name>`.
 fn example(name: &str) -> Ws {
     let ws = Ws::new();
@@ -43,14 +36,6 @@ fn line_of(ws: &Ws, file: &str, needle: &str) -> usize {
         .position(|l| l.contains(needle))
         .unwrap_or_else(|| panic!("{needle:?} not in {file}"))
         + 1
-}
-
-/// One tuning run at a time: each runs its job with 2 workers on 2 cores,
-/// and two at once leave the pairs too noisy to show even a 2× gain.
-static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `init -- command…`, then small step counts and a fast policy.

@@ -8,46 +8,17 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 use support::*;
 
-fn json_file(p: &Path) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
-    )
-    .unwrap()
-}
-
-/// One tuning run at a time: two at once on a 2-core box leave the pairs
-/// too noisy to decide.
-static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A workspace holding `tests/fixtures/<name>/train.py`, set up with
-/// `init -- command…`, small step counts and one turn.
+/// `init -- command…`, small step counts and one turn of up to 4 pairs:
+/// kept or reverted, it is measured and decided.
 fn fixture(name: &str, command: &[&str]) -> Ws {
-    let ws = Ws::new();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-        .join("train.py");
-    ws.write("train.py", &std::fs::read_to_string(src).unwrap());
-    let mut args = vec!["init", "--"];
-    args.extend_from_slice(command);
-    let r = ws.tuneloop(&args);
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let toml = ws
-        .read("tuneloop.toml")
-        .replace("steps = 40", "steps = 12")
-        .replace("warmup_steps = 5", "warmup_steps = 2");
-    ws.write("tuneloop.toml", &toml);
-    // One turn of up to 4 pairs: kept or reverted, it is measured and decided.
-    ws.write("policies/default.toml", FAST_POLICY);
+    let ws = Ws::fixture(name);
+    ws.init_command(command, 12, FAST_POLICY);
     ws
 }
 
@@ -63,10 +34,7 @@ struct Ran {
 /// and be measured and decided on speed alone: kept or reverted, never
 /// rejected for its data.
 fn start_one_worker_turn(ws: &Ws) -> Ran {
-    let r = ws.tuneloop(&["start", "--agent", "builtin"]);
-    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    let dir = r.run_dir();
-    let report = json_file(&dir.join("report.json"));
+    let (r, dir, report) = ws.start_builtin();
     let t = &report["turns"][0];
     assert!(
         t["change"]

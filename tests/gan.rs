@@ -15,38 +15,18 @@ use support::*;
 
 const GAN: &str = include_str!("fixtures/gan/train.py");
 
-fn json_file(p: &Path) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
-    )
-    .unwrap()
-}
-
-/// One tuning run at a time: two on 2 cores leave either too slow.
-static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A workspace holding `train_py`, after `init -- python train.py <args>`,
 /// with small step counts and a fast policy.
 fn gan_ws(train_py: &str, args: &[&str]) -> Ws {
     let ws = Ws::new();
     ws.write("train.py", train_py);
-    let mut cmd = vec!["init", "--", "python", "train.py"];
+    let mut cmd = vec!["python", "train.py"];
     cmd.extend_from_slice(args);
-    let r = ws.tuneloop(&cmd);
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let toml = ws
-        .read("tuneloop.toml")
-        .replace("steps = 40", "steps = 12")
-        .replace("warmup_steps = 5", "warmup_steps = 2");
-    ws.write("tuneloop.toml", &toml);
     // `force`: the loop goes on into its turn whatever share of the step
     // data_wait is on a loaded box (the turn is what these tests reach for).
-    ws.write(
-        "policies/default.toml",
+    ws.init_command(
+        &cmd,
+        12,
         &FAST_POLICY.replace("max_iterations = 1\n", "max_iterations = 1\nforce = true\n"),
     );
     ws

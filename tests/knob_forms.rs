@@ -7,30 +7,15 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::*;
 
-fn json_file(p: &Path) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
-    )
-    .unwrap()
-}
-
-/// A workspace holding `tests/fixtures/<name>/train.py`, committed to git
-/// (as a user's project is).
 fn fixture(name: &str) -> Ws {
-    let ws = Ws::new();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-        .join("train.py");
-    ws.write("train.py", &std::fs::read_to_string(src).unwrap());
-    ws
+    Ws::fixture(name)
 }
 
 /// Line (1-based) of the first line of `file` containing `needle`.
@@ -42,28 +27,12 @@ fn line_of(ws: &Ws, file: &str, needle: &str) -> usize {
         + 1
 }
 
-/// One tuning run at a time: two at once on a loaded 2-core box leave the
-/// pairs too noisy to show even a 2× gain.
-static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// `init -- command…`, then small step counts and a one-turn policy
 /// (`decision_extra` added under `[decision]`).
 fn init_command(ws: &Ws, command: &[&str], decision_extra: &str) {
-    let mut args = vec!["init", "--"];
-    args.extend_from_slice(command);
-    let r = ws.tuneloop(&args);
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let toml = ws
-        .read("tuneloop.toml")
-        .replace("steps = 40", "steps = 24")
-        .replace("warmup_steps = 5", "warmup_steps = 2");
-    ws.write("tuneloop.toml", &toml);
-    ws.write(
-        "policies/default.toml",
+    ws.init_command(
+        command,
+        24,
         &format!(
             "{}{decision_extra}\n",
             FAST_POLICY.replace("max_repeats = 4", "max_repeats = 8")
@@ -72,11 +41,7 @@ fn init_command(ws: &Ws, command: &[&str], decision_extra: &str) {
 }
 
 fn start(ws: &Ws) -> (Run, PathBuf, Value) {
-    let r = ws.tuneloop(&["start", "--agent", "builtin"]);
-    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    let dir = r.run_dir();
-    let rep = json_file(&dir.join("report.json"));
-    (r, dir, rep)
+    ws.start_builtin()
 }
 
 /// The changed lines of a unified diff, without the file headers.

@@ -14,41 +14,14 @@ use std::path::Path;
 use serde_json::Value;
 use support::*;
 
-fn json_file(p: &Path) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
-    )
-    .unwrap()
-}
-
-/// One tuning run at a time: each runs its job with workers on a 2-core box.
-static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A workspace holding `tests/fixtures/<name>/train.py`, initialised with
 /// `init -- command…`, 12 timed steps after 2 of warm-up, one turn decided
 /// on 2 pairs.
 fn short_ws(fixture: &str, command: &[&str]) -> Ws {
-    let ws = Ws::new();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(fixture)
-        .join("train.py");
-    ws.write("train.py", &std::fs::read_to_string(src).unwrap());
-    let mut args = vec!["init", "--"];
-    args.extend_from_slice(command);
-    let r = ws.tuneloop(&args);
-    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    let toml = ws
-        .read("tuneloop.toml")
-        .replace("steps = 40", "steps = 12")
-        .replace("warmup_steps = 5", "warmup_steps = 2");
-    ws.write("tuneloop.toml", &toml);
-    ws.write(
-        "policies/default.toml",
+    let ws = Ws::fixture(fixture);
+    ws.init_command(
+        command,
+        12,
         &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 2"),
     );
     ws
@@ -56,10 +29,7 @@ fn short_ws(fixture: &str, command: &[&str]) -> Ws {
 
 /// `start --agent builtin`: its run folder, report and stdout.
 fn start(ws: &Ws) -> (std::path::PathBuf, Value, String) {
-    let r = ws.tuneloop(&["start", "--agent", "builtin"]);
-    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    let dir = r.run_dir();
-    let rep = json_file(&dir.join("report.json"));
+    let (r, dir, rep) = ws.start_builtin();
     (dir, rep, r.stdout)
 }
 

@@ -79,6 +79,44 @@ impl Ws {
         ws
     }
 
+    /// A workspace holding `tests/fixtures/<name>/train.py`.
+    pub fn fixture(name: &str) -> Ws {
+        let ws = Ws::new();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name)
+            .join("train.py");
+        ws.write("train.py", &std::fs::read_to_string(src).unwrap());
+        ws
+    }
+
+    /// Command mode as a user sets it up: `init -- command…`, then `steps`
+    /// timed steps after 2 of warm-up (small, for a test) and `policy` as the
+    /// default policy.
+    pub fn init_command(&self, command: &[&str], steps: u32, policy: &str) -> &Ws {
+        let mut args = vec!["init", "--"];
+        args.extend_from_slice(command);
+        let r = self.tuneloop(&args);
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        let toml = self
+            .read("tuneloop.toml")
+            .replace("steps = 40", &format!("steps = {steps}"))
+            .replace("warmup_steps = 5", "warmup_steps = 2");
+        self.write("tuneloop.toml", &toml);
+        self.write("policies/default.toml", policy);
+        self
+    }
+
+    /// `start --agent builtin`, which must succeed: what it printed, its run
+    /// folder and its report.json.
+    pub fn start_builtin(&self) -> (Run, PathBuf, serde_json::Value) {
+        let r = self.tuneloop(&["start", "--agent", "builtin"]);
+        assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+        let dir = r.run_dir();
+        let rep = json_file(&dir.join("report.json"));
+        (r, dir, rep)
+    }
+
     pub fn tuneloop(&self, args: &[&str]) -> Run {
         self.tuneloop_env(args, &[])
     }
@@ -94,6 +132,23 @@ impl Ws {
         }
         Run::from(c.output().unwrap())
     }
+}
+
+/// A JSON file's value (a panic names the file).
+pub fn json_file(p: &Path) -> serde_json::Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// One tuning run at a time within a test binary: two at once on a 2-core
+/// box leave the pairs too noisy to decide anything (a failed test's poison
+/// is no reason to fail the next).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A small policy for tests: few runs per decision.
