@@ -63,6 +63,11 @@ pub trait Measure: Send + Sync {
         None
     }
 
+    /// `[bench] warmup_steps`, where the measure has one.
+    fn warmup(&self) -> Option<u32> {
+        None
+    }
+
     /// Command mode: once the command's length cut a run short, which flag
     /// of it runs longer (`bench::command::longer_run_hint`).
     fn length_hint(&self) -> Option<String> {
@@ -108,6 +113,10 @@ impl Measure for Bencher {
 
     fn command_batches(&self) -> Option<u64> {
         self.known_length().map(|l| u64::from(l.batches))
+    }
+
+    fn warmup(&self) -> Option<u32> {
+        Some(self.warmup)
     }
 
     fn length_hint(&self) -> Option<String> {

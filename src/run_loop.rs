@@ -420,6 +420,11 @@ fn command_file(ws: &Workspace, root: &Path) -> Option<String> {
     (dir == root).then(|| edit::command_line::RUN_FILE.to_string())
 }
 
+/// The fewest timed steps a run is cut to when the command is shorter than
+/// `[bench] steps` (see [`Session::fit_steps_to_command`]): below it the
+/// pairs' noise swamps the figure, and the command must run longer.
+const MIN_FITTED_STEPS: u32 = 8;
+
 /// Rebuilds a session from an interrupted run's folder: the completed turns
 /// (those with a `decision.json`), the baseline, and the incumbent (the
 /// candidate files of the last kept turn). A turn without a decision is
@@ -462,9 +467,11 @@ pub fn resume<'a>(
     let harness = run_dir.join("harness");
     let mut bencher: Arc<dyn Measure> =
         Arc::new(Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?);
-    // The baseline's runs say how many batches every run of this run times.
-    if let Some(w) = rec.baseline_bench.widened() {
-        bencher = bencher.with_steps(w.steps).unwrap_or(bencher);
+    // The baseline's runs say how many batches every run of this run times:
+    // one whole epoch, or fewer steps than configured for a short command.
+    let timed = rec.baseline_bench.runs.first().and_then(|m| m.steps);
+    if let Some(steps) = timed.filter(|s| Some(*s) != bencher.steps()) {
+        bencher = bencher.with_steps(steps).unwrap_or(bencher);
     }
     let git_branch = run.git_branch.clone();
     Ok(Session {
@@ -847,8 +854,12 @@ impl<'a> Session<'a> {
             false => None,
         };
         self.phase("baseline", None, "profiled run");
-        let prof = self.bencher.profile(&self.interrupt).await;
+        let mut prof = self.bencher.profile(&self.interrupt).await;
         self.bench_runs += 1;
+        if matches!(&prof, Err(e) if e.is_too_few_steps()) && self.fit_steps_to_command() {
+            prof = self.bencher.profile(&self.interrupt).await;
+            self.bench_runs += 1;
+        }
         match &prof {
             Err(BenchError::Interrupted) => return Err(LoopError::Interrupted),
             Err(e) if e.fails_every_run() => return Err(LoopError::Baseline(e.to_string())),
@@ -937,6 +948,42 @@ impl<'a> Session<'a> {
             torch_version: self.incumbent.torch_version.clone(),
         });
         Ok(())
+    }
+
+    /// A command with fewer training batches than warm-up + `[bench] steps`
+    /// (`--max_epochs 1` of a small data set): every run times the steps
+    /// its batches leave, when they are at least [`MIN_FITTED_STEPS`], and
+    /// the stop reason names the flag that gives longer runs
+    /// (`Measure::length_hint`). Whether the steps were cut.
+    fn fit_steps_to_command(&mut self) -> bool {
+        let (Some(batches), Some(steps)) = (self.bencher.command_batches(), self.bencher.steps())
+        else {
+            return false;
+        };
+        let warmup = u64::from(self.bencher.warmup().unwrap_or(1).max(1));
+        // Room for the warm-up of as many workers as cores (their first
+        // prefetch round, 2 batches each), where the climb starts; the
+        // window closes on the request after its last timed batch.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+        let fit = batches.saturating_sub(warmup.max(2 * cores) + 1);
+        let Ok(fit) = u32::try_from(fit) else {
+            return false;
+        };
+        if fit < MIN_FITTED_STEPS || fit >= steps {
+            return false;
+        }
+        let Some(fitted) = self.bencher.with_steps(fit) else {
+            return false;
+        };
+        self.bencher = fitted;
+        self.phase(
+            "baseline",
+            None,
+            format!(
+                "the command runs {batches} training batches, fewer than warm-up + {steps} steps: every run times {fit} steps; the profiled run again"
+            ),
+        );
+        true
     }
 
     /// Short epochs (see `bench::window`): when the profiled run timed no

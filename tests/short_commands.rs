@@ -152,3 +152,43 @@ fn a_trainer_command_too_short_for_the_core_count_gets_the_workers_that_fit() {
         "{stop}"
     );
 }
+
+#[test]
+fn a_command_shorter_than_the_configured_steps_is_measured_within_it() {
+    // 480 records of 16: 30 batches, fewer than 2 warm-up + 40 steps. The
+    // profiled run meets the command's end, and every run then times the
+    // steps its batches leave (30 less the warm-up of 2 workers, 4, and
+    // the closing request: 25) instead of the baseline failing.
+    let _one = serial();
+    let ws = Ws::fixture("short_lightning");
+    ws.init_command(
+        &[
+            "python",
+            "train.py",
+            "--epochs",
+            "1",
+            "--train-records",
+            "480",
+        ],
+        40,
+        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 2"),
+    );
+    let (dir, rep, out) = start(&ws);
+    let base = json_file(&dir.join("baseline/bench.json"));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let want = 30 - (2 * cores).max(2) - 1;
+    for m in base["runs"].as_array().unwrap() {
+        assert_eq!(m["steps"].as_u64(), Some(want), "{base:#}\n{out}");
+    }
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert!(
+        events.contains(&format!("every run times {want} steps")),
+        "the run log says why:\n{events}"
+    );
+    no_turn_failed_for_too_few_steps(&rep, &out);
+    let stop = rep["stop_reason"].as_str().unwrap();
+    assert!(
+        stop.contains("the command ran 30 training batches; `--epochs 2` (or more) in [bench] run"),
+        "{stop}"
+    );
+}
