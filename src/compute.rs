@@ -383,6 +383,46 @@ mod tests {
     }
 
     #[test]
+    fn by_default_every_compute_knob_but_compile_is_tried_and_a_table_without_knobs_keeps_them() {
+        let cpu = Measurement {
+            device: Some("cpu".into()),
+            ..Default::default()
+        };
+        let gpu = Measurement {
+            device: Some("cuda:0".into()),
+            ..Default::default()
+        };
+        let p = Policy::default();
+        let all_but_compile: Vec<ComputeKnob> = ComputeKnob::ALL
+            .into_iter()
+            .filter(|k| *k != ComputeKnob::Compile)
+            .collect();
+        assert_eq!(pending(&p, &[], &gpu), all_but_compile);
+        // On a CPU the CUDA-only ones wait for a GPU.
+        assert_eq!(
+            pending(&p, &[], &cpu),
+            [
+                ComputeKnob::NumThreads,
+                ComputeKnob::ChannelsLast,
+                ComputeKnob::ForeachOptimizer,
+                ComputeKnob::FusedOptimizer,
+                ComputeKnob::Autocast
+            ]
+        );
+        // A policy file whose [compute] table sets only a tolerance keeps
+        // the default knobs; `knobs = []` turns the compute side off.
+        let (tol, _) = Policy::parse(
+            "[compute]\nloss_rtol = 0.05\n",
+            std::path::Path::new("p.toml"),
+        )
+        .unwrap();
+        assert_eq!(tol.compute.enabled(), all_but_compile);
+        let (off, _) =
+            Policy::parse("[compute]\nknobs = []\n", std::path::Path::new("p.toml")).unwrap();
+        assert!(pending(&off, &[], &gpu).is_empty());
+    }
+
+    #[test]
     fn threads_take_the_cores_the_workers_leave() {
         let mut m = Measurement {
             usable_cores: Some(8.0),
