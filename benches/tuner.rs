@@ -13,7 +13,8 @@
 //!    the configurations so drift hits them alike. The best median is the
 //!    oracle's best.
 //! 2. tuneloop: the real binary (`tuneloop -C <copy> start --agent builtin`,
-//!    default policy) on a fresh copy; its report.json gives baseline, final,
+//!    the default policy with `[compute] knobs = []`: the loader only, like
+//!    the oracle) on a fresh copy; its report.json gives baseline, final,
 //!    ceiling, bench runs; its wall time is timed here.
 //! 3. Reproduction: every kept change is measured again against its
 //!    predecessor, `TL_CHECK_PAIRS` interleaved pairs (3); it reproduces when
@@ -466,6 +467,11 @@ fn run_workload(
     // ---- 2. tuneloop, on a fresh copy
     let tl_dir = tmp.join(format!("{name}-tuneloop"));
     copy_dir(src_dir, &tl_dir);
+    // The loader's tuner against the loader's oracle: the compute turns (on
+    // by default) would add changes the sweep has no counterpart for.
+    let policy = tl_dir.join("loader-only.toml");
+    // Every other key at its default.
+    std::fs::write(&policy, "[compute]\nknobs = []\n").unwrap();
     let started = Instant::now();
     let o = Command::new(bin)
         .args([
@@ -474,6 +480,8 @@ fn run_workload(
             "start",
             "--agent",
             "builtin",
+            "--policy",
+            policy.to_str().unwrap(),
         ])
         .env("NO_COLOR", "1")
         .output()
@@ -641,7 +649,7 @@ fn render(
     md.push_str(&format!(
         "Machine: {}. {note}Each figure is one benchmark invocation (`make bench-tuner`, label \"{label}\", {:.0} min in all): \
          the sweep measured every configuration {repeats} times (medians; round-robin over the configurations), \
-         tuneloop ran with its default policy, and the checks used {pairs} interleaved pairs. \
+         tuneloop ran with its default policy (the compute side off), and the checks used {pairs} interleaved pairs. \
          Single figures carry a few percent of noise on this machine (more under load).\n\n",
         common::machine(),
         total_s / 60.0

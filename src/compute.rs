@@ -5,8 +5,10 @@
 //! compute turn (which knob, what value, written where: the text itself is
 //! [`crate::edit::compute`]'s). The numerics guard is [`crate::numerics`].
 //!
-//! Off unless `[compute] knobs` names some: a policy written before this
-//! table existed tunes the loader only, as it always did.
+//! On by default: every knob but `compile` (each run would pay its
+//! compilation, so it is opt-in). `[compute] knobs = []` turns the compute
+//! side off, and the loop tunes the loader only (and stops with advice on
+//! a compute-bound baseline), as it did before this table existed.
 
 use std::path::Path;
 
@@ -35,10 +37,24 @@ pub struct ComputePolicy {
     pub loss_rtol: f64,
 }
 
+/// The compute knobs a policy enables when it does not say: the numerics-
+/// preserving ones, and `tf32`/`autocast` under the loss guard. Not
+/// `compile`: each run pays its compilation, which a short bench cannot
+/// amortize, so a user asks for it.
+pub const DEFAULT_KNOBS: [ComputeKnob; 7] = [
+    ComputeKnob::NumThreads,
+    ComputeKnob::ChannelsLast,
+    ComputeKnob::ForeachOptimizer,
+    ComputeKnob::FusedOptimizer,
+    ComputeKnob::CudnnBenchmark,
+    ComputeKnob::Tf32,
+    ComputeKnob::Autocast,
+];
+
 impl Default for ComputePolicy {
     fn default() -> Self {
         ComputePolicy {
-            knobs: vec![],
+            knobs: DEFAULT_KNOBS.iter().map(|k| k.name().to_string()).collect(),
             exact_rtol: 1e-3,
             loss_rtol: 0.02,
         }
@@ -364,6 +380,46 @@ mod tests {
         assert!(pending(&p, &rows, &gpu).contains(&ComputeKnob::CudnnBenchmark));
         assert!(pending(&policy(&[]), &[], &cpu).is_empty());
         assert_eq!(allowed_knobs(&p).len(), 4 + 4);
+    }
+
+    #[test]
+    fn by_default_every_compute_knob_but_compile_is_tried_and_a_table_without_knobs_keeps_them() {
+        let cpu = Measurement {
+            device: Some("cpu".into()),
+            ..Default::default()
+        };
+        let gpu = Measurement {
+            device: Some("cuda:0".into()),
+            ..Default::default()
+        };
+        let p = Policy::default();
+        let all_but_compile: Vec<ComputeKnob> = ComputeKnob::ALL
+            .into_iter()
+            .filter(|k| *k != ComputeKnob::Compile)
+            .collect();
+        assert_eq!(pending(&p, &[], &gpu), all_but_compile);
+        // On a CPU the CUDA-only ones wait for a GPU.
+        assert_eq!(
+            pending(&p, &[], &cpu),
+            [
+                ComputeKnob::NumThreads,
+                ComputeKnob::ChannelsLast,
+                ComputeKnob::ForeachOptimizer,
+                ComputeKnob::FusedOptimizer,
+                ComputeKnob::Autocast
+            ]
+        );
+        // A policy file whose [compute] table sets only a tolerance keeps
+        // the default knobs; `knobs = []` turns the compute side off.
+        let (tol, _) = Policy::parse(
+            "[compute]\nloss_rtol = 0.05\n",
+            std::path::Path::new("p.toml"),
+        )
+        .unwrap();
+        assert_eq!(tol.compute.enabled(), all_but_compile);
+        let (off, _) =
+            Policy::parse("[compute]\nknobs = []\n", std::path::Path::new("p.toml")).unwrap();
+        assert!(pending(&off, &[], &gpu).is_empty());
     }
 
     #[test]

@@ -148,10 +148,15 @@ def build():
 
 #[test]
 fn a_slower_change_is_reverted_byte_for_byte() {
+    // The loader's climb and its stop reason are the subject: the compute
+    // turns (on by default) would follow the settled loader.
     let ws = Ws::managed(
         WORKERS_HURT_TRAIN,
         "",
-        &FAST_POLICY.replace("max_iterations = 1", "max_iterations = 3"),
+        &format!(
+            "{}{COMPUTE_OFF}",
+            FAST_POLICY.replace("max_iterations = 1", "max_iterations = 3")
+        ),
     );
     let before = std::fs::read(ws.path().join("train.py")).unwrap();
     let r = ws.tuneloop(&["start"]);
@@ -225,23 +230,75 @@ fn a_turn_whose_bench_fails_is_recorded_failed_and_reverted() {
     );
 }
 
-#[test]
-fn a_compute_bound_baseline_stops_before_any_turn_with_advice() {
-    let train = r#"import torch
+/// `[compute] knobs = []`: the loader only, as before the compute side.
+const COMPUTE_OFF: &str = "\n[compute]\nknobs = []\n";
+
+/// Wide layers so a step costs tens of milliseconds against well under one
+/// for the batch: data_wait stays a small share even on a loaded box. The
+/// optimizer is a statement of its own, where the compute changes anchor.
+const COMPUTE_BOUND_TRAIN: &str = r#"import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 
 def build():
     ds = TensorDataset(torch.randn(512, 256), torch.randint(0, 4, (512,)))
-    # Wide layers so a step costs tens of milliseconds against well under one
-    # for the batch: data_wait stays a small share even on a loaded box.
     model = nn.Sequential(nn.Linear(256, 1024), *[nn.Linear(1024, 1024) for _ in range(8)],
                           nn.Linear(1024, 4))
-    return {"loader": DataLoader(ds, batch_size=64), "model": model,
-            "optimizer": torch.optim.SGD(model.parameters(), lr=0.01)}
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    return {"loader": DataLoader(ds, batch_size=64), "model": model, "optimizer": optimizer}
 "#;
-    let ws = Ws::managed(train, "", FAST_POLICY);
+
+#[test]
+fn a_compute_bound_baseline_goes_on_to_a_compute_turn_by_default() {
+    // The policy has no [compute] table: the defaults apply.
+    let ws = Ws::managed(COMPUTE_BOUND_TRAIN, "", FAST_POLICY);
+    let before = ws.read("train.py");
+    let r = ws.tuneloop(&["start"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let rep = json_file(&r.run_dir().join("report.json"));
+    let stop = rep["stop_reason"].as_str().unwrap();
+    assert!(!stop.contains("cannot help much"), "{rep:#}");
+    assert!(
+        r.stderr.contains("the compute-side changes come next"),
+        "{}",
+        r.stderr
+    );
+    // One turn (max_iterations = 1), and it is a compute change of the
+    // default set whose losses were checked.
+    let turns = rep["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 1, "{rep:#}");
+    let change = turns[0]["change"].as_str().unwrap();
+    let default_knobs = [
+        "num_threads:",
+        "channels_last:",
+        "foreach_optimizer:",
+        "fused_optimizer:",
+        "autocast:",
+    ];
+    assert!(
+        default_knobs.iter().any(|k| change.starts_with(k)),
+        "{change}"
+    );
+    let decision = turns[0]["decision"].as_str().unwrap();
+    let reason = turns[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("; losses: "), "{reason}");
+    // Kept, the file holds the one change; otherwise its bytes are back.
+    let after = ws.read("train.py");
+    if decision == "kept" {
+        assert_ne!(after, before);
+    } else {
+        assert_eq!(after, before, "{decision}: {reason}");
+    }
+}
+
+#[test]
+fn with_the_compute_side_off_a_compute_bound_baseline_stops_with_advice() {
+    let ws = Ws::managed(
+        COMPUTE_BOUND_TRAIN,
+        "",
+        &format!("{FAST_POLICY}{COMPUTE_OFF}"),
+    );
     let r = ws.tuneloop(&["start"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let rep = json_file(&r.run_dir().join("report.json"));
