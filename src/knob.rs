@@ -136,6 +136,15 @@ impl ComputeKnob {
             ComputeKnob::Tf32 | ComputeKnob::Autocast | ComputeKnob::Compile => Numerics::Changing,
         }
     }
+
+    /// Whether the change can move which elements a seeded random draw falls
+    /// on, though it computes the same thing: channels_last lays activations
+    /// out in another order, and dropout's mask is drawn in memory order, so
+    /// a model with dropout drops other units (losses about 1% apart after a
+    /// few steps on an MNIST-style net, bit-equal without its dropout).
+    pub fn moves_random_draws(self) -> bool {
+        matches!(self, ComputeKnob::ChannelsLast)
+    }
 }
 
 impl Knob {
