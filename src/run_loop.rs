@@ -759,8 +759,14 @@ impl<'a> Session<'a> {
             }
         }
         let mut stop_reason = stop_reason.unwrap_or_default();
-        // The command's own length cut a run short: say which flag runs longer.
-        if let Some(hint) = self.bencher.length_hint() {
+        // The command's own length cut a run short: say which flag runs longer,
+        // when a loader turn was in play (the hint is about worker counts; a
+        // compute-only run measured within the command is said elsewhere).
+        let loader_turns = self
+            .rows
+            .iter()
+            .any(|r| crate::edit::compute::knob_of_change(&r.change).is_none());
+        if let Some(hint) = self.bencher.length_hint().filter(|_| loader_turns) {
             stop_reason.push_str(&format!("; {hint}"));
         }
         self.emit(Event::Stopped {
