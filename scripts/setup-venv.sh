@@ -2,25 +2,39 @@
 # Creates (once) the cached virtualenv with PyTorch 2.13.0 that the demo and the
 # tests use, outside the repository so every checkout on this machine reuses it.
 # It also holds the frameworks the command-mode tests drive (Hugging Face
-# transformers + accelerate, PyTorch Lightning), pinned to versions that run
-# beside torch 2.13.0 on CPU.
-# Idempotent: a venv that already has every pinned package is left alone; one
-# that has torch but misses a framework gets only the missing packages.
+# transformers + accelerate, PyTorch Lightning, and jsonargparse with the
+# `signatures` extra that LightningCLI needs), pinned to versions that run
+# beside torch 2.13.0 on CPU. jsonargparse 4.48.0: Lightning 2.6.6 asks for
+# >=4.39.0 (its `extra`), and 4.49.0 on deprecates calls its LightningCLI makes,
+# which would warn in every run.
+# Idempotent: a venv that already has every pin (and each pin's extras) is left
+# alone; one that has torch but misses a pin gets only the missing packages.
 set -euo pipefail
 VENV="${TUNELOOP_VENV:-$HOME/.cache/tuneloop/venv}"
 TORCH_VERSION="2.13.0"
-FRAMEWORKS=("transformers==5.23.0" "accelerate==1.15.0" "pytorch-lightning==2.6.6")
+FRAMEWORKS=("transformers==5.23.0" "accelerate==1.15.0" "pytorch-lightning==2.6.6" "jsonargparse[signatures]==4.48.0")
 PY="${PYTHON:-python3}"
 
 has_torch() {
   "$VENV/bin/python" -c "import torch, numpy, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null
 }
+# Every pin in FRAMEWORKS at its version, and the packages its extras need
+# (metadata only, no imports: this is the fast path of every `make test`).
 has_frameworks() {
-  "$VENV/bin/python" - <<'PY' 2>/dev/null
+  "$VENV/bin/python" - "${FRAMEWORKS[@]}" <<'PY' 2>/dev/null
 import sys
-from importlib.metadata import version
-want = {"transformers": "5.23.0", "accelerate": "1.15.0", "pytorch-lightning": "2.6.6"}
-sys.exit(0 if all(version(k) == v for k, v in want.items()) else 1)
+from importlib.metadata import distribution, version
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name as canon
+
+for pin in sys.argv[1:]:
+    want = Requirement(pin)
+    if version(want.name) not in want.specifier:
+        sys.exit(1)
+    for extra in want.extras:
+        for dep in map(Requirement, distribution(want.name).requires or []):
+            if dep.marker and dep.marker.evaluate({"extra": extra}) and canon(dep.name) != canon(want.name):
+                version(dep.name)  # raises when the extra's package is missing
 PY
 }
 
@@ -38,4 +52,4 @@ mkdir -p "$(dirname "$VENV")"
 "$PY" -m venv "$VENV"
 "$VENV/bin/pip" install --quiet --upgrade pip
 "$VENV/bin/pip" install --quiet "torch==$TORCH_VERSION" numpy "${FRAMEWORKS[@]}"
-"$VENV/bin/python" -c "import torch, transformers, lightning_fabric, pytorch_lightning; print('torch', torch.__version__, 'transformers', transformers.__version__, 'lightning', pytorch_lightning.__version__, 'ready in $VENV')"
+"$VENV/bin/python" -c "import torch, transformers, lightning_fabric, pytorch_lightning, jsonargparse; print('torch', torch.__version__, 'transformers', transformers.__version__, 'lightning', pytorch_lightning.__version__, 'jsonargparse', jsonargparse.__version__, 'ready in $VENV')"

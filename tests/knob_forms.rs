@@ -1,7 +1,9 @@
 //! Knobs where real code keeps them, end to end: a flag passed through a
 //! wrapper (`num_workers=int(opt.workers)`) by module-level code, and a flag
-//! the user's command passes (`-j 0`), which is changed in `[bench] run` of
-//! tuneloop.toml. Real scripts (tests/fixtures), real PyTorch on CPU, the
+//! the user's command passes (`-j 0`, HfArgumentParser's
+//! `--dataloader_num_workers 0`, LightningCLI's `--data.num_workers 0`),
+//! which is changed in `[bench] run` of tuneloop.toml. Real scripts
+//! (tests/fixtures), real PyTorch (and transformers, Lightning) on CPU, the
 //! real binary: `init -- <command>`, `scan`, `start --agent builtin`,
 //! `restore`, `resume`.
 
@@ -28,11 +30,15 @@ fn line_of(ws: &Ws, file: &str, needle: &str) -> usize {
 }
 
 /// `init -- command…`, then small step counts and a one-turn policy
-/// (`decision_extra` added under `[decision]`).
+/// (`decision_extra` added under `[decision]`). 12 timed steps: the
+/// fixtures' ×2 from 2 workers shows in them, and an epoch of 32 batches is
+/// then more than twice the window, so runs are not widened to a whole
+/// epoch (24 steps were: 32 timed batches a run, for nothing these tests
+/// check).
 fn init_command(ws: &Ws, command: &[&str], decision_extra: &str) {
     ws.init_command(
         command,
-        24,
+        12,
         &format!(
             "{}{decision_extra}\n",
             FAST_POLICY.replace("max_repeats = 4", "max_repeats = 8")
@@ -453,4 +459,71 @@ fn an_hf_argument_parser_option_is_tuned_in_the_command() {
         "reverted" => assert_eq!(ws.read("tuneloop.toml"), toml),
         other => panic!("{other}: {rep:#}"),
     }
+}
+
+#[test]
+fn a_lightning_cli_option_is_tuned_in_the_command() {
+    // `LightningCLI(TileModel, TileData)`: `num_workers` is TileData's
+    // `__init__` parameter, and the command sets it (`--data.num_workers 0`).
+    // Its default in the script is never used: the change is the command's.
+    let _one = serial();
+    let ws = fixture("lightning_cli");
+    let command = [
+        "python",
+        "train.py",
+        "fit",
+        "--data.num_workers",
+        "0",
+        "--trainer.max_epochs",
+        "2",
+        "--trainer.accelerator",
+        "cpu",
+    ];
+    init_command(&ws, &command, "");
+    let toml = ws.read("tuneloop.toml");
+    let script = ws.read("train.py");
+    let (r, dir, rep) = start(&ws);
+    let turn = &rep["turns"][0];
+    assert_eq!(turn["decision"], "kept", "{rep:#}\n{}", r.stderr);
+    let run = line_of(&ws, "tuneloop.toml", "run = [");
+    assert_eq!(
+        turn["change"],
+        format!("num_workers 0 → 2 (--data.num_workers in [bench] run, tuneloop.toml:{run})"),
+        "{rep:#}"
+    );
+    // The command's word changed, nothing else in tuneloop.toml; the script
+    // is byte for byte what the user wrote.
+    assert_eq!(ws.read("train.py"), script);
+    assert_eq!(
+        ws.read("tuneloop.toml"),
+        toml.replace(
+            r#""--data.num_workers", "0""#,
+            r#""--data.num_workers", "2""#
+        )
+    );
+    assert_eq!(
+        run_line(&ws),
+        r#"run = ["python", "train.py", "fit", "--data.num_workers", "2", "--trainer.max_epochs", "2", "--trainer.accelerator", "cpu"]"#
+    );
+    let diff = std::fs::read_to_string(dir.join("turns/01/diff.patch")).unwrap();
+    assert_eq!(changed_lines(&diff).len(), 2, "{diff}");
+    // The report, report.json and the final summary say what to run now.
+    let now =
+        "python train.py fit --data.num_workers 2 --trainer.max_epochs 2 --trainer.accelerator cpu";
+    assert_eq!(rep["run_command"], now, "{rep:#}");
+    assert!(
+        r.stdout
+            .trim_end()
+            .ends_with(&format!("run from now on: {now}")),
+        "{}",
+        r.stdout
+    );
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains(&format!("**Run from now on:** {now}")), "{md}");
+    // LightningCLI really built the loaders from the option: the baseline
+    // ran 0 workers, the kept command 2.
+    let base = json_file(&dir.join("baseline/bench.json"));
+    assert_eq!(base["runs"][0]["loader"]["num_workers"], 0, "{base:#}");
+    let kept = json_file(&dir.join("turns/01/bench.json"));
+    assert_eq!(kept["candidate"][0]["loader"]["num_workers"], 2, "{kept:#}");
 }
