@@ -821,15 +821,29 @@ impl<'a> Session<'a> {
         if !loader_only || !self.agent.takes_compute() {
             return stop;
         }
-        let left = crate::compute::pending(&self.policy, &self.rows, &self.incumbent);
-        if left.is_empty() {
-            return stop;
-        }
-        if !self
+        let (left, plan) = self.compute_left();
+        let compute_turns = self
             .rows
             .iter()
-            .any(|r| crate::edit::compute::knob_of_change(&r.change).is_some())
-        {
+            .any(|r| crate::edit::compute::knob_of_change(&r.change).is_some());
+        if left.is_empty() {
+            // Every compute change had its turn or has nothing to act on:
+            // that, not the loader, is why the run ends here.
+            return match stop {
+                Some(s) if compute_turns => {
+                    let passed = crate::compute::not_tried(
+                        &self.policy,
+                        &self.rows,
+                        &self.incumbent,
+                        plan.as_ref(),
+                        "",
+                    );
+                    Some(S::compute_tried(&self.rows, passed.len(), s))
+                }
+                s => s,
+            };
+        }
+        if !compute_turns {
             let names: Vec<&str> = left.iter().map(|k| k.name()).collect();
             self.phase(
                 "compute",
@@ -842,6 +856,53 @@ impl<'a> Session<'a> {
             );
         }
         None
+    }
+
+    /// The compute knobs the agent can still try: with the builtin agent
+    /// (alone or in hybrid) those its [`crate::compute::Plan`] can write,
+    /// and the plan; with Claude Code every pending one, and no plan.
+    fn compute_left(&self) -> (Vec<crate::knob::ComputeKnob>, Option<crate::compute::Plan>) {
+        match self.agent.builtin() {
+            Some(b) => {
+                let plan = crate::compute::plan(
+                    &self.policy,
+                    &self.rows,
+                    &self.incumbent,
+                    &self.root,
+                    &self.ws.file.project.editable,
+                    b.preferred_file(),
+                );
+                (plan.ready.iter().map(|(k, _)| *k).collect(), Some(plan))
+            }
+            None => (
+                crate::compute::pending(&self.policy, &self.rows, &self.incumbent),
+                None,
+            ),
+        }
+    }
+
+    /// The enabled compute knobs the run ends without trying, and why.
+    fn compute_not_tried(&self, stop_reason: &str) -> Vec<crate::compute::NotTried> {
+        if !self.agent.takes_compute() {
+            return Vec::new();
+        }
+        let turns = self.rows.last().map_or(0, |r| r.turn);
+        let ended = if turns >= self.max_iterations {
+            format!(
+                "iteration limit {}; raise [loop] max_iterations or pass --iterations",
+                self.max_iterations
+            )
+        } else {
+            format!("the run ended first: {stop_reason}")
+        };
+        let (_, plan) = self.compute_left();
+        crate::compute::not_tried(
+            &self.policy,
+            &self.rows,
+            &self.incumbent,
+            plan.as_ref(),
+            &ended,
+        )
     }
 
     async fn baseline(&mut self) -> Result<(), LoopError> {
@@ -1509,6 +1570,7 @@ impl<'a> Session<'a> {
             total_cost_usd: self.cost,
             agent_time_ms: self.agent_ms,
             knob_sources: self.knob_sources(),
+            compute_not_tried: self.compute_not_tried(stop_reason),
         };
         let r = run_report::assemble(&self.store.dir, facts, Some(live));
         test_stall("report");

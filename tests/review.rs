@@ -165,6 +165,7 @@ fn report(ws: &Path) -> RunReport {
         data_check: None,
         profile_unavailable: None,
         run_command: None,
+        compute_not_tried: vec![],
     }
 }
 
