@@ -420,11 +420,6 @@ fn command_file(ws: &Workspace, root: &Path) -> Option<String> {
     (dir == root).then(|| edit::command_line::RUN_FILE.to_string())
 }
 
-/// The fewest timed steps a run is cut to when the command is shorter than
-/// `[bench] steps` (see [`Session::fit_steps_to_command`]): below it the
-/// pairs' noise swamps the figure, and the command must run longer.
-const MIN_FITTED_STEPS: u32 = 8;
-
 /// Rebuilds a session from an interrupted run's folder: the completed turns
 /// (those with a `decision.json`), the baseline, and the incumbent (the
 /// candidate files of the last kept turn). A turn without a decision is
@@ -1013,36 +1008,22 @@ impl<'a> Session<'a> {
 
     /// A command with fewer training batches than warm-up + `[bench] steps`
     /// (`--max_epochs 1` of a small data set): every run times the steps
-    /// its batches leave, when they are at least [`MIN_FITTED_STEPS`], and
-    /// the stop reason names the flag that gives longer runs
-    /// (`Measure::length_hint`). Whether the steps were cut.
+    /// its batches leave ([`crate::measure::fit_to_command`], the rule
+    /// `tuneloop bench` follows too), and the stop reason names the flag
+    /// that gives longer runs (`Measure::length_hint`). Whether the steps
+    /// were cut.
     fn fit_steps_to_command(&mut self) -> bool {
-        let (Some(batches), Some(steps)) = (self.bencher.command_batches(), self.bencher.steps())
-        else {
+        let Some(fit) = crate::measure::fit_to_command(&*self.bencher) else {
             return false;
         };
-        let warmup = u64::from(self.bencher.warmup().unwrap_or(1).max(1));
-        // Room for the warm-up of as many workers as cores (their first
-        // prefetch round, 2 batches each), where the climb starts; the
-        // window closes on the request after its last timed batch.
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-        let fit = batches.saturating_sub(warmup.max(2 * cores) + 1);
-        let Ok(fit) = u32::try_from(fit) else {
-            return false;
-        };
-        if fit < MIN_FITTED_STEPS || fit >= steps {
-            return false;
-        }
-        let Some(fitted) = self.bencher.with_steps(fit) else {
+        let Some(fitted) = self.bencher.with_steps(fit.steps) else {
             return false;
         };
         self.bencher = fitted;
         self.phase(
             "baseline",
             None,
-            format!(
-                "the command runs {batches} training batches, fewer than warm-up + {steps} steps: every run times {fit} steps; the profiled run again"
-            ),
+            format!("{}; the profiled run again", fit.describe()),
         );
         true
     }
