@@ -370,28 +370,65 @@ pub enum StopReason {
     /// reached) and every enabled compute change has had its turn or was
     /// passed over (`skipped`: nothing to act on, CUDA only).
     ComputeTried {
-        kept: u32,
-        not_kept: u32,
-        skipped: u32,
+        tally: ComputeTally,
         loader: Box<StopReason>,
     },
 }
 
-impl StopReason {
-    /// [`StopReason::ComputeTried`] from the decided turns: their compute
-    /// turns counted, and the loader's reason to stop.
-    pub fn compute_tried(rows: &[TurnRow], skipped: usize, loader: StopReason) -> StopReason {
+/// The run's compute turns once none is left: "every compute change was
+/// tried (1 kept, 3 not kept, 2 not applicable)".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ComputeTally {
+    pub kept: u32,
+    pub not_kept: u32,
+    /// Enabled knobs with nothing to act on (CUDA only on a CPU job, no
+    /// convolution for channels_last, ...).
+    pub skipped: u32,
+}
+
+impl ComputeTally {
+    /// The compute turns among `rows`; `None` when there is none.
+    pub fn of(rows: &[TurnRow], skipped: usize) -> Option<ComputeTally> {
         let compute: Vec<&TurnRow> = rows
             .iter()
             .filter(|r| crate::edit::compute::knob_of_change(&r.change).is_some())
             .collect();
         let kept = compute.iter().filter(|r| r.decision.is_kept()).count() as u32;
-        StopReason::ComputeTried {
+        (!compute.is_empty()).then_some(ComputeTally {
             kept,
             not_kept: compute.len() as u32 - kept,
             skipped: skipped as u32,
-            loader: Box::new(loader),
+        })
+    }
+}
+
+impl fmt::Display for ComputeTally {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "every compute change was tried ({} kept, {} not kept",
+            self.kept, self.not_kept
+        )?;
+        if self.skipped > 0 {
+            write!(f, ", {} not applicable", self.skipped)?;
         }
+        f.write_str(")")
+    }
+}
+
+impl StopReason {
+    /// [`StopReason::ComputeTried`] from the decided turns: their compute
+    /// turns counted, and the loader's reason to stop; `None` without
+    /// compute turns.
+    pub fn compute_tried(
+        rows: &[TurnRow],
+        skipped: usize,
+        loader: StopReason,
+    ) -> Option<StopReason> {
+        Some(StopReason::ComputeTried {
+            tally: ComputeTally::of(rows, skipped)?,
+            loader: Box::new(loader),
+        })
     }
 }
 
@@ -422,24 +459,13 @@ impl fmt::Display for StopReason {
             StopReason::NearCeiling { share } => {
                 write!(f, "at the ceiling ({:.0}% of it)", share * 100.0)
             }
-            StopReason::ComputeTried {
-                kept,
-                not_kept,
-                skipped,
-                ref loader,
-            } => {
-                write!(f, "every compute change was tried ({kept} kept, {not_kept} not kept")?;
-                if skipped > 0 {
-                    write!(f, ", {skipped} not applicable")?;
+            StopReason::ComputeTried { tally, ref loader } => match **loader {
+                StopReason::LowDataWaitAtBaseline { share }
+                | StopReason::DataWaitInsignificant { share } => {
+                    write!(f, "{tally}; data_wait {:.1}% of the step", share * 100.0)
                 }
-                match **loader {
-                    StopReason::LowDataWaitAtBaseline { share }
-                    | StopReason::DataWaitInsignificant { share } => {
-                        write!(f, "); data_wait {:.1}% of the step", share * 100.0)
-                    }
-                    ref other => write!(f, "); {other}"),
-                }
-            }
+                ref other => write!(f, "{tally}; {other}"),
+            },
         }
     }
 }
@@ -959,15 +985,23 @@ mod tests {
             changed(Decision::Rejected, autocast),
         ];
         let s =
-            StopReason::compute_tried(&rows, 2, StopReason::DataWaitInsignificant { share: 0.018 });
+            StopReason::compute_tried(&rows, 2, StopReason::DataWaitInsignificant { share: 0.018 })
+                .unwrap();
         assert_eq!(
             s.to_string(),
             "every compute change was tried (1 kept, 2 not kept, 2 not applicable); data_wait 1.8% of the step"
         );
-        let s = StopReason::compute_tried(&rows, 0, StopReason::NearCeiling { share: 0.97 });
+        let s =
+            StopReason::compute_tried(&rows, 0, StopReason::NearCeiling { share: 0.97 }).unwrap();
         assert_eq!(
             s.to_string(),
             "every compute change was tried (1 kept, 2 not kept); within 3% of the ceiling"
+        );
+        // Without compute turns there is nothing to say.
+        let loader_only = vec![changed(Decision::Reverted, "num_workers 0 → 2")];
+        assert_eq!(
+            StopReason::compute_tried(&loader_only, 2, StopReason::NearCeiling { share: 0.97 }),
+            None
         );
     }
 

@@ -816,29 +816,24 @@ impl<'a> Session<'a> {
         if !loader_only || !self.agent.takes_compute() {
             return stop;
         }
-        let (left, plan) = self.compute_left();
-        let compute_turns = self
-            .rows
-            .iter()
-            .any(|r| crate::edit::compute::knob_of_change(&r.change).is_some());
+        let (left, _) = self.compute_left();
         if left.is_empty() {
             // Every compute change had its turn or has nothing to act on:
             // that, not the loader, is why the run ends here.
-            return match stop {
-                Some(s) if compute_turns => {
-                    let passed = crate::compute::not_tried(
-                        &self.policy,
-                        &self.rows,
-                        &self.incumbent,
-                        plan.as_ref(),
-                        "",
-                    );
-                    Some(S::compute_tried(&self.rows, passed.len(), s))
-                }
-                s => s,
-            };
+            let tally = self.compute_tally();
+            return stop.map(|s| match tally {
+                Some(tally) => S::ComputeTried {
+                    tally,
+                    loader: Box::new(s),
+                },
+                None => s,
+            });
         }
-        if !compute_turns {
+        if !self
+            .rows
+            .iter()
+            .any(|r| crate::edit::compute::knob_of_change(&r.change).is_some())
+        {
             let names: Vec<&str> = left.iter().map(|k| k.name()).collect();
             self.phase(
                 "compute",
@@ -874,6 +869,21 @@ impl<'a> Session<'a> {
                 None,
             ),
         }
+    }
+
+    /// The run's compute turns, once none is left to try; `None` while some
+    /// are, or when there was none.
+    fn compute_tally(&self) -> Option<judge::ComputeTally> {
+        if !self.agent.takes_compute() {
+            return None;
+        }
+        let (left, plan) = self.compute_left();
+        if !left.is_empty() {
+            return None;
+        }
+        let passed =
+            crate::compute::not_tried(&self.policy, &self.rows, &self.incumbent, plan.as_ref(), "");
+        judge::ComputeTally::of(&self.rows, passed.len())
     }
 
     /// The enabled compute knobs the run ends without trying, and why.
@@ -1160,14 +1170,21 @@ impl<'a> Session<'a> {
                 std::slice::from_ref(&self.incumbent),
                 self.incumbent_sps,
             );
+            // The compute side had its turns too: say so, as a stop on a
+            // settled loader does.
+            let compute = self
+                .compute_tally()
+                .map(|t| format!("; {t}"))
+                .unwrap_or_default();
             return Ok(Some(match &self.streak {
                 Some(streak) => format!(
-                    "{streak} ended the climb, and no cheaper setting is left to try{}",
+                    "{streak} ended the climb, and no cheaper setting is left to try{compute}{}",
                     limits.stop_note()
                 ),
-                None => rep
-                    .stop_note
-                    .unwrap_or_else(|| format!("candidates exhausted{}", limits.stop_note())),
+                None => rep.stop_note.map_or_else(
+                    || format!("candidates exhausted{compute}{}", limits.stop_note()),
+                    |note| format!("{note}{compute}"),
+                ),
             }));
         }
         let diff = self.diff(&self.incumbent_files, &after);

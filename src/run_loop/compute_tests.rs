@@ -324,3 +324,32 @@ fn knobs_left_at_the_iteration_limit_and_knobs_passed_over_are_named_with_why() 
         crate::report::render_markdown(&o.report)
     );
 }
+
+#[test]
+fn when_the_agent_has_nothing_left_the_stop_also_says_the_compute_changes_were_tried() {
+    // data_wait (2%) is not small under this policy: the loader is not
+    // settled, and the compute turn comes once the builtin agent's loader
+    // candidates are exhausted (this scripted measure reports no loader
+    // settings, so there are none); then the agent has nothing left.
+    let o = session(
+        &["channels_last"],
+        |p| {
+            p.decision.stop_when_data_wait_below = 0.01;
+            p.loop_.max_iterations = 10;
+        },
+        |_| (100.0, 1.0),
+    );
+    let changes: Vec<&str> = o.report.turns.iter().map(|r| r.change.as_str()).collect();
+    assert!(
+        changes.last().unwrap().starts_with("channels_last: "),
+        "{changes:?}\n{}",
+        o.report.stop_reason
+    );
+    assert!(
+        o.report.stop_reason.starts_with(
+            "candidates exhausted; every compute change was tried (0 kept, 1 not kept)"
+        ),
+        "{changes:?}\n{}",
+        o.report.stop_reason
+    );
+}
