@@ -226,34 +226,64 @@ fn worth_trying(knob: ComputeKnob, src: &str) -> Result<(), String> {
     }
 }
 
-/// The builtin agent's compute turn: the first pending knob that has a
-/// findable place in the script, written there. `None` when none is left.
+/// What the builtin agent can do on the compute side now: each pending
+/// knob (see [`pending`]) either has a findable place in the script (its
+/// new text is ready) or is passed over, with why ("no 2-d convolution in
+/// the script"). The loop reads it to know whether compute turns are left,
+/// and the report to say, once, why a knob was never tried.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// The script the changes go into, relative to the project root.
+    pub file: Option<String>,
+    /// Its text now.
+    pub src: String,
+    /// The knobs that can be written, in the order they are tried, each with
+    /// the script's new text.
+    pub ready: Vec<(ComputeKnob, String)>,
+    /// The knobs passed over, with why.
+    pub skipped: Vec<(ComputeKnob, String)>,
+}
+
+/// The builtin agent's [`Plan`] for the project as it is on disk.
 /// `preferred` is the entry's module or the command's script.
-pub fn propose(ctx: &TurnContext<'_>, preferred: Option<&str>) -> Option<AgentReport> {
-    let started = std::time::Instant::now();
-    let pending = pending(ctx.policy, ctx.history, ctx.incumbent);
+pub fn plan(
+    policy: &Policy,
+    history: &[TurnRow],
+    incumbent: &Measurement,
+    root: &Path,
+    editable: &[String],
+    preferred: Option<&str>,
+) -> Plan {
+    let pending = pending(policy, history, incumbent);
+    let mut plan = Plan::default();
     if pending.is_empty() {
-        return None;
+        return plan;
     }
-    let root = ctx.project_root;
-    let editable = &ctx.ws.file.project.editable;
-    let file = script(root, editable, preferred)?;
-    let src = std::fs::read_to_string(root.join(&file)).ok()?;
-    let cuda = on_cuda(ctx.incumbent);
+    let found = script(root, editable, preferred)
+        .and_then(|f| std::fs::read_to_string(root.join(&f)).ok().map(|s| (f, s)));
+    let Some((file, src)) = found else {
+        plan.skipped = pending
+            .into_iter()
+            .map(|k| {
+                (
+                    k,
+                    "no editable script imports torch or builds an optimizer ([project] editable)"
+                        .to_string(),
+                )
+            })
+            .collect();
+        return plan;
+    };
+    let cuda = on_cuda(incumbent);
     let device = if cuda { "cuda" } else { "cpu" };
-    let threads = thread_target(ctx.incumbent);
-    let mut skipped = Vec::new();
+    let threads = thread_target(incumbent);
     for knob in pending {
         let made = worth_trying(knob, &src).and_then(|()| match knob {
             ComputeKnob::NumThreads => {
                 let want = threads.ok_or("the cores the job may use are unknown")?;
                 let now = text::threads_call(&src)?.map(|(_, n)| n);
                 // Unset, torch takes about the cores: worth a turn only below them.
-                let cores = ctx
-                    .incumbent
-                    .usable_cores
-                    .unwrap_or(f64::from(want))
-                    .round() as u32;
+                let cores = incumbent.usable_cores.unwrap_or(f64::from(want)).round() as u32;
                 if now.is_none() && want >= cores {
                     return Err(format!("torch's default already uses the {cores} cores"));
                 }
@@ -264,40 +294,127 @@ pub fn propose(ctx: &TurnContext<'_>, preferred: Option<&str>) -> Option<AgentRe
             _ => text::apply(knob, &src, 1, device),
         });
         match made {
-            Ok(new_src) => {
-                let mut report = AgentReport {
-                    info: AgentInfo {
-                        backend: "builtin".into(),
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                };
-                let change = text::recognize(&src, &new_src)
-                    .map(|e| format!("{} at {file}:{}", e.change, e.line))
-                    .unwrap_or_else(|| knob.name().to_string());
-                let why = match knob.numerics() {
-                    Numerics::Preserving => "the loader is settled; numerics-preserving",
-                    Numerics::Changing => {
-                        "the loader is settled; may change the numerics (losses checked against the baseline)"
-                    }
-                };
-                match crate::store::write_atomic(&root.join(&file), new_src.as_bytes()) {
-                    Ok(()) => report.summary = format!("{change} ({why})"),
-                    Err(e) => report.failure = Some(format!("cannot write {file}: {e}")),
-                }
-                if !skipped.is_empty() {
-                    report
-                        .summary
-                        .push_str(&format!("; skipped: {}", skipped.join("; ")));
-                }
-                report.info.exit_code = Some(if report.failure.is_some() { 1 } else { 0 });
-                report.info.duration_ms = started.elapsed().as_millis() as u64;
-                return Some(report);
-            }
-            Err(why) => skipped.push(format!("{knob}: {why}")),
+            Ok(new_src) => plan.ready.push((knob, new_src)),
+            Err(why) => plan.skipped.push((knob, why)),
         }
     }
-    None
+    plan.file = Some(file);
+    plan.src = src;
+    plan
+}
+
+/// The builtin agent's compute turn: the first knob of its [`Plan`] that
+/// can be written, written there. `None` when none is left.
+/// `preferred` is the entry's module or the command's script.
+pub fn propose(ctx: &TurnContext<'_>, preferred: Option<&str>) -> Option<AgentReport> {
+    let started = std::time::Instant::now();
+    let root = ctx.project_root;
+    let plan = plan(
+        ctx.policy,
+        ctx.history,
+        ctx.incumbent,
+        root,
+        &ctx.ws.file.project.editable,
+        preferred,
+    );
+    let (knob, new_src) = plan.ready.first()?;
+    let file = plan.file.as_deref()?;
+    let mut report = AgentReport {
+        info: AgentInfo {
+            backend: "builtin".into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let change = text::recognize(&plan.src, new_src)
+        .map(|e| format!("{} at {file}:{}", e.change, e.line))
+        .unwrap_or_else(|| knob.name().to_string());
+    let why = match knob.numerics() {
+        Numerics::Preserving => "the loader is settled; numerics-preserving",
+        Numerics::Changing => {
+            "the loader is settled; may change the numerics (losses checked against the baseline)"
+        }
+    };
+    match crate::store::write_atomic(&root.join(file), new_src.as_bytes()) {
+        Ok(()) => report.summary = format!("{change} ({why})"),
+        Err(e) => report.failure = Some(format!("cannot write {file}: {e}")),
+    }
+    // The knobs passed over before this one (the report lists them all once).
+    let order = |k: &ComputeKnob| ComputeKnob::ALL.iter().position(|a| a == k);
+    let before: Vec<String> = plan
+        .skipped
+        .iter()
+        .filter(|(k, _)| order(k) < order(knob))
+        .map(|(k, why)| format!("{k}: {why}"))
+        .collect();
+    if !before.is_empty() {
+        report
+            .summary
+            .push_str(&format!("; skipped: {}", before.join("; ")));
+    }
+    report.info.exit_code = Some(if report.failure.is_some() { 1 } else { 0 });
+    report.info.duration_ms = started.elapsed().as_millis() as u64;
+    Some(report)
+}
+
+/// An enabled compute knob the run ended without trying, and why.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct NotTried {
+    pub knob: String,
+    pub why: String,
+}
+
+/// The enabled compute knobs with no turn, each with why: CUDA-only on
+/// another device, passed over by the builtin agent (`plan`, absent for
+/// Claude Code), else `ended` (the run stopped first, e.g. "iteration limit
+/// 10; raise [loop] max_iterations").
+pub fn not_tried(
+    policy: &Policy,
+    rows: &[TurnRow],
+    incumbent: &Measurement,
+    plan: Option<&Plan>,
+    ended: &str,
+) -> Vec<NotTried> {
+    let done = tried(rows);
+    let device = incumbent.device.as_deref().unwrap_or("cpu");
+    policy
+        .compute
+        .enabled()
+        .into_iter()
+        .filter(|k| !done.contains(k))
+        .map(|k| {
+            let skipped = plan.and_then(|p| p.skipped.iter().find(|(s, _)| *s == k));
+            let why = if k.cuda_only() && !on_cuda(incumbent) {
+                format!("CUDA only, and the job ran on {device}")
+            } else if let Some((_, why)) = skipped {
+                why.clone()
+            } else {
+                ended.to_string()
+            };
+            NotTried {
+                knob: k.name().to_string(),
+                why,
+            }
+        })
+        .collect()
+}
+
+/// One line for the report: the knobs grouped by why, e.g. "autocast
+/// (iteration limit 10; raise [loop] max_iterations); cudnn_benchmark, tf32
+/// (CUDA only, and the job ran on cpu)".
+pub fn describe_not_tried(list: &[NotTried]) -> String {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for n in list {
+        match groups.iter_mut().find(|(w, _)| *w == n.why) {
+            Some((_, knobs)) => knobs.push(&n.knob),
+            None => groups.push((&n.why, vec![&n.knob])),
+        }
+    }
+    groups
+        .iter()
+        .map(|(why, knobs)| format!("{} ({why})", knobs.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The script the compute changes go into: the preferred one when it has

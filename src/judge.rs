@@ -366,6 +366,70 @@ pub enum StopReason {
     NearCeiling {
         share: f64,
     },
+    /// The loader was settled (`loader`: data_wait small, the ceiling
+    /// reached) and every enabled compute change has had its turn or was
+    /// passed over (`skipped`: nothing to act on, CUDA only).
+    ComputeTried {
+        tally: ComputeTally,
+        loader: Box<StopReason>,
+    },
+}
+
+/// The run's compute turns once none is left: "every compute change was
+/// tried (1 kept, 3 not kept, 2 not applicable)".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ComputeTally {
+    pub kept: u32,
+    pub not_kept: u32,
+    /// Enabled knobs with nothing to act on (CUDA only on a CPU job, no
+    /// convolution for channels_last, ...).
+    pub skipped: u32,
+}
+
+impl ComputeTally {
+    /// The compute turns among `rows`; `None` when there is none.
+    pub fn of(rows: &[TurnRow], skipped: usize) -> Option<ComputeTally> {
+        let compute: Vec<&TurnRow> = rows
+            .iter()
+            .filter(|r| crate::edit::compute::knob_of_change(&r.change).is_some())
+            .collect();
+        let kept = compute.iter().filter(|r| r.decision.is_kept()).count() as u32;
+        (!compute.is_empty()).then_some(ComputeTally {
+            kept,
+            not_kept: compute.len() as u32 - kept,
+            skipped: skipped as u32,
+        })
+    }
+}
+
+impl fmt::Display for ComputeTally {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "every compute change was tried ({} kept, {} not kept",
+            self.kept, self.not_kept
+        )?;
+        if self.skipped > 0 {
+            write!(f, ", {} not applicable", self.skipped)?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl StopReason {
+    /// [`StopReason::ComputeTried`] from the decided turns: their compute
+    /// turns counted, and the loader's reason to stop; `None` without
+    /// compute turns.
+    pub fn compute_tried(
+        rows: &[TurnRow],
+        skipped: usize,
+        loader: StopReason,
+    ) -> Option<StopReason> {
+        Some(StopReason::ComputeTried {
+            tally: ComputeTally::of(rows, skipped)?,
+            loader: Box::new(loader),
+        })
+    }
 }
 
 /// The words the run log and the report have always used.
@@ -395,6 +459,13 @@ impl fmt::Display for StopReason {
             StopReason::NearCeiling { share } => {
                 write!(f, "at the ceiling ({:.0}% of it)", share * 100.0)
             }
+            StopReason::ComputeTried { tally, ref loader } => match **loader {
+                StopReason::LowDataWaitAtBaseline { share }
+                | StopReason::DataWaitInsignificant { share } => {
+                    write!(f, "{tally}; data_wait {:.1}% of the step", share * 100.0)
+                }
+                ref other => write!(f, "{tally}; {other}"),
+            },
         }
     }
 }
@@ -430,13 +501,17 @@ pub fn baseline_stop(share: Option<f64>, policy: &Policy) -> (bool, Option<StopR
     }
 }
 
-/// `max_consecutive_reverts` turns in a row not kept, the last ones.
+/// `max_consecutive_reverts` loader turns in a row not kept, the last ones.
+/// Compute turns are passed over: each is an independent one-change test
+/// (a thread count, autocast), not a step of the loader's climb, so a run
+/// of them reverted ends nothing while others are left to try.
 pub fn not_kept_streak(p: &Progress<'_>, policy: &Policy) -> Option<StopReason> {
     let max = policy.loop_.max_consecutive_reverts;
     let streak = p
         .rows
         .iter()
         .rev()
+        .filter(|r| crate::edit::compute::knob_of_change(&r.change).is_none())
         .take_while(|r| !r.decision.is_kept())
         .count() as u32;
     (max > 0 && streak >= max).then_some(StopReason::NotKeptStreak { turns: streak })
@@ -867,6 +942,67 @@ mod tests {
             incumbent_samples: vec![],
             data_wait_share: None,
         }
+    }
+
+    fn changed(decision: Decision, change: &str) -> TurnRow {
+        TurnRow {
+            change: change.into(),
+            ..row(decision)
+        }
+    }
+
+    #[test]
+    fn compute_turns_neither_make_nor_break_the_loaders_streak() {
+        let p = policy();
+        let threads = "num_threads: torch.set_num_threads 1 → 2 at train.py:5";
+        let autocast = "autocast: model.forward under torch.autocast at train.py:9";
+        let fused = "fused_optimizer: fused=True at train.py:11";
+        // Three compute turns reverted in a row: no streak, others may follow.
+        let compute = vec![
+            changed(Decision::Reverted, threads),
+            changed(Decision::Rejected, autocast),
+            changed(Decision::Reverted, fused),
+        ];
+        assert_eq!(not_kept_streak(&progress(&compute), &p), None);
+        assert_eq!(stop_rule(&progress(&compute), &p), None);
+        // The loader's turns count across them.
+        let mixed = vec![
+            changed(Decision::Reverted, "num_workers 0 → 2"),
+            changed(Decision::Kept, threads),
+            changed(Decision::Reverted, "pin_memory False → True"),
+            changed(Decision::Reverted, fused),
+            changed(Decision::Reverted, "prefetch_factor 2 → 4"),
+        ];
+        assert_eq!(
+            not_kept_streak(&progress(&mixed), &p),
+            Some(StopReason::NotKeptStreak { turns: 3 })
+        );
+        // Every compute change tried, the loader settled: the reason says so.
+        let rows = vec![
+            changed(Decision::Reverted, "num_workers 0 → 2"),
+            changed(Decision::Kept, threads),
+            changed(Decision::Reverted, fused),
+            changed(Decision::Rejected, autocast),
+        ];
+        let s =
+            StopReason::compute_tried(&rows, 2, StopReason::DataWaitInsignificant { share: 0.018 })
+                .unwrap();
+        assert_eq!(
+            s.to_string(),
+            "every compute change was tried (1 kept, 2 not kept, 2 not applicable); data_wait 1.8% of the step"
+        );
+        let s =
+            StopReason::compute_tried(&rows, 0, StopReason::NearCeiling { share: 0.97 }).unwrap();
+        assert_eq!(
+            s.to_string(),
+            "every compute change was tried (1 kept, 2 not kept); within 3% of the ceiling"
+        );
+        // Without compute turns there is nothing to say.
+        let loader_only = vec![changed(Decision::Reverted, "num_workers 0 → 2")];
+        assert_eq!(
+            StopReason::compute_tried(&loader_only, 2, StopReason::NearCeiling { share: 0.97 }),
+            None
+        );
     }
 
     fn progress(rows: &[TurnRow]) -> Progress<'_> {

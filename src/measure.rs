@@ -123,3 +123,19 @@ impl Measure for Bencher {
         Bencher::length_hint(self)
     }
 }
+
+/// The measure's runs cut to its command's length, once a run has met the
+/// command's end and the configured steps did not fit (see
+/// [`crate::bench::command::fitted_steps`]); `None` when they fit, when the
+/// length is not known, or when too few steps would be left.
+pub fn fit_to_command(m: &dyn Measure) -> Option<crate::bench::command::Fitted> {
+    let (batches, configured) = (m.command_batches()?, m.steps()?);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    let steps =
+        crate::bench::command::fitted_steps(batches, configured, m.warmup().unwrap_or(1), cores)?;
+    Some(crate::bench::command::Fitted {
+        batches,
+        configured,
+        steps,
+    })
+}

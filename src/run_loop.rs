@@ -420,11 +420,6 @@ fn command_file(ws: &Workspace, root: &Path) -> Option<String> {
     (dir == root).then(|| edit::command_line::RUN_FILE.to_string())
 }
 
-/// The fewest timed steps a run is cut to when the command is shorter than
-/// `[bench] steps` (see [`Session::fit_steps_to_command`]): below it the
-/// pairs' noise swamps the figure, and the command must run longer.
-const MIN_FITTED_STEPS: u32 = 8;
-
 /// Rebuilds a session from an interrupted run's folder: the completed turns
 /// (those with a `decision.json`), the baseline, and the incumbent (the
 /// candidate files of the last kept turn). A turn without a decision is
@@ -827,9 +822,18 @@ impl<'a> Session<'a> {
         if !loader_only || !self.agent.takes_compute() {
             return stop;
         }
-        let left = crate::compute::pending(&self.policy, &self.rows, &self.incumbent);
+        let (left, _) = self.compute_left();
         if left.is_empty() {
-            return stop;
+            // Every compute change had its turn or has nothing to act on:
+            // that, not the loader, is why the run ends here.
+            let tally = self.compute_tally();
+            return stop.map(|s| match tally {
+                Some(tally) => S::ComputeTried {
+                    tally,
+                    loader: Box::new(s),
+                },
+                None => s,
+            });
         }
         if !self
             .rows
@@ -848,6 +852,68 @@ impl<'a> Session<'a> {
             );
         }
         None
+    }
+
+    /// The compute knobs the agent can still try: with the builtin agent
+    /// (alone or in hybrid) those its [`crate::compute::Plan`] can write,
+    /// and the plan; with Claude Code every pending one, and no plan.
+    fn compute_left(&self) -> (Vec<crate::knob::ComputeKnob>, Option<crate::compute::Plan>) {
+        match self.agent.builtin() {
+            Some(b) => {
+                let plan = crate::compute::plan(
+                    &self.policy,
+                    &self.rows,
+                    &self.incumbent,
+                    &self.root,
+                    &self.ws.file.project.editable,
+                    b.preferred_file(),
+                );
+                (plan.ready.iter().map(|(k, _)| *k).collect(), Some(plan))
+            }
+            None => (
+                crate::compute::pending(&self.policy, &self.rows, &self.incumbent),
+                None,
+            ),
+        }
+    }
+
+    /// The run's compute turns, once none is left to try; `None` while some
+    /// are, or when there was none.
+    fn compute_tally(&self) -> Option<judge::ComputeTally> {
+        if !self.agent.takes_compute() {
+            return None;
+        }
+        let (left, plan) = self.compute_left();
+        if !left.is_empty() {
+            return None;
+        }
+        let passed =
+            crate::compute::not_tried(&self.policy, &self.rows, &self.incumbent, plan.as_ref(), "");
+        judge::ComputeTally::of(&self.rows, passed.len())
+    }
+
+    /// The enabled compute knobs the run ends without trying, and why.
+    fn compute_not_tried(&self, stop_reason: &str) -> Vec<crate::compute::NotTried> {
+        if !self.agent.takes_compute() {
+            return Vec::new();
+        }
+        let turns = self.rows.last().map_or(0, |r| r.turn);
+        let ended = if turns >= self.max_iterations {
+            format!(
+                "iteration limit {}; raise [loop] max_iterations or pass --iterations",
+                self.max_iterations
+            )
+        } else {
+            format!("the run ended first: {stop_reason}")
+        };
+        let (_, plan) = self.compute_left();
+        crate::compute::not_tried(
+            &self.policy,
+            &self.rows,
+            &self.incumbent,
+            plan.as_ref(),
+            &ended,
+        )
     }
 
     async fn baseline(&mut self) -> Result<(), LoopError> {
@@ -958,36 +1024,22 @@ impl<'a> Session<'a> {
 
     /// A command with fewer training batches than warm-up + `[bench] steps`
     /// (`--max_epochs 1` of a small data set): every run times the steps
-    /// its batches leave, when they are at least [`MIN_FITTED_STEPS`], and
-    /// the stop reason names the flag that gives longer runs
-    /// (`Measure::length_hint`). Whether the steps were cut.
+    /// its batches leave ([`crate::measure::fit_to_command`], the rule
+    /// `tuneloop bench` follows too), and the stop reason names the flag
+    /// that gives longer runs (`Measure::length_hint`). Whether the steps
+    /// were cut.
     fn fit_steps_to_command(&mut self) -> bool {
-        let (Some(batches), Some(steps)) = (self.bencher.command_batches(), self.bencher.steps())
-        else {
+        let Some(fit) = crate::measure::fit_to_command(&*self.bencher) else {
             return false;
         };
-        let warmup = u64::from(self.bencher.warmup().unwrap_or(1).max(1));
-        // Room for the warm-up of as many workers as cores (their first
-        // prefetch round, 2 batches each), where the climb starts; the
-        // window closes on the request after its last timed batch.
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-        let fit = batches.saturating_sub(warmup.max(2 * cores) + 1);
-        let Ok(fit) = u32::try_from(fit) else {
-            return false;
-        };
-        if fit < MIN_FITTED_STEPS || fit >= steps {
-            return false;
-        }
-        let Some(fitted) = self.bencher.with_steps(fit) else {
+        let Some(fitted) = self.bencher.with_steps(fit.steps) else {
             return false;
         };
         self.bencher = fitted;
         self.phase(
             "baseline",
             None,
-            format!(
-                "the command runs {batches} training batches, fewer than warm-up + {steps} steps: every run times {fit} steps; the profiled run again"
-            ),
+            format!("{}; the profiled run again", fit.describe()),
         );
         true
     }
@@ -1124,14 +1176,21 @@ impl<'a> Session<'a> {
                 std::slice::from_ref(&self.incumbent),
                 self.incumbent_sps,
             );
+            // The compute side had its turns too: say so, as a stop on a
+            // settled loader does.
+            let compute = self
+                .compute_tally()
+                .map(|t| format!("; {t}"))
+                .unwrap_or_default();
             return Ok(Some(match &self.streak {
                 Some(streak) => format!(
-                    "{streak} ended the climb, and no cheaper setting is left to try{}",
+                    "{streak} ended the climb, and no cheaper setting is left to try{compute}{}",
                     limits.stop_note()
                 ),
-                None => rep
-                    .stop_note
-                    .unwrap_or_else(|| format!("candidates exhausted{}", limits.stop_note())),
+                None => rep.stop_note.map_or_else(
+                    || format!("candidates exhausted{compute}{}", limits.stop_note()),
+                    |note| format!("{note}{compute}"),
+                ),
             }));
         }
         let diff = self.diff(&self.incumbent_files, &after);
@@ -1515,6 +1574,7 @@ impl<'a> Session<'a> {
             total_cost_usd: self.cost,
             agent_time_ms: self.agent_ms,
             knob_sources: self.knob_sources(),
+            compute_not_tried: self.compute_not_tried(stop_reason),
         };
         let r = run_report::assemble(&self.store.dir, facts, Some(live));
         test_stall("report");

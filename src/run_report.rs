@@ -60,6 +60,9 @@ pub struct LiveFigures {
     /// Command mode: where the measured loader's knobs are set, as the
     /// project's files say now (a rebuilt report has none).
     pub knob_sources: Vec<String>,
+    /// The enabled compute knobs the run ended without trying, and why (a
+    /// rebuilt report has none: only the session knows why it passed one over).
+    pub compute_not_tried: Vec<crate::compute::NotTried>,
 }
 
 impl RunFacts {
@@ -171,6 +174,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
             total_cost_usd: crate::turn::total_cost_usd(&facts.turns),
             agent_time_ms: facts.turns.iter().map(|r| r.agent.duration_ms).sum(),
             knob_sources: Vec::new(),
+            compute_not_tried: Vec::new(),
         }
     });
     let costs =
@@ -202,6 +206,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         run_command: facts.run_command,
         data_path: crate::probe::read_probe(dir),
         knob_sources: live.knob_sources,
+        compute_not_tried: live.compute_not_tried,
         window: facts.baseline.widened(),
         measured_loader: facts
             .incumbent
@@ -491,6 +496,7 @@ mod tests {
             total_cost_usd: 2.0,
             agent_time_ms: 7,
             knob_sources: vec![],
+            compute_not_tried: vec![],
         };
         let written = assemble(d.path(), facts, Some(live.clone()));
         assert_eq!(written.stop_reason, live.stop_reason);

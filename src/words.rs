@@ -112,6 +112,8 @@ pub struct Labels {
     pub wall_time: &'static str,
     pub stop_reason: &'static str,
     pub profiler: &'static str,
+    /// The enabled compute knobs the run ended without trying, with why.
+    pub compute_not_tried: &'static str,
     /// The baseline has no profiler table; `{reason}` is replaced.
     pub profile_unavailable: &'static str,
     pub interrupted: &'static str,
@@ -216,6 +218,7 @@ pub const EN: Labels = Labels {
     wall_time: "Wall time",
     stop_reason: "Stop reason",
     profiler: "Profiler",
+    compute_not_tried: "Compute changes not tried",
     profile_unavailable: "profiler table unavailable: {reason}; the baseline was measured without it",
     interrupted: "Interrupted",
     interrupted_note: "the run was interrupted; this report covers the turns finished so far",
@@ -308,6 +311,7 @@ pub const JA: Labels = Labels {
     wall_time: "所要時間",
     stop_reason: "停止理由",
     profiler: "プロファイラ",
+    compute_not_tried: "試さなかった計算側の変更",
     profile_unavailable: "profiler table unavailable（プロファイラの表なし）: {reason}。ベースラインは表なしで計測しました",
     interrupted: "中断",
     interrupted_note: "実行は中断されました。このレポートは完了したターンまでを示します",

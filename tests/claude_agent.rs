@@ -1417,9 +1417,14 @@ fn a_hybrid_run_without_preprocessing_never_calls_claude_and_says_why_it_stopped
         "{rep:#}"
     );
     assert_eq!(ws.fake_calls(), 0);
-    assert_eq!(
-        rep["stop_reason"],
-        "candidates exhausted: the knobs are settled, and structural changes need `preprocessing` in [loop] knobs"
+    // The builtin part made the compute turns too (on by default), and the
+    // stop says so after why Claude Code got none.
+    let stop = rep["stop_reason"].as_str().unwrap();
+    assert!(
+        stop.starts_with(
+            "candidates exhausted: the knobs are settled, and structural changes need `preprocessing` in [loop] knobs; every compute change was tried ("
+        ),
+        "{stop}"
     );
 }
 

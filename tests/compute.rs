@@ -295,3 +295,50 @@ fn claude_code_may_put_the_step_under_autocast_and_the_losses_are_checked_agains
         "bf16 changes the losses a little"
     );
 }
+
+#[test]
+fn a_run_that_ends_with_compute_changes_left_names_them_and_why_in_the_report_and_the_summary() {
+    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // One turn for three compute changes that can act on this CPU job, and
+    // tf32, which needs CUDA.
+    let ws = workspace(
+        "knobs = [\"num_threads\", \"channels_last\", \"tf32\", \"autocast\"]",
+        1,
+    );
+    let r = ws.tuneloop(&["start", "--agent", "builtin"]);
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let rep = json_file(&r.run_dir().join("report.json"));
+    assert_eq!(rep["stop_reason"], "iteration limit (1) reached", "{rep:#}");
+    let turns = rep["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 1, "{rep:#}");
+    assert!(
+        turns[0]["change"]
+            .as_str()
+            .unwrap()
+            .starts_with("num_threads: "),
+        "{rep:#}"
+    );
+    let not_tried: Vec<(&str, &str)> = rep["compute_not_tried"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no compute_not_tried: {rep:#}"))
+        .iter()
+        .map(|n| (n["knob"].as_str().unwrap(), n["why"].as_str().unwrap()))
+        .collect();
+    let limit = "iteration limit 1; raise [loop] max_iterations or pass --iterations";
+    assert_eq!(
+        not_tried,
+        [
+            ("channels_last", limit),
+            ("tf32", "CUDA only, and the job ran on cpu"),
+            ("autocast", limit),
+        ],
+        "{rep:#}"
+    );
+    // The summary printed at the end says it once, as the report does.
+    let line = format!(
+        "Compute changes not tried:** channels_last, autocast ({limit}); tf32 (CUDA only, and the job ran on cpu)"
+    );
+    assert_eq!(r.stdout.matches(&line).count(), 1, "{}", r.stdout);
+    let md = std::fs::read_to_string(r.run_dir().join("report.md")).unwrap();
+    assert!(md.contains(&line), "{md}");
+}

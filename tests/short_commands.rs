@@ -192,3 +192,50 @@ fn a_command_shorter_than_the_configured_steps_is_measured_within_it() {
         "{stop}"
     );
 }
+
+#[test]
+fn tuneloop_bench_on_a_command_shorter_than_the_configured_steps_measures_within_it() {
+    // The same 30-batch command as above, `tuneloop bench` alone: its first
+    // run meets the command's end, and it measures the steps the batches
+    // leave, by the rule `start` follows, instead of failing too_few_steps.
+    let _one = serial();
+    let ws = Ws::fixture("short_lightning");
+    ws.init_command(
+        &[
+            "python",
+            "train.py",
+            "--epochs",
+            "1",
+            "--train-records",
+            "480",
+        ],
+        40,
+        FAST_POLICY,
+    );
+    let r = ws.tuneloop(&["bench", "--repeats", "1"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let want = 30 - (2 * cores).max(2) - 1;
+    assert!(
+        r.stderr.contains(&format!(
+            "the command runs 30 training batches, fewer than warm-up + 40 steps: every run times {want} steps"
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "measured {want} steps a run, not the 40 of [bench] steps: the command ran 30 training batches; `--epochs 2` (or more) in [bench] run"
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("samples/sec: "), "{}", r.stdout);
+    // The JSON form carries the same figures.
+    let r = ws.tuneloop(&["bench", "--repeats", "1", "--json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["timed_steps"].as_u64(), Some(want), "{v:#}");
+    assert_eq!(v["fitted_to_command"]["batches"], 30, "{v:#}");
+    assert_eq!(v["runs"][0]["steps"].as_u64(), Some(want), "{v:#}");
+}

@@ -175,6 +175,12 @@ impl BuiltinAgent {
         BuiltinAgent { preferred_file }
     }
 
+    /// The editable file holding the measured loader, where compute
+    /// changes go first.
+    pub fn preferred_file(&self) -> Option<&str> {
+        self.preferred_file.as_deref()
+    }
+
     pub fn propose(&mut self, ctx: &TurnContext<'_>) -> AgentReport {
         let started = std::time::Instant::now();
         let mut report = AgentReport {

@@ -116,6 +116,11 @@ impl HybridAgent {
         }
     }
 
+    /// The builtin part, which makes the knob and compute turns.
+    pub fn builtin(&self) -> &BuiltinAgent {
+        &self.builtin
+    }
+
     /// Claude Code must be there when it may get turns; a policy without
     /// `preprocessing` never calls it.
     pub fn preflight(&self) -> Result<(), String> {

@@ -122,6 +122,16 @@ impl Agent {
         }
     }
 
+    /// The builtin agent, alone or as hybrid's first part: the one that
+    /// writes compute changes itself.
+    pub fn builtin(&self) -> Option<&builtin::BuiltinAgent> {
+        match self {
+            Agent::Builtin(b) => Some(b),
+            Agent::Hybrid(h) => Some(h.builtin()),
+            _ => None,
+        }
+    }
+
     /// Checks, before the baseline, that the agent can run at all.
     pub fn preflight(&self) -> Result<(), String> {
         match self {

@@ -237,6 +237,47 @@ pub fn warmup_that_fits(batches: u64, steps: u64) -> Option<u64> {
     batches.checked_sub(steps + 1)
 }
 
+/// The fewest timed steps a run is cut to when the command is shorter than
+/// warm-up + `[bench] steps` (see [`fitted_steps`]): below it the pairs'
+/// noise swamps the figure, and the command must run longer.
+pub const MIN_FITTED_STEPS: u32 = 8;
+
+/// The steps every run times in a command of `batches` training batches
+/// that is shorter than warm-up + `steps` (`--max_epochs 1` of a small data
+/// set): what is left after room for the warm-up of as many workers as
+/// `cores` (their first prefetch round, 2 batches each; where the climb
+/// starts), at least `warmup`, and the request that closes the window.
+/// `None` when `steps` fit already, or when fewer than
+/// [`MIN_FITTED_STEPS`] would be left. `tuneloop start` and `tuneloop
+/// bench` both cut their runs by it.
+pub fn fitted_steps(batches: u64, steps: u32, warmup: u32, cores: u64) -> Option<u32> {
+    let warmup = u64::from(warmup.max(1));
+    let fit = batches.saturating_sub(warmup.max(2 * cores) + 1);
+    let fit = u32::try_from(fit).ok()?;
+    (fit >= MIN_FITTED_STEPS && fit < steps).then_some(fit)
+}
+
+/// A command's runs cut to its length by [`fitted_steps`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Fitted {
+    /// The training batches the command runs.
+    pub batches: u64,
+    /// `[bench] steps`.
+    pub configured: u32,
+    /// The steps every run times now.
+    pub steps: u32,
+}
+
+impl Fitted {
+    /// What the run log and `tuneloop bench` say.
+    pub fn describe(&self) -> String {
+        format!(
+            "the command runs {} training batches, fewer than warm-up + {} steps: every run times {} steps",
+            self.batches, self.configured, self.steps
+        )
+    }
+}
+
 /// The least warm-up that still gives a figure of the loader: the workers'
 /// first prefetch round (each worker asks for `prefetch` batches at once
 /// when it starts; timed steps served from that round show the step's
@@ -828,6 +869,30 @@ pub fn combine(ranks: &[Value]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_command_is_fitted_with_room_for_the_cores_warm_up_and_no_further() {
+        // 30 batches on 2 cores: 4 of warm-up and the closing request leave 25.
+        assert_eq!(fitted_steps(30, 40, 2, 2), Some(25));
+        // More cores want more warm-up; a longer [bench] warmup_steps too.
+        assert_eq!(fitted_steps(30, 40, 2, 4), Some(21));
+        assert_eq!(fitted_steps(30, 40, 10, 2), Some(19));
+        // The configured steps fit: nothing to cut.
+        assert_eq!(fitted_steps(100, 40, 2, 2), None);
+        assert_eq!(fitted_steps(30, 25, 2, 2), None);
+        // Fewer than MIN_FITTED_STEPS left: the command must run longer.
+        assert_eq!(fitted_steps(12, 40, 2, 2), None);
+        assert_eq!(fitted_steps(13, 40, 2, 2), Some(MIN_FITTED_STEPS));
+        let f = Fitted {
+            batches: 30,
+            configured: 40,
+            steps: 25,
+        };
+        assert_eq!(
+            f.describe(),
+            "the command runs 30 training batches, fewer than warm-up + 40 steps: every run times 25 steps"
+        );
+    }
     use serde_json::json;
 
     fn w(v: &[&str]) -> Vec<String> {

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::load::{load_policy, load_workspace};
 use super::{config_err, BenchArgs, Failure};
+use crate::bench::command::Fitted;
 use crate::bench::{stats, window, Bencher, Measurement, Mode};
 use crate::config::{Policy, Workspace};
 use crate::error::{exit, BenchError};
@@ -32,7 +33,7 @@ pub(super) async fn bench(
 
 async fn bench_inner(
     ws: &Workspace,
-    bencher: &Bencher,
+    configured: &Bencher,
     policy: &Policy,
     a: &BenchArgs,
     interrupt: &Interrupt,
@@ -50,19 +51,33 @@ async fn bench_inner(
             }
         }
     };
+    // A command shorter than warm-up + `[bench] steps`: once a run has met
+    // its end, every run times the steps its batches leave, as in `start`
+    // (`measure::fit_to_command`). The bencher below is the fitted one then.
+    let mut bencher = configured.clone();
+    let mut fitted: Option<Fitted> = None;
+    let fit = |b: &Bencher, fitted: &mut Option<Fitted>| {
+        let f = crate::measure::fit_to_command(b).filter(|_| fitted.is_none())?;
+        eprintln!("{}", f.describe());
+        *fitted = Some(f);
+        Some(Bencher {
+            steps: f.steps,
+            ..b.clone()
+        })
+    };
     // Short epochs (see `bench::window`): decided once, from the first run;
     // the A/A calibration times what the loop's decisions time.
     let words = &crate::words::ENGLISH.view;
-    let say = |text: &str, steps: u32| {
+    let say = |text: &str, steps: u32, configured: u32| {
         eprintln!(
             "{}",
             text.replace("{steps}", &steps.to_string())
-                .replace("{configured}", &bencher.steps.to_string())
+                .replace("{configured}", &configured.to_string())
         );
     };
-    let widen = |first: &Measurement| {
+    let widen = |bencher: &Bencher, first: &Measurement| {
         let steps = window::whole_epoch_steps(first, bencher.steps)?;
-        say(words.window_widened, steps);
+        say(words.window_widened, steps, bencher.steps);
         Some(Bencher {
             steps,
             ..bencher.clone()
@@ -73,17 +88,21 @@ async fn bench_inner(
         let root = std::fs::canonicalize(&ws.project_root).map_err(config_err)?;
         let files = FileSet::capture(&root, &ws.file.project.editable).map_err(config_err)?;
         eprintln!("first run, to see what each run times…");
-        let first = bencher
-            .measure(Mode::Throughput, interrupt)
-            .await
-            .map_err(baseline_fail)?;
-        let mut wide = widen(&first);
+        let mut first = bencher.measure(Mode::Throughput, interrupt).await;
+        if matches!(&first, Err(e) if e.is_too_few_steps()) {
+            if let Some(b) = fit(&bencher, &mut fitted) {
+                bencher = b;
+                first = bencher.measure(Mode::Throughput, interrupt).await;
+            }
+        }
+        let first = first.map_err(baseline_fail)?;
+        let mut wide = widen(&bencher, &first);
         eprintln!(
             "A/A calibration: the project against itself, {pairs} interleaved pairs ({} runs)",
             pairs * 2
         );
         let p = loop {
-            let b = wide.as_ref().unwrap_or(bencher);
+            let b = wide.as_ref().unwrap_or(&bencher);
             let p =
                 run_loop::calibrate(b, &root, &files, policy, pairs, interrupt, |role, k, v| {
                     eprintln!("  pair {k} {role:<9} {v:>10.1} samples/sec");
@@ -92,7 +111,7 @@ async fn bench_inner(
             match p {
                 Err(f) if f.error.is_too_few_steps() && f.runs <= 1 && wide.is_some() => {
                     if let Some(w) = wide.take() {
-                        say(words.window_narrowed, w.steps);
+                        say(words.window_narrowed, w.steps, bencher.steps);
                     }
                 }
                 p => break p.map_err(|f| baseline_fail(f.error))?,
@@ -103,8 +122,10 @@ async fn bench_inner(
         if a.json {
             let mut v = serde_json::to_value(&cal).unwrap_or_default();
             v["timed_steps"] = json!(timed_steps);
+            v["fitted_to_command"] = json!(fitted);
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         } else {
+            print_fitted(fitted, &bencher);
             print_timed_steps(timed_steps, bencher.steps);
             println!(
                 "A/A ratios: {}",
@@ -137,7 +158,14 @@ async fn bench_inner(
         eprintln!("profiled run…");
         // As in a baseline: a profiled run that crashed, timed out or gave
         // no table is said, and the throughput runs go on.
-        let run = match bencher.profile(interrupt).await {
+        let mut run = bencher.profile(interrupt).await;
+        if matches!(&run, Err(e) if e.is_too_few_steps()) {
+            if let Some(b) = fit(&bencher, &mut fitted) {
+                bencher = b;
+                run = bencher.profile(interrupt).await;
+            }
+        }
+        let run = match run {
             Err(e) if matches!(e, BenchError::Interrupted) || e.fails_every_run() => {
                 return Err(baseline_fail(e))
             }
@@ -160,7 +188,9 @@ async fn bench_inner(
     }
     let n = a.repeats.unwrap_or(policy.decision.baseline_runs).max(1);
     let mut ms = Vec::new();
-    let mut wide = profiled.as_ref().and_then(|p| widen(&p.measurement));
+    let mut wide = profiled
+        .as_ref()
+        .and_then(|p| widen(&bencher, &p.measurement));
     let mut decided = profiled.is_some();
     // A run done again (over a widened or narrowed window) says so: two lines
     // both reading "run 1 of 3" looked like a stutter.
@@ -170,12 +200,12 @@ async fn bench_inner(
         let again = if tried == Some(i) { " again" } else { "" };
         tried = Some(i);
         eprintln!("throughput run {} of {n}{again}…", i + 1);
-        let b = wide.as_ref().unwrap_or(bencher);
+        let b = wide.as_ref().unwrap_or(&bencher);
         match b.measure(Mode::ThroughputWithCeiling, interrupt).await {
             Ok(m) if !decided => {
                 decided = true;
                 // Widened: this run timed the configured steps, so it is done again.
-                wide = widen(&m);
+                wide = widen(&bencher, &m);
                 if wide.is_none() {
                     ms.push(m);
                 }
@@ -183,9 +213,15 @@ async fn bench_inner(
             Ok(m) => ms.push(m),
             Err(e) if e.is_too_few_steps() && i == 0 && wide.is_some() => {
                 if let Some(w) = wide.take() {
-                    say(words.window_narrowed, w.steps);
+                    say(words.window_narrowed, w.steps, bencher.steps);
                 }
             }
+            // The command met its end before the figure: the run again
+            // within its batches.
+            Err(e) if e.is_too_few_steps() && wide.is_none() => match fit(&bencher, &mut fitted) {
+                Some(b) => bencher = b,
+                None => return Err(baseline_fail(e)),
+            },
             Err(e) => return Err(baseline_fail(e)),
         }
     }
@@ -212,6 +248,7 @@ async fn bench_inner(
             "samples_per_sec": med, "samples": s, "ci": ci, "data_wait_share": share,
             "ceiling_sps": ceiling, "limits": limits, "timed_steps": timed_steps, "runs": ms, "profile_table": profiled.map(|p| p.table).filter(|t| !t.trim().is_empty()),
             "profile_unavailable": profile_unavailable,
+            "fitted_to_command": fitted,
         });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(exit::OK);
@@ -229,6 +266,7 @@ async fn bench_inner(
             policy.decision.confidence * 100.0
         );
     }
+    print_fitted(fitted, &bencher);
     print_timed_steps(timed_steps, bencher.steps);
     if let Some(w) = ms.iter().filter_map(|m| m.warmup_steps).max() {
         if w > bencher.warmup {
@@ -334,6 +372,21 @@ async fn bench_inner(
         );
     }
     Ok(exit::OK)
+}
+
+/// The line saying the runs were cut to the command's length, and the
+/// flag that gives longer runs.
+fn print_fitted(fitted: Option<Fitted>, bencher: &Bencher) {
+    if let Some(f) = fitted {
+        // The hint names the command's batches and the flag that runs longer.
+        let why = bencher
+            .length_hint()
+            .unwrap_or_else(|| format!("the command has {} training batches", f.batches));
+        println!(
+            "measured {} steps a run, not the {} of [bench] steps: {why}",
+            f.steps, f.configured
+        );
+    }
 }
 
 /// The "timed steps" line, when short epochs widened the runs past `[bench] steps`.

@@ -122,6 +122,12 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
             md_inline(&l.profile_unavailable.replace("{reason}", reason)),
         ));
     }
+    if !r.compute_not_tried.is_empty() {
+        items.push((
+            l.compute_not_tried,
+            md_inline(&crate::compute::describe_not_tried(&r.compute_not_tried)),
+        ));
+    }
     items
 }
 

@@ -78,6 +78,12 @@ pub struct RunReport {
     /// an argument of `[bench] run` (a knob the command passes, `-j 8`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_command: Option<String>,
+    /// The enabled `[compute] knobs` the run ended without trying, each with
+    /// why: CUDA only on a CPU job, nothing to act on in the script (the
+    /// builtin agent passed it over), or the run stopped first (the
+    /// iteration limit, a budget, Ctrl-C). Absent when every one was tried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compute_not_tried: Vec<crate::compute::NotTried>,
 }
 
 /// How fast this machine can move the project's batches at all, measured

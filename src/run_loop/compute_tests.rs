@@ -67,9 +67,19 @@ fn session(
     policy: impl FnOnce(&mut Policy),
     figures: impl Fn(&str) -> (f64, f64) + Send + Sync + 'static,
 ) -> Outcome {
+    session_on(TRAIN, knobs, policy, figures)
+}
+
+/// [`session`] on another script.
+fn session_on(
+    train: &str,
+    knobs: &[&str],
+    policy: impl FnOnce(&mut Policy),
+    figures: impl Fn(&str) -> (f64, f64) + Send + Sync + 'static,
+) -> Outcome {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    std::fs::write(d.join("train.py"), TRAIN).unwrap();
+    std::fs::write(d.join("train.py"), train).unwrap();
     std::fs::write(
         d.join("tuneloop.toml"),
         "[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\nentry = \"train:build\"\n",
@@ -79,6 +89,7 @@ fn session(
     let mut p = Policy::default();
     p.compute.knobs = knobs.iter().map(|s| s.to_string()).collect();
     p.decision.baseline_runs = 1;
+    p.loop_.max_iterations = 6;
     policy(&mut p);
     let agent = Agent::Builtin(crate::agent::builtin::BuiltinAgent::new(&ws));
     let mut view = |_: &Event| {};
@@ -87,7 +98,7 @@ fn session(
         StartOptions {
             policy_path: d.join("policies/default.toml"),
             policy: p,
-            iterations: Some(6),
+            iterations: None,
             allow_dirty: true,
             git_commits: false,
         },
@@ -165,11 +176,12 @@ fn a_small_data_wait_leads_to_compute_turns_kept_reverted_and_rejected_by_the_lo
         o.on_disk,
         TRAIN.replace("set_num_threads(1)", "set_num_threads(2)")
     );
-    // With nothing left on the compute side, the loader's stop applies.
+    // With nothing left on the compute side, that is why the run ends.
     assert_eq!(
         o.report.stop_reason,
-        "data_wait no longer significant (2.0% of step time)"
+        "every compute change was tried (1 kept, 2 not kept); data_wait 2.0% of the step"
     );
+    assert!(o.report.compute_not_tried.is_empty());
 }
 
 #[test]
@@ -204,4 +216,140 @@ fn a_wider_tolerance_keeps_the_numerics_changing_change_and_without_compute_knob
         o.report.stop_reason
     );
     assert_eq!(o.on_disk, TRAIN);
+}
+
+#[test]
+fn compute_turns_all_reverted_go_on_past_the_streak_and_the_stop_says_every_one_was_tried() {
+    // Nothing is faster: five compute turns in a row are reverted, more
+    // than [loop] max_consecutive_reverts (3), and none is cut short.
+    let o = session(
+        &[
+            "num_threads",
+            "channels_last",
+            "foreach_optimizer",
+            "fused_optimizer",
+            "cudnn_benchmark",
+            "tf32",
+            "autocast",
+        ],
+        |p| p.loop_.max_consecutive_reverts = 3,
+        |_| (100.0, 1.0),
+    );
+    let changes: Vec<&str> = o.report.turns.iter().map(|r| r.change.as_str()).collect();
+    assert_eq!(changes.len(), 5, "{changes:?}\n{}", o.report.stop_reason);
+    for (c, knob) in changes.iter().zip([
+        "num_threads",
+        "channels_last",
+        "foreach_optimizer",
+        "fused_optimizer",
+        "autocast",
+    ]) {
+        assert!(c.starts_with(&format!("{knob}: ")), "{changes:?}");
+    }
+    assert!(o.report.turns.iter().all(|r| !r.decision.is_kept()));
+    assert_eq!(
+        o.report.stop_reason,
+        "every compute change was tried (0 kept, 5 not kept, 2 not applicable); data_wait 2.0% of the step"
+    );
+    assert_eq!(o.on_disk, TRAIN);
+    // The CUDA-only knobs are named once, with why.
+    let why = |k: &str| {
+        o.report
+            .compute_not_tried
+            .iter()
+            .find(|n| n.knob == k)
+            .map(|n| n.why.clone())
+    };
+    assert_eq!(o.report.compute_not_tried.len(), 2);
+    assert_eq!(
+        why("cudnn_benchmark").as_deref(),
+        Some("CUDA only, and the job ran on cpu")
+    );
+    assert_eq!(why("tf32"), why("cudnn_benchmark"));
+    let md = crate::report::render_markdown(&o.report);
+    assert!(
+        md.contains("Compute changes not tried")
+            && md.contains("cudnn_benchmark, tf32 (CUDA only, and the job ran on cpu)"),
+        "{md}"
+    );
+    let json = crate::report::render_json(&o.report);
+    assert!(json.contains("\"compute_not_tried\""), "{json}");
+}
+
+#[test]
+fn knobs_left_at_the_iteration_limit_and_knobs_passed_over_are_named_with_why() {
+    // No convolution and no thread call: channels_last and num_threads have
+    // nothing to act on.
+    let train = TRAIN
+        .replace("torch.set_num_threads(1)\n", "")
+        .replace("nn.Conv2d(3, 8, 3)", "nn.Linear(12, 8)");
+    let knobs = [
+        "num_threads",
+        "channels_last",
+        "foreach_optimizer",
+        "fused_optimizer",
+        "autocast",
+    ];
+    // Room for every turn: the three that can be written are reverted, and
+    // the run ends because they were all tried (the two passed over are no
+    // reason to go on with loader turns on a settled loader).
+    let o = session_on(&train, &knobs, |_| {}, |_| (100.0, 1.0));
+    let changes: Vec<&str> = o.report.turns.iter().map(|r| r.change.as_str()).collect();
+    assert_eq!(changes.len(), 3, "{changes:?}");
+    assert_eq!(
+        o.report.stop_reason,
+        "every compute change was tried (0 kept, 3 not kept, 2 not applicable); data_wait 2.0% of the step"
+    );
+    assert_eq!(o.report.compute_not_tried.len(), 2);
+
+    // Two turns leave autocast untried: the iteration limit says so.
+    let o = session_on(
+        &train,
+        &knobs,
+        |p| p.loop_.max_iterations = 2,
+        |_| (100.0, 1.0),
+    );
+    let changes: Vec<&str> = o.report.turns.iter().map(|r| r.change.as_str()).collect();
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    assert!(changes[0].starts_with("foreach_optimizer: "), "{changes:?}");
+    assert_eq!(o.report.stop_reason, "iteration limit (2) reached");
+    let line = crate::compute::describe_not_tried(&o.report.compute_not_tried);
+    assert_eq!(
+        line,
+        "num_threads (torch's default already uses the 2 cores); channels_last (no 2-d convolution in the script); autocast (iteration limit 2; raise [loop] max_iterations or pass --iterations)"
+    );
+    assert!(
+        crate::report::render_markdown(&o.report).contains(&line),
+        "{}",
+        crate::report::render_markdown(&o.report)
+    );
+}
+
+#[test]
+fn when_the_agent_has_nothing_left_the_stop_also_says_the_compute_changes_were_tried() {
+    // data_wait (2%) is not small under this policy: the loader is not
+    // settled, and the compute turn comes once the builtin agent's loader
+    // candidates are exhausted (this scripted measure reports no loader
+    // settings, so there are none); then the agent has nothing left.
+    let o = session(
+        &["channels_last"],
+        |p| {
+            p.decision.stop_when_data_wait_below = 0.01;
+            p.loop_.max_iterations = 10;
+        },
+        |_| (100.0, 1.0),
+    );
+    let changes: Vec<&str> = o.report.turns.iter().map(|r| r.change.as_str()).collect();
+    assert!(
+        changes.last().unwrap().starts_with("channels_last: "),
+        "{changes:?}\n{}",
+        o.report.stop_reason
+    );
+    assert!(
+        o.report.stop_reason.starts_with(
+            "candidates exhausted; every compute change was tried (0 kept, 1 not kept)"
+        ),
+        "{changes:?}\n{}",
+        o.report.stop_reason
+    );
 }
