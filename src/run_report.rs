@@ -60,6 +60,9 @@ pub struct LiveFigures {
     /// Command mode: where the measured loader's knobs are set, as the
     /// project's files say now (a rebuilt report has none).
     pub knob_sources: Vec<String>,
+    /// The measured loader's knobs no turn could change, when data_wait
+    /// stayed large (a rebuilt report has none).
+    pub not_editable_knobs: Vec<crate::edit::knobs::NotEditable>,
 }
 
 impl RunFacts {
@@ -171,6 +174,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
             total_cost_usd: crate::turn::total_cost_usd(&facts.turns),
             agent_time_ms: facts.turns.iter().map(|r| r.agent.duration_ms).sum(),
             knob_sources: Vec::new(),
+            not_editable_knobs: Vec::new(),
         }
     });
     let costs =
@@ -202,6 +206,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         run_command: facts.run_command,
         data_path: crate::probe::read_probe(dir),
         knob_sources: live.knob_sources,
+        not_editable_knobs: live.not_editable_knobs,
         window: facts.baseline.widened(),
         measured_loader: facts
             .incumbent
@@ -491,6 +496,7 @@ mod tests {
             total_cost_usd: 2.0,
             agent_time_ms: 7,
             knob_sources: vec![],
+            not_editable_knobs: vec![],
         };
         let written = assemble(d.path(), facts, Some(live.clone()));
         assert_eq!(written.stop_reason, live.stop_reason);

@@ -310,6 +310,34 @@ impl KnobOrigin {
     }
 }
 
+/// A knob of the measured loader that no turn can change, with why and
+/// what the user can do (in `report.json` as `not_editable_knobs`).
+#[derive(Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
+pub struct NotEditable {
+    /// `num_workers`.
+    pub knob: String,
+    /// Where its value comes from and why it cannot be edited: "num_workers
+    /// = cfg.num_workers: not editable (…)".
+    pub why: String,
+    /// What the user can do about it.
+    pub fix: String,
+}
+
+impl KnobOrigin {
+    /// The file a turn would write to change this knob, when it is not the
+    /// call's own file.
+    pub fn source_file(&self) -> Option<&str> {
+        match &self.source {
+            Source::Flag { file, .. }
+            | Source::Config { file, .. }
+            | Source::Python { file, .. }
+            | Source::Spread { file, .. }
+            | Source::Command { file, .. } => Some(file),
+            Source::Keyword | Source::Unresolved { .. } => None,
+        }
+    }
+}
+
 /// A call that takes DataLoader knobs, with each knob's origin.
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct KnobSite {
@@ -352,6 +380,39 @@ impl KnobSite {
     pub fn describe_knobs(&self) -> Vec<String> {
         let at = self.at();
         self.knobs.iter().map(|o| o.describe(&at)).collect()
+    }
+
+    /// The knobs no turn can change, given the files a turn may change
+    /// (`editable`; the workspace file counts in command mode): computed
+    /// values, and values defined in a file outside `editable`.
+    pub fn not_editable(&self, editable: &[String]) -> Vec<NotEditable> {
+        let at = self.at();
+        self.knobs
+            .iter()
+            .filter_map(|o| {
+                if !o.editable() {
+                    return Some(NotEditable {
+                        knob: o.knob.clone(),
+                        why: o.describe(&at),
+                        fix: format!(
+                            "write {} as a value tuneloop can follow (a literal in the call, a flag default, a config-file value, a field default or constant of the project's own modules: README \"Where a knob is changed\"), or pass it on the command line in [bench] run",
+                            o.knob
+                        ),
+                    });
+                }
+                let file = o.source_file()?;
+                if file == command_line::RUN_FILE || editable.iter().any(|e| e == file) {
+                    return None;
+                }
+                Some(NotEditable {
+                    knob: o.knob.clone(),
+                    why: format!("{}, but {file} is not an editable file", o.describe(&at)),
+                    fix: format!(
+                        "add \"{file}\" to [project] editable in tuneloop.toml (or rerun `tuneloop init --force`, or pass --editable {file} with the other files)"
+                    ),
+                })
+            })
+            .collect()
     }
 
     /// A [`CallSite`] whose keywords hold the knobs' present values (as
