@@ -19,19 +19,17 @@ fn line_of(ws: &Ws, file: &str, needle: &str) -> usize {
         + 1
 }
 
-fn project() -> Ws {
+/// The fixture after `init -- python train.py --epochs 3`, small steps and
+/// a one-turn `policy`.
+fn project(policy: &str) -> Ws {
     let ws = Ws::fixture_project("config_dataclass");
-    ws.init_command(
-        &["python", "train.py", "--epochs", "3"],
-        24,
-        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 8"),
-    );
+    ws.init_command(&["python", "train.py", "--epochs", "3"], 24, policy);
     ws
 }
 
 #[test]
 fn init_and_scan_follow_cfg_num_workers_to_the_dataclass_default() {
-    let ws = project();
+    let ws = project(FAST_POLICY);
     let toml = ws.read("tuneloop.toml");
     let editable = toml
         .lines()
@@ -58,7 +56,7 @@ fn init_and_scan_follow_cfg_num_workers_to_the_dataclass_default() {
 #[test]
 fn the_builtin_agent_changes_only_the_dataclass_default() {
     let _one = serial();
-    let ws = project();
+    let ws = project(&FAST_POLICY.replace("max_repeats = 4", "max_repeats = 8"));
     let (config, data, train) = (
         ws.read("config.py"),
         ws.read("data.py"),
@@ -105,7 +103,8 @@ fn the_builtin_agent_changes_only_the_dataclass_default() {
 #[test]
 fn with_config_py_not_editable_the_run_says_which_knob_and_what_to_do() {
     let _one = serial();
-    let ws = project();
+    // The compute turn it gets instead need not be decided: few repeats.
+    let ws = project(FAST_POLICY);
     // A workspace made before config.py was followed: config.py left out.
     let toml = ws.read("tuneloop.toml");
     let editable = toml
@@ -141,7 +140,7 @@ fn with_config_py_not_editable_the_run_says_which_knob_and_what_to_do() {
     assert!(
         blocked[0]["fix"]
             .as_str()
-            .is_some_and(|f| f.contains("add \"config.py\" to [project] editable")),
+            .is_some_and(|f| f.contains("Add \"config.py\" to [project] editable")),
         "{rep:#}"
     );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();

@@ -395,7 +395,7 @@ impl KnobSite {
                         knob: o.knob.clone(),
                         why: o.describe(&at),
                         fix: format!(
-                            "write {} as a value tuneloop can follow (a literal in the call, a flag default, a config-file value, a field default or constant of the project's own modules: README \"Where a knob is changed\"), or pass it on the command line in [bench] run",
+                            "Write {} as a value tuneloop can follow (a literal in the call, a flag default, a config-file value, a field default or constant of the project's own modules: README \"Where a knob is changed\"), or pass it on the command line in [bench] run",
                             o.knob
                         ),
                     });
@@ -408,7 +408,7 @@ impl KnobSite {
                     knob: o.knob.clone(),
                     why: format!("{}, but {file} is not an editable file", o.describe(&at)),
                     fix: format!(
-                        "add \"{file}\" to [project] editable in tuneloop.toml (or rerun `tuneloop init --force`, or pass --editable {file} with the other files)"
+                        "Add \"{file}\" to [project] editable in tuneloop.toml (or rerun `tuneloop init --force`, or pass --editable {file} with the other files)"
                     ),
                 })
             })
