@@ -170,6 +170,7 @@ fn build_run(ws: &Path) -> PathBuf {
         data_path: None,
         measured_loader: None,
         knob_sources: Vec::new(),
+        not_editable_knobs: Vec::new(),
         window: None,
         limits: None,
         costs: None,

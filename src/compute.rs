@@ -305,8 +305,14 @@ pub fn plan(
 
 /// The builtin agent's compute turn: the first knob of its [`Plan`] that
 /// can be written, written there. `None` when none is left.
-/// `preferred` is the entry's module or the command's script.
-pub fn propose(ctx: &TurnContext<'_>, preferred: Option<&str>) -> Option<AgentReport> {
+/// `preferred` is the entry's module or the command's script. `why`: why
+/// the loader gets no turn, when it is not settled (its knobs cannot be
+/// edited, its candidates are exhausted); `None`: it is settled.
+pub fn propose(
+    ctx: &TurnContext<'_>,
+    preferred: Option<&str>,
+    why: Option<&str>,
+) -> Option<AgentReport> {
     let started = std::time::Instant::now();
     let root = ctx.project_root;
     let plan = plan(
@@ -329,10 +335,11 @@ pub fn propose(ctx: &TurnContext<'_>, preferred: Option<&str>) -> Option<AgentRe
     let change = text::recognize(&plan.src, new_src)
         .map(|e| format!("{} at {file}:{}", e.change, e.line))
         .unwrap_or_else(|| knob.name().to_string());
+    let loader = why.unwrap_or("the loader is settled");
     let why = match knob.numerics() {
-        Numerics::Preserving => "the loader is settled; numerics-preserving",
+        Numerics::Preserving => format!("{loader}; numerics-preserving"),
         Numerics::Changing => {
-            "the loader is settled; may change the numerics (losses checked against the baseline)"
+            format!("{loader}; may change the numerics (losses checked against the baseline)")
         }
     };
     match crate::store::write_atomic(&root.join(file), new_src.as_bytes()) {

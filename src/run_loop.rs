@@ -616,6 +616,27 @@ impl<'a> Session<'a> {
             .unwrap_or_default()
     }
 
+    /// The measured loader's knobs no turn can change, when the incumbent's
+    /// data_wait is still at least the policy's share (the loader was not
+    /// settled, so they were what was left on the table).
+    fn not_editable_knobs(&self) -> Vec<edit::knobs::NotEditable> {
+        let share = self.incumbent.data_wait_share.unwrap_or(0.0);
+        if share < self.policy.decision.stop_when_data_wait_below {
+            return vec![];
+        }
+        crate::agent::builtin::measured_knob_site(
+            &self.root,
+            &self.editable,
+            None,
+            self.incumbent.call_site.as_deref(),
+        )
+        .map(|s| s.not_editable(&self.editable))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| self.policy.loop_.knobs.contains(&n.knob))
+        .collect()
+    }
+
     fn snapshot_skip(&self) -> Vec<PathBuf> {
         std::fs::canonicalize(self.ws.runs_dir())
             .into_iter()
@@ -1575,6 +1596,7 @@ impl<'a> Session<'a> {
             agent_time_ms: self.agent_ms,
             knob_sources: self.knob_sources(),
             compute_not_tried: self.compute_not_tried(stop_reason),
+            not_editable_knobs: self.not_editable_knobs(),
         };
         let r = run_report::assemble(&self.store.dir, facts, Some(live));
         test_stall("report");

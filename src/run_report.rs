@@ -63,6 +63,9 @@ pub struct LiveFigures {
     /// The enabled compute knobs the run ended without trying, and why (a
     /// rebuilt report has none: only the session knows why it passed one over).
     pub compute_not_tried: Vec<crate::compute::NotTried>,
+    /// The measured loader's knobs no turn could change, when data_wait
+    /// stayed large (a rebuilt report has none).
+    pub not_editable_knobs: Vec<crate::edit::knobs::NotEditable>,
 }
 
 impl RunFacts {
@@ -175,6 +178,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
             agent_time_ms: facts.turns.iter().map(|r| r.agent.duration_ms).sum(),
             knob_sources: Vec::new(),
             compute_not_tried: Vec::new(),
+            not_editable_knobs: Vec::new(),
         }
     });
     let costs =
@@ -207,6 +211,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         data_path: crate::probe::read_probe(dir),
         knob_sources: live.knob_sources,
         compute_not_tried: live.compute_not_tried,
+        not_editable_knobs: live.not_editable_knobs,
         window: facts.baseline.widened(),
         measured_loader: facts
             .incumbent
@@ -497,6 +502,7 @@ mod tests {
             agent_time_ms: 7,
             knob_sources: vec![],
             compute_not_tried: vec![],
+            not_editable_knobs: vec![],
         };
         let written = assemble(d.path(), facts, Some(live.clone()));
         assert_eq!(written.stop_reason, live.stop_reason);

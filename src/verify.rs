@@ -428,6 +428,25 @@ pub fn check_turn(
                 change: format!("edit of {file}"),
             };
         }
+        // A literal of the project's own modules that feeds a knob
+        // (`num_workers: int = 0` in config.py).
+        match edit::knobs::python_value_edit(file, &old, &new, &knob_sites()) {
+            Some(Ok(changes)) => {
+                found.extend(
+                    changes
+                        .into_iter()
+                        .map(|c| (c.file, c.knob, c.change, c.line)),
+                );
+                continue;
+            }
+            Some(Err(reason)) => {
+                return Verdict::Rejected {
+                    reason,
+                    change: format!("code edit in {file}"),
+                }
+            }
+            None => {}
+        }
         // A flag default or TrainingArguments keyword: the knob at its source.
         let read = |f: &str| {
             before

@@ -85,6 +85,7 @@ pub struct Labels {
     /// Each run timed one whole epoch; `{steps}` and `{configured}` are replaced.
     pub timed_steps_epoch: &'static str,
     pub knob_sources: &'static str,
+    pub not_editable: &'static str,
     /// What the turns compare of the first batches (see `judge::DataCheckPlan`).
     pub data_check: &'static str,
     /// `{parts}` compared on a loader-setting turn.
@@ -202,6 +203,7 @@ pub const EN: Labels = Labels {
     timed_steps: "Timed steps",
     timed_steps_epoch: "{steps} a run, one whole epoch with its restart: [bench] steps ({configured}) held no epoch start",
     knob_sources: "Its knobs are set at",
+    not_editable: "Not editable while data_wait stayed large",
     data_check: "Data check",
     data_check_loader: "{parts} compared on a loader-setting turn (bytes not compared: the workers' random seeds change with their count, by design, for augmentation in workers)",
     data_check_other: "{parts} on any other change",
@@ -295,6 +297,7 @@ pub const JA: Labels = Labels {
     timed_steps: "計測ステップ",
     timed_steps_epoch: "各実行 {steps}（ワーカーの再起動を含む 1 エポック全体）: [bench] steps（{configured}）にはエポックの始まりが入っていなかったため",
     knob_sources: "設定値の定義場所",
+    not_editable: "data_wait が大きいまま変更できなかった設定",
     data_check: "データの確認",
     data_check_loader: "ローダー設定のターンでは {parts} を比較（bytes は比較しない: ワーカー内の拡張はワーカー数でシードが変わるため、設計上異なる）",
     data_check_other: "その他の変更では {parts}",

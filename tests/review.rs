@@ -159,6 +159,7 @@ fn report(ws: &Path) -> RunReport {
         data_path: None,
         measured_loader: None,
         knob_sources: Vec::new(),
+        not_editable_knobs: Vec::new(),
         window: None,
         limits: None,
         costs: None,

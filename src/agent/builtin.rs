@@ -192,7 +192,7 @@ impl BuiltinAgent {
         };
         // The loader settled (or never the bottleneck): the step's turn.
         if crate::compute::loader_settled(ctx) {
-            if let Some(r) = crate::compute::propose(ctx, self.preferred_file.as_deref()) {
+            if let Some(r) = crate::compute::propose(ctx, self.preferred_file.as_deref(), None) {
                 return r;
             }
         }
@@ -210,9 +210,9 @@ impl BuiltinAgent {
         // The knobs' values where they are defined (a flag default, a config
         // value), not the expressions written in the call.
         let call = site.effective_call();
-        // A knob whose value is computed has no place to write a setting.
-        let not_editable: Vec<&edit::KnobOrigin> =
-            site.knobs.iter().filter(|o| !o.editable()).collect();
+        // A knob whose value is computed has no place to write a setting,
+        // and one defined in a file outside the editable ones cannot change.
+        let not_editable = site.not_editable(&ctx.ws.file.project.editable);
         // The structural turn needs a dataset class to add the method to.
         let dataset_file = self.find_dataset(ctx.project_root, &ctx.ws.file.project.editable);
         let knobs: Vec<&str> = ctx
@@ -241,8 +241,14 @@ impl BuiltinAgent {
             ),
         };
         let Some(p) = next else {
-            // The loader's candidates are exhausted: the step's turn.
-            if let Some(r) = crate::compute::propose(ctx, self.preferred_file.as_deref()) {
+            // The loader's candidates are exhausted: the step's turn. With
+            // data_wait still large the loader is not settled: say why it
+            // gets no turn (a knob no turn can change, nothing left to try).
+            let why = (!crate::compute::loader_settled(ctx))
+                .then(|| loader_left_why(ctx.incumbent, &not_editable));
+            if let Some(r) =
+                crate::compute::propose(ctx, self.preferred_file.as_deref(), why.as_deref())
+            {
                 return r;
             }
             report.exhausted = true;
@@ -261,9 +267,7 @@ impl BuiltinAgent {
                 }
             }
             for o in not_editable {
-                report
-                    .summary
-                    .push_str(&format!("; {}", o.describe(&site.at())));
+                report.summary.push_str(&format!("; {}", o.why));
             }
             return report;
         };
@@ -377,6 +381,23 @@ impl BuiltinAgent {
     ) -> Result<KnobSite, String> {
         measured_knob_site(root, editable, self.preferred_file.as_ref(), call_site)
     }
+}
+
+/// Why the loader gets no turn while its data_wait is still large: the
+/// knobs no turn can change (each with why), else its candidates are spent.
+fn loader_left_why(m: &Measurement, not_editable: &[edit::knobs::NotEditable]) -> String {
+    let wait = m
+        .data_wait_share
+        .map(|s| format!("data_wait still {:.0}% of the step", s * 100.0))
+        .unwrap_or_else(|| "data_wait still large".into());
+    if not_editable.is_empty() {
+        return format!("the loader's candidates are exhausted, {wait}");
+    }
+    let knobs: Vec<String> = not_editable.iter().map(|n| n.why.clone()).collect();
+    format!(
+        "the loader has nothing editable left, {wait}: {}",
+        knobs.join("; ")
+    )
 }
 
 /// The call whose knobs to tune (see [`BuiltinAgent::find_site`]), also what

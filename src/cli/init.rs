@@ -76,12 +76,19 @@ pub(super) fn init(dir: &Path, a: InitArgs) -> Result<i32> {
             vec![format!("{}.py", module.replace('.', "/"))]
         } else {
             let mut v = find_loader_files(dir);
-            if let Some(s) = &script {
-                for f in edit::knob_files(dir, s) {
+            // The files the knobs' values come from (a config file, a
+            // `config.py` whose dataclass default feeds `cfg.num_workers`),
+            // for the script and for each file with a DataLoader call.
+            let mut from: Vec<String> = script.iter().cloned().collect();
+            from.extend(v.iter().filter(|f| Some(*f) != script.as_ref()).cloned());
+            for s in &from {
+                for f in edit::knob_files(dir, s, script.as_deref()) {
                     if !v.contains(&f) {
                         v.push(f);
                     }
                 }
+            }
+            if let Some(s) = &script {
                 if !v.contains(s) {
                     v.insert(0, s.clone());
                 }

@@ -20,6 +20,10 @@
 //!   function (`DataLoader(ds, **train_kwargs)`): that dict's entry, added
 //!   to the literal when absent ([`super::spread`]).
 //!
+//! * `cfg.num_workers`, `CFG["num_workers"]`, an imported `NUM_WORKERS`,
+//!   whose literal is defined in one of the project's own Python modules (a
+//!   dataclass field's default in `config.py`, a module-level dict's entry,
+//!   a module constant): that literal, edited in place ([`super::py_defs`]).
 //! * a wrapped value (`int(args.workers)`, `max(1, args.workers)`) or a
 //!   local bound once to one: what it wraps, with the wrapper kept to say
 //!   what the knob gets ([`super::wrap`]);
@@ -42,6 +46,7 @@ use tree_sitter::{Node, Tree};
 use super::cli_knobs;
 use super::command_line;
 use super::config_file::{self, ConfigKind};
+use super::py_defs::{self, Resolution, Target};
 use super::rewrite::{set_call_kwarg, set_kwarg, RewriteError};
 use super::scan::{
     argument_nodes, call_node, call_site, line_col, named_children, parse_python, scan_tree,
@@ -91,6 +96,20 @@ pub enum Source {
         key: String,
         /// The value as written in the file.
         value: String,
+    },
+    /// A literal in one of the project's own Python modules: a class
+    /// field's default, a module-level dict's entry, an imported module
+    /// constant ([`super::py_defs`]).
+    Python {
+        file: String,
+        line: usize,
+        /// The definition as a reader names it: `Config.num_workers`,
+        /// `CFG["num_workers"]`, `NUM_WORKERS`.
+        name: String,
+        /// The literal as written.
+        value: String,
+        #[serde(skip)]
+        target: Target,
     },
     /// An entry of a dict literal the call spreads (`**train_kwargs`),
     /// assigned in the same function ([`super::spread`]).
@@ -173,6 +192,7 @@ impl KnobOrigin {
             Source::Keyword => self.expr.clone(),
             Source::Flag { default, .. } => default.clone(),
             Source::Config { value, .. } => Some(config_file::python_value(value)),
+            Source::Python { value, .. } => Some(value.clone()),
             Source::Spread { value, .. } => value.clone(),
             Source::Command { value, .. } => value.clone(),
             Source::Unresolved { .. } => None,
@@ -238,6 +258,13 @@ impl KnobOrigin {
                 key,
                 value,
             } => format!("{lhs} → {key}: {value} ({file}:{line})"),
+            Source::Python {
+                file,
+                line,
+                name,
+                value,
+                ..
+            } => format!("{lhs} → {name} = {value} ({file}:{line})"),
             Source::Spread {
                 file,
                 line,
@@ -279,6 +306,34 @@ impl KnobOrigin {
                 file, line, flag, ..
             } => format!("{lhs}: the default; add {flag} to [bench] run ({file}:{line})"),
             Source::Unresolved { reason } => format!("{lhs}: not editable ({reason})"),
+        }
+    }
+}
+
+/// A knob of the measured loader that no turn can change, with why and
+/// what the user can do (in `report.json` as `not_editable_knobs`).
+#[derive(Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
+pub struct NotEditable {
+    /// `num_workers`.
+    pub knob: String,
+    /// Where its value comes from and why it cannot be edited: "num_workers
+    /// = cfg.num_workers: not editable (…)".
+    pub why: String,
+    /// What the user can do about it.
+    pub fix: String,
+}
+
+impl KnobOrigin {
+    /// The file a turn would write to change this knob, when it is not the
+    /// call's own file.
+    pub fn source_file(&self) -> Option<&str> {
+        match &self.source {
+            Source::Flag { file, .. }
+            | Source::Config { file, .. }
+            | Source::Python { file, .. }
+            | Source::Spread { file, .. }
+            | Source::Command { file, .. } => Some(file),
+            Source::Keyword | Source::Unresolved { .. } => None,
         }
     }
 }
@@ -327,6 +382,39 @@ impl KnobSite {
         self.knobs.iter().map(|o| o.describe(&at)).collect()
     }
 
+    /// The knobs no turn can change, given the files a turn may change
+    /// (`editable`; the workspace file counts in command mode): computed
+    /// values, and values defined in a file outside `editable`.
+    pub fn not_editable(&self, editable: &[String]) -> Vec<NotEditable> {
+        let at = self.at();
+        self.knobs
+            .iter()
+            .filter_map(|o| {
+                if !o.editable() {
+                    return Some(NotEditable {
+                        knob: o.knob.clone(),
+                        why: o.describe(&at),
+                        fix: format!(
+                            "Write {} as a value tuneloop can follow (a literal in the call, a flag default, a config-file value, a field default or constant of the project's own modules: README \"Where a knob is changed\"), or pass it on the command line in [bench] run",
+                            o.knob
+                        ),
+                    });
+                }
+                let file = o.source_file()?;
+                if file == command_line::RUN_FILE || editable.iter().any(|e| e == file) {
+                    return None;
+                }
+                Some(NotEditable {
+                    knob: o.knob.clone(),
+                    why: format!("{}, but {file} is not an editable file", o.describe(&at)),
+                    fix: format!(
+                        "Add \"{file}\" to [project] editable in tuneloop.toml (or rerun `tuneloop init --force`, or pass --editable {file} with the other files)"
+                    ),
+                })
+            })
+            .collect()
+    }
+
     /// A [`CallSite`] whose keywords hold the knobs' present values (as
     /// Python source), for code that reasons about values, not text.
     pub fn effective_call(&self) -> CallSite {
@@ -370,6 +458,9 @@ struct FileFacts {
     params: BTreeSet<String>,
     /// Config files the file names that exist in the project.
     configs: Vec<String>,
+    /// Other project files whose imports count as the project's local
+    /// modules (the workspace's entry script), for [`super::py_defs`].
+    roots: Vec<String>,
 }
 
 /// Every `call` node, in source order.
@@ -606,6 +697,7 @@ fn file_facts(file: &str, src: &str, tree: &Tree, read: ReadFile<'_>) -> FileFac
         args_names,
         params,
         configs,
+        roots: Vec::new(),
     }
 }
 
@@ -788,10 +880,25 @@ fn resolve(
             }
         }
     }
+    // A literal of the project's own modules: `Config.num_workers`,
+    // `CFG["num_workers"]`, an imported `NUM_WORKERS`.
+    match py_defs::resolve(file, src, &parts, written, &facts.roots, read) {
+        Resolution::Found(d) => {
+            return Source::Python {
+                file: d.file,
+                line: d.found.line,
+                name: d.target.name(),
+                value: d.found.text,
+                target: d.target,
+            }
+        }
+        Resolution::Unresolved(reason) => return Source::Unresolved { reason },
+        Resolution::None => {}
+    }
     let reason = if facts.args_names.contains(&parts[0]) {
         format!("no add_argument in {file} sets `{}`", parts[1..].join("."))
     } else if facts.configs.is_empty() {
-        format!("`{written}` is not a literal, a flag default or a value of a config file the script names")
+        format!("`{written}` is not a literal, a flag default, a value of a config file the script names, nor a literal of the project's own modules")
     } else {
         format!(
             "`{written}` is not a literal, a flag default, nor a key of {}",
@@ -1067,8 +1174,27 @@ fn hf_parser_site(file: &str, src: &str, call: Node<'_>, read: ReadFile<'_>) -> 
 /// TrainingArguments calls, in source order), each knob with its origin.
 /// `read` reads project files (for config files the script names).
 pub fn knob_sites(file: &str, src: &str, read: ReadFile<'_>) -> Result<Vec<KnobSite>, ScanError> {
+    let roots: Vec<String> = read(command_line::RUN_FILE)
+        .and_then(|toml| command_line::run_words(&toml))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|w| w.ends_with(".py") && read(w).is_some())
+        .collect();
+    knob_sites_from(file, src, read, &roots)
+}
+
+/// [`knob_sites`], with the scripts whose imports also count as the
+/// project's local modules given (`roots`: the entry script, before the
+/// workspace file names it).
+pub fn knob_sites_from(
+    file: &str,
+    src: &str,
+    read: ReadFile<'_>,
+    roots: &[String],
+) -> Result<Vec<KnobSite>, ScanError> {
     let tree = parse_python(src, file)?;
-    let facts = file_facts(file, src, &tree, read);
+    let mut facts = file_facts(file, src, &tree, read);
+    facts.roots = roots.to_vec();
     let loaders: Vec<String> = project_loaders(file, src, &tree, read)
         .into_iter()
         .map(|(l, _)| l)
@@ -1200,15 +1326,19 @@ pub fn read_under(root: &Path) -> impl Fn(&str) -> Option<String> + '_ {
     move |rel: &str| std::fs::read_to_string(root.join(rel)).ok()
 }
 
-/// The files a script's knob values come from, besides the script: the
-/// config files it reads them from, and the project files that define the
-/// DataLoader subclasses it imports (paths relative to the project root),
-/// for `[project] editable`, so that verification can read them.
-pub fn knob_files(project_root: &Path, script_rel: &str) -> Vec<String> {
+/// The files the knob values of `script_rel` (the entry script, or a file
+/// with DataLoader calls) come from, besides itself: the config files it
+/// reads them from, the project modules whose literals define them, and
+/// the project files that define the DataLoader subclasses it imports
+/// (paths relative to the project root), for `[project] editable`, so that
+/// verification can read them and a turn may change them. `entry`: the
+/// script the command runs, whose imports count as local modules too.
+pub fn knob_files(project_root: &Path, script_rel: &str, entry: Option<&str>) -> Vec<String> {
     let read = read_under(project_root);
     let Some(src) = read(script_rel) else {
         return Vec::new();
     };
+    let roots: Vec<String> = entry.map(str::to_string).into_iter().collect();
     let mut out: Vec<String> = Vec::new();
     // The file that defines an imported DataLoader subclass: verification
     // reads it to know the class's calls are DataLoader calls.
@@ -1219,10 +1349,10 @@ pub fn knob_files(project_root: &Path, script_rel: &str) -> Vec<String> {
             }
         }
     }
-    for site in knob_sites(script_rel, &src, &read).unwrap_or_default() {
+    for site in knob_sites_from(script_rel, &src, &read, &roots).unwrap_or_default() {
         for o in site.knobs {
-            if let Source::Config { file, .. } = o.source {
-                if !out.contains(&file) {
+            if let Source::Config { file, .. } | Source::Python { file, .. } = o.source {
+                if file != script_rel && !out.contains(&file) {
                     out.push(file);
                 }
             }
@@ -1288,6 +1418,11 @@ pub fn set_knob(
                 .map_err(|e| format!("cannot edit {file}: {e}"))?;
             Ok((file.clone(), out))
         }
+        Source::Python { file, target, .. } => {
+            let src = read_file(file)?;
+            let out = py_defs::set_value(file, &src, target, value)?;
+            Ok((file.clone(), out))
+        }
         Source::Spread { .. } => {
             let src = read_file(&site.file)?;
             let out = spread::set_entry(&src, &site.file, site.call_start, knob, value)?;
@@ -1320,7 +1455,7 @@ pub fn set_knob(
             Ok((file.clone(), out))
         }
         Source::Unresolved { reason } => Err(format!(
-            "{knob} at {} is not editable: {reason}; write the value as a literal, a flag default or a config value",
+            "{knob} at {} is not editable: {reason}; write the value as a literal, a flag default, a config value or a literal of the project's own modules",
             site.at()
         )),
     }
@@ -1675,6 +1810,98 @@ pub fn config_edit(
         });
     }
     Ok(changes)
+}
+
+/// The knob changes an edit of Python file `file` makes at literals of the
+/// project's own modules that feed knobs (`Config.num_workers = 0` in
+/// `config.py`: [`super::py_defs`]), given the knob sites of the project's
+/// scripts before the edit. `None`: no such literal changed (the file's
+/// other checks decide); an error when one did and the edit is more than
+/// those values.
+pub fn python_value_edit(
+    file: &str,
+    old: &str,
+    new: &str,
+    sites: &[KnobSite],
+) -> Option<Result<Vec<SourceChange>, String>> {
+    let mut targets: Vec<(Target, String, Vec<String>)> = Vec::new();
+    for s in sites {
+        for o in &s.knobs {
+            if let Source::Python {
+                file: f,
+                target,
+                name,
+                ..
+            } = &o.source
+            {
+                if f != file {
+                    continue;
+                }
+                match targets.iter_mut().find(|(t, _, _)| t == target) {
+                    Some((_, _, knobs)) if !knobs.contains(&o.knob) => knobs.push(o.knob.clone()),
+                    Some(_) => {}
+                    None => targets.push((target.clone(), name.clone(), vec![o.knob.clone()])),
+                }
+            }
+        }
+    }
+    let mut changes = Vec::new();
+    let mut rebuilt = old.to_string();
+    for (target, name, knobs) in &targets {
+        let before = py_defs::lookup(old, target)?;
+        let Some(after) = py_defs::lookup(new, target) else {
+            return Some(Err(format!(
+                "{file}: `{name}`, which feeds {}, is gone or defined more than once",
+                knobs.join(", ")
+            )));
+        };
+        if after.text == before.text {
+            continue;
+        }
+        if !after.literal {
+            return Some(Err(format!(
+                "{file}:{}: `{name}` is no longer a literal ({}); a turn writes a value",
+                after.line, after.text
+            )));
+        }
+        if knobs.len() != 1 {
+            return Some(Err(format!(
+                "{file}:{}: `{name}` feeds several knobs ({})",
+                after.line,
+                knobs.join(", ")
+            )));
+        }
+        let at = py_defs::lookup(&rebuilt, target)?;
+        rebuilt = format!(
+            "{}{}{}",
+            &rebuilt[..at.range.start],
+            after.text,
+            &rebuilt[at.range.end..]
+        );
+        changes.push(SourceChange {
+            file: file.to_string(),
+            knob: knobs[0].clone(),
+            change: format!(
+                "{} {} → {} ({name}, {file}:{})",
+                knobs[0], before.text, after.text, after.line
+            ),
+            line: after.line,
+        });
+    }
+    if changes.is_empty() {
+        return None;
+    }
+    if rebuilt != new {
+        return Some(Err(format!(
+            "{file} changed beyond the values that feed DataLoader knobs ({})",
+            changes
+                .iter()
+                .map(|c| c.change.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )));
+    }
+    Some(Ok(changes))
 }
 
 #[cfg(test)]
@@ -2245,7 +2472,7 @@ loader = DataLoader(
             std::fs::create_dir_all(f.parent().unwrap()).unwrap();
             std::fs::write(f, text).unwrap();
         }
-        knob_files(d.path(), script)
+        knob_files(d.path(), script, Some(script))
     }
 
     #[test]
@@ -2786,3 +3013,6 @@ mod spread_tests {
         assert_eq!(edit("main.py", MNIST, &cuda), PythonEdit::NotAtSource);
     }
 }
+
+#[cfg(test)]
+mod py_defs_tests;

@@ -45,6 +45,7 @@ pub mod compute;
 pub mod config_file;
 pub mod diff;
 pub mod knobs;
+pub mod py_defs;
 pub mod rewrite;
 pub mod scan;
 pub mod scope;

@@ -87,6 +87,14 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
     if !r.knob_sources.is_empty() {
         items.push((l.knob_sources, md_inline(&r.knob_sources.join("; "))));
     }
+    if !r.not_editable_knobs.is_empty() {
+        let lines: Vec<String> = r
+            .not_editable_knobs
+            .iter()
+            .map(|n| format!("{}. {}", n.why, n.fix))
+            .collect();
+        items.push((l.not_editable, md_inline(&lines.join("; "))));
+    }
     if let Some(d) = &r.data_check {
         items.push((l.data_check, text::data_check(d, l)));
     }

@@ -55,6 +55,11 @@ pub struct RunReport {
     /// line a knob, e.g. "num_workers = args.workers → --workers default=4 (train.py:12)").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub knob_sources: Vec<String>,
+    /// The measured loader's knobs no turn could change while data_wait
+    /// stayed large (a computed value, a value in a file outside
+    /// `[project] editable`): each with why and what the user can do.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_editable_knobs: Vec<crate::edit::knobs::NotEditable>,
     /// The step-alone ceiling and what the cores can feed, which binds, and
     /// the final's share of it (absent in reports written before them).
     #[serde(default, skip_serializing_if = "Option::is_none")]

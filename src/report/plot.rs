@@ -535,6 +535,7 @@ mod tests {
             data_path: None,
             measured_loader: None,
             knob_sources: Vec::new(),
+            not_editable_knobs: Vec::new(),
             window: None,
             limits: None,
             costs: None,

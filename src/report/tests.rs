@@ -139,6 +139,7 @@ fn sample_report() -> RunReport {
         data_path: None,
             measured_loader: None,
             knob_sources: Vec::new(),
+            not_editable_knobs: Vec::new(),
             window: None,
         // 2 cores at 800 µs of CPU a sample feed 2,500/s, under the step alone's 3,000.
         limits: Some(crate::bench::limits::ThroughputLimits {

@@ -90,6 +90,25 @@ impl Ws {
         ws
     }
 
+    /// A workspace holding every file of `tests/fixtures/<name>/` (a
+    /// project of several modules).
+    pub fn fixture_project(name: &str) -> Ws {
+        let ws = Ws::new();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name);
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_file() {
+                ws.write(
+                    &e.file_name().to_string_lossy(),
+                    &std::fs::read_to_string(e.path()).unwrap(),
+                );
+            }
+        }
+        ws
+    }
+
     /// Command mode as a user sets it up: `init -- command…`, then `steps`
     /// timed steps after 2 of warm-up (small, for a test) and `policy` as the
     /// default policy.
