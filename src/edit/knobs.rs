@@ -46,7 +46,7 @@ use tree_sitter::{Node, Tree};
 use super::cli_knobs;
 use super::command_line;
 use super::config_file::{self, ConfigKind};
-use super::py_defs::{self, Resolution, Target};
+use super::py_defs::{self, normalise, Resolution, Target};
 use super::rewrite::{set_call_kwarg, set_kwarg, RewriteError};
 use super::scan::{
     argument_nodes, call_node, call_site, line_col, named_children, parse_python, scan_tree,
@@ -568,21 +568,6 @@ fn flag_of(call: Node<'_>, src: &str) -> Option<Flag> {
         line: line_col(src, call.start_byte()).0,
         call_start: call.start_byte(),
     })
-}
-
-/// Normalise `a/./b/../c` to `a/c` (relative, `/`-separated).
-fn normalise(path: &str) -> String {
-    let mut parts: Vec<&str> = Vec::new();
-    for p in path.split('/') {
-        match p {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            other => parts.push(other),
-        }
-    }
-    parts.join("/")
 }
 
 fn file_facts(file: &str, src: &str, tree: &Tree, read: ReadFile<'_>) -> FileFacts {

@@ -340,7 +340,7 @@ pub fn set_value(file: &str, src: &str, target: &Target, value: &str) -> Result<
 // ---------------------------------------------------------------------------
 
 /// Normalise `a/./b/../c` to `a/c` (relative, `/`-separated).
-fn normalise(path: &str) -> String {
+pub(crate) fn normalise(path: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for p in path.split('/') {
         match p {
