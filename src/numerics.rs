@@ -284,7 +284,7 @@ mod tests {
             ComputeKnob::ChannelsLast,
             &inc,
             &inc,
-            &[other_masks.clone()],
+            std::slice::from_ref(&other_masks),
             &policy(),
         );
         assert!(c.ok, "{c:?}");

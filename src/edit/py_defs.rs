@@ -594,10 +594,10 @@ fn overrides(modules: &[(String, String)], target: &Target) -> Vec<String> {
             stack.extend(named_children(n));
             let at = || format!("{file}:{}", line_col(src, n.start_byte()).0);
             match (n.kind(), target) {
-                ("call", Target::ClassField { class, field }) if callee(n, src) == *class => {
-                    if keyword_arg(n, src, field).is_some() {
-                        out.push(format!("`{class}({field}=…)` ({})", at()));
-                    }
+                ("call", Target::ClassField { class, field })
+                    if callee(n, src) == *class && keyword_arg(n, src, field).is_some() =>
+                {
+                    out.push(format!("`{class}({field}=…)` ({})", at()));
                 }
                 ("assignment" | "augmented_assignment", _) => {
                     let Some(left) = n.child_by_field_name("left") else {
@@ -844,7 +844,7 @@ mod tests {
     #[test]
     fn module_files_resolve_absolute_relative_and_package_imports() {
         let files = ["train.py", "config.py", "pkg/__init__.py", "pkg/conf.py"];
-        let read = |f: &str| files.contains(&f).then(|| String::new());
+        let read = |f: &str| files.contains(&f).then(String::new);
         assert_eq!(
             module_file("train.py", "config", &read).as_deref(),
             Some("config.py")
