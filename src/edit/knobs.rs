@@ -1044,19 +1044,6 @@ fn spread_origin(
     }
 }
 
-fn enclosing_function(node: Node<'_>, src: &str) -> Option<String> {
-    let mut n = node.parent();
-    while let Some(p) = n {
-        if p.kind() == "function_definition" {
-            return p
-                .child_by_field_name("name")
-                .map(|x| text(x, src).to_string());
-        }
-        n = p.parent();
-    }
-    None
-}
-
 fn site_of(
     file: &str,
     src: &str,
@@ -1103,7 +1090,7 @@ fn site_of(
         end_line: line_col(src, call.end_byte()).0,
         callee,
         kind,
-        function: enclosing_function(call, src),
+        function: py_defs::enclosing_definition(call, src, "function_definition"),
         knobs,
         call: scanned,
         call_start: call.start_byte(),
@@ -1148,7 +1135,7 @@ fn hf_parser_site(file: &str, src: &str, call: Node<'_>, read: ReadFile<'_>) -> 
             .map(|f| text(f, src).to_string())
             .unwrap_or_default(),
         kind: SiteKind::TrainingArguments,
-        function: enclosing_function(call, src),
+        function: py_defs::enclosing_definition(call, src, "function_definition"),
         knobs,
         call: None,
         call_start: call.start_byte(),
@@ -1895,14 +1882,14 @@ mod tests {
     use std::collections::HashMap;
 
     /// A project held in memory: path → text.
-    fn project(files: &[(&str, &str)]) -> HashMap<String, String> {
+    pub(super) fn project(files: &[(&str, &str)]) -> HashMap<String, String> {
         files
             .iter()
             .map(|(p, t)| (p.to_string(), t.to_string()))
             .collect()
     }
 
-    fn sites_in(files: &HashMap<String, String>, file: &str) -> Vec<KnobSite> {
+    pub(super) fn sites_in(files: &HashMap<String, String>, file: &str) -> Vec<KnobSite> {
         let read = |p: &str| files.get(p).cloned();
         knob_sites(file, &files[file], &read).unwrap()
     }

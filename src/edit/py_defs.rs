@@ -612,7 +612,7 @@ fn overrides(modules: &[(String, String)], target: &Target) -> Vec<String> {
                                     .child_by_field_name("object")
                                     .map(|o| text(o, src))
                                     != Some("self")
-                                    || enclosing_class(n, src).as_deref()
+                                    || enclosing_definition(n, src, "class_definition").as_deref()
                                         == match target {
                                             Target::ClassField { class, .. } => Some(class.as_str()),
                                             _ => None,
@@ -637,10 +637,12 @@ fn overrides(modules: &[(String, String)], target: &Target) -> Vec<String> {
     out
 }
 
-fn enclosing_class(node: Node<'_>, src: &str) -> Option<String> {
+/// The name of the nearest `kind` (`"class_definition"`,
+/// `"function_definition"`) around `node`.
+pub(crate) fn enclosing_definition(node: Node<'_>, src: &str, kind: &str) -> Option<String> {
     let mut n = node.parent();
     while let Some(p) = n {
-        if p.kind() == "class_definition" {
+        if p.kind() == kind {
             return p
                 .child_by_field_name("name")
                 .map(|x| text(x, src).to_string());

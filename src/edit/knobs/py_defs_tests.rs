@@ -4,19 +4,8 @@
 
 use std::collections::HashMap;
 
+use super::tests::{project, sites_in};
 use super::*;
-
-fn project(files: &[(&str, &str)]) -> HashMap<String, String> {
-    files
-        .iter()
-        .map(|(p, t)| (p.to_string(), t.to_string()))
-        .collect()
-}
-
-fn sites_in(files: &HashMap<String, String>, file: &str) -> Vec<KnobSite> {
-    let read = |p: &str| files.get(p).cloned();
-    knob_sites(file, &files[file], &read).unwrap()
-}
 
 fn set(files: &HashMap<String, String>, site: &KnobSite, knob: &str, v: &str) -> (String, String) {
     let read = |p: &str| files.get(p).cloned();
