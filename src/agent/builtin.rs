@@ -11,7 +11,8 @@
 //! next count comes from the incumbent's own figures ([`LoaderModel`]): how long
 //! one worker takes to produce a batch, how long the step takes, and how much
 //! CPU loading and training use against the cores left free (other processes
-//! counted). Items that wait on storage get, in one step, about as many workers
+//! counted). The climb goes on while data_wait is a fifth of the step, or
+//! above the stop line when those figures still promise ×1.15 or more. Items that wait on storage get, in one step, about as many workers
 //! as it takes to keep up with the step, far past the core count; a loader whose
 //! CPU is the limit gets no more workers, and neither a prefetch_factor turn,
 //! which cannot create CPU either. A count within the headroom of the present
@@ -47,7 +48,11 @@ use super::evidence::{self, WORKER_HEADROOM};
 use super::{cheaper, threaded, AgentReport, TurnContext};
 use crate::bench::memory::{self, FreeMemory};
 
-/// Climb num_workers only while data_wait is at least this share of the step.
+/// Climb num_workers while data_wait is at least this share of the step.
+/// Between `stop_when_data_wait_below` and this share the climb goes on only
+/// when the incumbent's figures promise a gain worth a turn (the model is not
+/// saturated): at 19% data_wait five waiting workers can still leave ×1.2 on
+/// the table, which a whole epoch (and the user's command) shows.
 const CLIMB_WHILE_DATA_WAIT_ABOVE: f64 = 0.2;
 /// Items wait (on storage, a network) rather than compute when the loader's
 /// CPU per batch is under this share of a worker's wall time per batch.
@@ -671,9 +676,9 @@ pub fn next_proposal_for(
         }
     }
 
-    if knobs.contains(&"num_workers")
-        && share >= CLIMB_WHILE_DATA_WAIT_ABOVE.max(stop_when_data_wait_below)
-    {
+    let worth_climbing = share >= CLIMB_WHILE_DATA_WAIT_ABOVE.max(stop_when_data_wait_below)
+        || (share >= stop_when_data_wait_below && model.is_some_and(|m| !m.saturated()));
+    if knobs.contains(&"num_workers") && worth_climbing {
         let last = tried.iter().rev().find(|t| t.knob == "num_workers");
         // A step reverted with its median past 1 + min_gain but its interval
         // open is evidence of direction, not a wall: the next count is tried
@@ -1891,6 +1896,41 @@ mod tests {
         let mut m0 = figures(0, 30.0, 5.0, 2.0, 5.5, 0.0);
         m0.epoch_starts_timed = Some(3);
         assert_eq!(next_proposal(&m0, &s0, &[], &ALL, 0.1).unwrap().value, "2");
+    }
+
+    #[test]
+    fn a_fifth_of_the_step_waiting_climbs_on_when_the_figures_promise_a_gain() {
+        // Five workers kept, 19% data_wait: the step alone (6.8 ms) is ×1.24
+        // faster than the step now (8.4), so about 8 workers keep up.
+        let s = site("DataLoader(ds, num_workers=5)\n");
+        let h = vec![
+            row(1, "num_workers 0 → 2", Decision::Kept),
+            row(2, "num_workers 2 → 5", Decision::Kept),
+        ];
+        let m = figures(5, 1.6, 6.8, 3.0, 6.0, 0.0);
+        assert!(m.data_wait_share.unwrap() < CLIMB_WHILE_DATA_WAIT_ABOVE);
+        let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            ("num_workers", "8"),
+            "{}",
+            p.why
+        );
+        // 12% waiting promises under ×1.15: not worth a turn.
+        let m = figures(5, 0.9, 6.8, 3.0, 6.0, 0.0);
+        assert!(LoaderModel::of(&m, 5, 2).unwrap().saturated());
+        let more = |p: Option<Proposal>| {
+            p.is_some_and(|p| p.knob == "num_workers" && p.value.parse::<u64>().unwrap() > 5)
+        };
+        assert!(!more(next_proposal(&m, &s, &h, &ALL, 0.1)));
+        // Without the figures (contract mode), a fifth is still the floor.
+        assert!(!more(next_proposal(
+            &meas(5, 0.19, false),
+            &s,
+            &h,
+            &ALL,
+            0.1
+        )));
     }
 
     #[test]
