@@ -177,6 +177,7 @@ fn build_run(ws: &Path) -> PathBuf {
         profile_unavailable: None,
         data_check: None,
         run_command: None,
+        whole_command: None,
         compute_not_tried: vec![],
     };
     tuneloop::run_loop::write_report_files(&dir, &report).unwrap();

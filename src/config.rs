@@ -71,6 +71,10 @@ pub struct BenchSection {
     pub nproc: u32,
     /// Under a launcher: give the loader a DistributedSampler when it has none.
     pub distributed_sampler: bool,
+    /// Command mode: after tuning, time the command whole (baseline against
+    /// final, interleaved) when one run of it ends within this many seconds;
+    /// 0 = never ([`crate::bench::whole`]).
+    pub whole_command_s: u64,
 }
 
 impl Default for BenchSection {
@@ -85,6 +89,7 @@ impl Default for BenchSection {
             launcher: None,
             nproc: 1,
             distributed_sampler: false,
+            whole_command_s: 120,
         }
     }
 }

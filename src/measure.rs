@@ -8,13 +8,18 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::bench::{Bencher, Measurement, Mode, Profiled};
+use crate::bench::{whole, Bencher, Measurement, Mode, Profiled};
 use crate::error::BenchError;
 use crate::process::Interrupt;
 
 /// A measurement under way (the trait is used as `dyn`, so its futures are boxed).
 pub type Pending<'a, T> = Pin<Box<dyn Future<Output = Result<T, BenchError>> + 'a>>;
+
+/// A whole run of the command under way: its wall seconds, or how it ended
+/// without them ([`crate::bench::whole`]).
+pub type WholePending<'a> = Pin<Box<dyn Future<Output = Result<f64, whole::Failure>> + 'a>>;
 
 /// Measures the project with whatever files are in place under its root
 /// (the caller writes the candidate's or the incumbent's files first).
@@ -73,6 +78,16 @@ pub trait Measure: Send + Sync {
     fn length_hint(&self) -> Option<String> {
         None
     }
+
+    /// Command mode: one run of the command as it stands, to its end, as
+    /// the user runs it (no instrumentation); `None` without a command.
+    fn time_whole<'a>(
+        &'a self,
+        _limit: Duration,
+        _interrupt: &'a Interrupt,
+    ) -> Option<WholePending<'a>> {
+        None
+    }
 }
 
 impl Measure for Bencher {
@@ -121,6 +136,16 @@ impl Measure for Bencher {
 
     fn length_hint(&self) -> Option<String> {
         Bencher::length_hint(self)
+    }
+
+    fn time_whole<'a>(
+        &'a self,
+        limit: Duration,
+        interrupt: &'a Interrupt,
+    ) -> Option<WholePending<'a>> {
+        self.run
+            .is_some()
+            .then(|| Box::pin(whole::time_once(self, limit, interrupt)) as WholePending<'a>)
     }
 }
 

@@ -272,7 +272,7 @@ pub struct TurnBench {
 }
 
 /// `final.json`: the best files against the baseline's, interleaved.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct FinalBench {
     #[serde(default)]
     pub best: Vec<Measurement>,

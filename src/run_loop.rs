@@ -789,6 +789,7 @@ impl<'a> Session<'a> {
             reason: stop_reason.clone(),
         });
         let final_ = self.final_measurement().await?;
+        self.whole_command().await?;
         self.incumbent_files
             .apply(&self.root)
             .at("cannot put the best files back in", &self.root)?;
@@ -1549,6 +1550,126 @@ impl<'a> Session<'a> {
                 Ok(None)
             }
         }
+    }
+
+    /// Command mode: the user's command timed whole, the baseline's files
+    /// against the final's in interleaved rounds (ABBA order, so a drift of
+    /// the machine favours neither), when something was kept and one run
+    /// ends within `[bench] whole_command_s`. Writes `whole.json`, which the
+    /// report reads; a command that fails or runs too long is noted there,
+    /// and never fails the session.
+    async fn whole_command(&mut self) -> Result<(), LoopError> {
+        use crate::bench::whole::{self, Round, WholeCommand};
+        if !self.bencher.runs_command() || self.incumbent_files == self.baseline_files {
+            return Ok(());
+        }
+        let Some(limit) = whole::limit(self.ws.file.bench.whole_command_s) else {
+            return Ok(());
+        };
+        self.check_interrupt()?;
+        let fin = FinalBench::read(&self.store.dir).unwrap_or_default();
+        let starts: Vec<f64> = fin
+            .baseline
+            .iter()
+            .chain(&fin.best)
+            .filter_map(|m| m.startup_s)
+            .collect();
+        let ws_file = self.ws.dir.join(crate::config::WORKSPACE_FILE);
+        let words_with = |files: &FileSet, root: &Path| -> Result<Vec<String>, LoopError> {
+            files
+                .apply(root)
+                .at("cannot write the files of a state to", root)?;
+            Ok(std::fs::read_to_string(&ws_file)
+                .ok()
+                .and_then(|t| crate::edit::command_line::run_words(&t))
+                .unwrap_or_default())
+        };
+        let (base, best) = (self.baseline_files.clone(), self.incumbent_files.clone());
+        let base_words = words_with(&base, &self.root)?;
+        let best_words = words_with(&best, &self.root)?;
+        let mut w = WholeCommand {
+            baseline_command: shell_words::join(&base_words),
+            final_command: shell_words::join(&best_words),
+            startup_s: (!starts.is_empty()).then(|| stats::median(&starts)),
+            ..Default::default()
+        };
+        // The baseline's rate says about how long a run is: clearly past the
+        // limit, no run is spent finding out.
+        let base_runs = if fin.baseline.is_empty() {
+            self.baseline_bench.runs.clone()
+        } else {
+            fin.baseline.clone()
+        };
+        let estimate = base_runs
+            .iter()
+            .filter_map(|m| whole::estimate_s(m, &base_words, &self.root))
+            .fold(None, |a: Option<f64>, e| Some(a.map_or(e, |a| a.min(e))));
+        if let Some(est) = estimate.filter(|e| *e > 1.5 * limit.as_secs_f64()) {
+            w.not_timed = Some(format!(
+                "about {est:.0} s a run at the baseline's measured rate, longer than {} s ([bench] whole_command_s)",
+                limit.as_secs()
+            ));
+        } else {
+            'rounds: for round in 0..whole::ROUNDS {
+                let mut r = Round {
+                    baseline_s: 0.0,
+                    final_s: 0.0,
+                };
+                let order = if round % 2 == 0 {
+                    [true, false]
+                } else {
+                    [false, true]
+                };
+                for is_base in order {
+                    self.phase(
+                        "whole",
+                        None,
+                        format!(
+                            "your command run whole, round {} of {}: {}",
+                            round + 1,
+                            whole::ROUNDS,
+                            if is_base {
+                                &w.baseline_command
+                            } else {
+                                &w.final_command
+                            }
+                        ),
+                    );
+                    (if is_base { &base } else { &best })
+                        .apply(&self.root)
+                        .at("cannot write the files of a state to", &self.root)?;
+                    let Some(run) = self.bencher.time_whole(limit, &self.interrupt) else {
+                        return Ok(());
+                    };
+                    match run.await {
+                        Ok(s) if is_base => r.baseline_s = s,
+                        Ok(s) => r.final_s = s,
+                        Err(whole::Failure::Interrupted) => {
+                            self.incumbent_files
+                                .apply(&self.root)
+                                .at("cannot put the best files back in", &self.root)?;
+                            return Err(LoopError::Interrupted);
+                        }
+                        Err(f) => {
+                            w.not_timed = Some(f.describe());
+                            break 'rounds;
+                        }
+                    }
+                }
+                w.rounds.push(r);
+            }
+            // A run that failed part-way leaves the rounds before it: figures
+            // from those only when at least one round finished.
+            w.summarise();
+        }
+        self.incumbent_files
+            .apply(&self.root)
+            .at("cannot put the best files back in", &self.root)?;
+        let line = w.describe(false);
+        self.phase("whole", None, format!("your command, run whole: {line}"));
+        w.write(&self.store.dir)
+            .at("cannot write", &WholeCommand::path(&self.store.dir))?;
+        Ok(())
     }
 
     /// The final state's measurements: the final comparison's runs of it

@@ -226,6 +226,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         costs,
         data_check: crate::judge::DataCheckPlan::of(&facts.baseline.reproduced()),
         profile_unavailable: facts.baseline.profile_unavailable.clone(),
+        whole_command: crate::bench::whole::WholeCommand::read(dir),
     }
 }
 

@@ -101,6 +101,8 @@ pub struct Labels {
     /// Command mode: the command to run from now on, when a kept change is
     /// in its arguments.
     pub run_from_now_on: &'static str,
+    /// Command mode: the user's command timed whole, before and after.
+    pub whole_command: &'static str,
     /// The final throughput as a share of the ceiling; `{pct}` is replaced
     /// by the percentage, e.g. "final is 81.7% of it".
     pub of_ceiling: &'static str,
@@ -211,6 +213,7 @@ pub const EN: Labels = Labels {
     data_check_unrecorded: "{parts} not recorded (no sampler indices)",
     data_check_nothing: "nothing compared",
     run_from_now_on: "Run from now on",
+    whole_command: "Your command, run whole",
     of_ceiling: "final is {pct} of it",
     data_path: "Data-path limit",
     data_wait_share: "data_wait share",
@@ -305,6 +308,7 @@ pub const JA: Labels = Labels {
     data_check_unrecorded: "{parts} は記録なし（サンプラーのインデックスなし）",
     data_check_nothing: "比較なし",
     run_from_now_on: "今後の実行コマンド",
+    whole_command: "コマンド全体の実行時間",
     of_ceiling: "最終は上限の {pct}",
     data_path: "データ経路の上限 (data-path limit)",
     data_wait_share: "data_wait の割合",

@@ -243,6 +243,7 @@ impl Ws {
             .current_dir(self.path())
             .env("TUNELOOP_PYTHON", python())
             .env("NO_COLOR", "1")
+            .env("TUNELOOP_WHOLE_COMMAND_S", "0")
             .env("FAKE_CLAUDE_LOG", &self.log)
             .env_remove("FAKE_CLAUDE_MODES")
             .envs(env.iter().copied());

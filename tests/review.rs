@@ -166,6 +166,7 @@ fn report(ws: &Path) -> RunReport {
         data_check: None,
         profile_unavailable: None,
         run_command: None,
+        whole_command: None,
         compute_not_tried: vec![],
     }
 }

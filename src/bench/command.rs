@@ -428,6 +428,11 @@ const STEP_FLAGS: [&str; 7] = [
     "trainer.max_steps",
 ];
 
+/// Whether `flag` (as written, dashes and all) sets a count of epochs, not of steps.
+pub fn is_epoch_flag(flag: &str) -> bool {
+    EPOCH_FLAGS.contains(&normalised(flag).as_str())
+}
+
 fn normalised(flag: &str) -> String {
     flag.trim_start_matches('-')
         .replace('-', "_")

@@ -13,6 +13,7 @@ pub mod identity;
 pub mod limits;
 pub mod memory;
 pub mod stats;
+pub mod whole;
 pub mod window;
 
 use std::collections::BTreeMap;
@@ -172,6 +173,10 @@ pub struct Measurement {
     /// ([`command::workers_that_fit`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_batches: Option<u64>,
+    /// Command mode: seconds from the process's start to the training
+    /// loader's first `iter()` (imports, data and model set-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_s: Option<f64>,
 }
 
 impl Measurement {

@@ -120,7 +120,7 @@ pub(super) fn init(dir: &Path, a: InitArgs) -> Result<i32> {
             (Some(e), _) => format!("entry = {}", toml_str(e)),
             (None, Some(c)) => format!("command = {}", toml_str(c)),
             _ => format!(
-                "# Your training command, run as you run it; tuneloop measures its training\n# loader from inside and ends it after warmup_steps + steps batches.\nrun = [{}]",
+                "# Your training command, run as you run it; tuneloop measures its training\n# loader from inside and ends it after warmup_steps + steps batches.\nrun = [{}]\n# After tuning, the command is timed whole, before against after (3 rounds),\n# when one run of it ends within this many seconds; 0 = never.\nwhole_command_s = 120",
                 a.run.iter().map(|w| toml_str(w)).collect::<Vec<_>>().join(", ")
             ),
         };

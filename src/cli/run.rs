@@ -108,6 +108,9 @@ async fn drive(session: run_loop::Session<'_>) -> std::result::Result<i32, Failu
         Ok(r) => {
             println!();
             print!("{}", report::render_markdown(&r));
+            if let Some(w) = &r.whole_command {
+                println!("\nyour command, run whole: {}", w.describe(false));
+            }
             // The last line: the kept change is in the command itself.
             if let Some(c) = &r.run_command {
                 println!("\nrun from now on: {c}");

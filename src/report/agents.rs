@@ -233,6 +233,7 @@ mod tests {
             data_check: None,
             profile_unavailable: None,
             run_command: None,
+            whole_command: None,
             compute_not_tried: vec![],
         }
     }

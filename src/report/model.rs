@@ -89,6 +89,12 @@ pub struct RunReport {
     /// iteration limit, a budget, Ctrl-C). Absent when every one was tried.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compute_not_tried: Vec<crate::compute::NotTried>,
+    /// Command mode: the user's command timed whole, baseline against final
+    /// in interleaved rounds (start-up and every epoch included), or why it
+    /// was not (`[bench] whole_command_s`). Absent when nothing was kept,
+    /// outside command mode, and when turned off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole_command: Option<crate::bench::whole::WholeCommand>,
 }
 
 /// How fast this machine can move the project's batches at all, measured

@@ -542,6 +542,7 @@ mod tests {
             data_check: None,
             profile_unavailable: None,
             run_command: None,
+            whole_command: None,
             compute_not_tried: vec![],
         }
     }

@@ -157,6 +157,7 @@ fn sample_report() -> RunReport {
         data_check: None,
         profile_unavailable: None,
         run_command: None,
+        whole_command: None,
         compute_not_tried: vec![],
     }
 }
@@ -225,6 +226,7 @@ fn bare_report() -> RunReport {
         costs: None,
         data_check: None,
         run_command: None,
+        whole_command: None,
         compute_not_tried: vec![],
         ..sample_report()
     }

@@ -145,7 +145,10 @@ impl Ws {
         c.args(args)
             .current_dir(self.path())
             .env("TUNELOOP_PYTHON", python())
-            .env("NO_COLOR", "1");
+            .env("NO_COLOR", "1")
+            // No whole runs of the command after tuning (tests/whole_command.rs
+            // turns them on): they would add minutes to every command-mode test.
+            .env("TUNELOOP_WHOLE_COMMAND_S", "0");
         for (k, v) in env {
             c.env(k, v);
         }

@@ -73,6 +73,8 @@ def warmup_for(loader):
     return max(WARMUP, min(want, WARMUP_MAX)) if WARMUP_MAX else want
 
 perf = time.perf_counter
+# The process's start as this module sees it (imported from sitecustomize, before the user's code).
+STARTED = perf()
 cpu_now = time.process_time
 thread_cpu = time.thread_time
 
@@ -144,6 +146,7 @@ class Track:
         self.batch_bytes = None
         self.identity = H.DataIdentity()  # its first batches, by part
         self.warmup = None        # its warm-up steps (warmup_for), once asked
+        self.first_iter = None    # perf time of its first iter(): the start-up before it
 
 
 class Recorder:
@@ -392,6 +395,9 @@ class Recorder:
             "train_step_s": train_step,
             "data_wait_share": data_wait / wall if wall > 0 else 0.0,
             "epochs": tr.epochs,
+            # Imports, data and model set-up: what ran before the training
+            # loader was first iterated, which no loader setting changes.
+            "startup_s": tr.first_iter - STARTED if tr.first_iter is not None else None,
             # An epoch whose first batch is the first timed one (a window that
             # opened at the previous epoch's end) had its fill timed too.
             "epoch_starts_timed": sum(1 for b in tr.epoch_starts if lo <= b < hi),
@@ -629,6 +635,9 @@ def _patch(dl):
 
     def __iter__(self):
         _patch_autograd(torch)
+        tr = REC.track(self)
+        if tr.first_iter is None:
+            tr.first_iter = perf()
         busy0 = H._machine_busy_s()
         t0 = perf()
         it = orig_iter(self)
