@@ -178,6 +178,7 @@ fn build_run(ws: &Path) -> PathBuf {
         data_check: None,
         run_command: None,
         whole_command: None,
+        machine_load: None,
         compute_not_tried: vec![],
     };
     tuneloop::run_loop::write_report_files(&dir, &report).unwrap();

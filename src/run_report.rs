@@ -183,6 +183,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
     });
     let costs =
         Some(state_costs(dir, base_runs, &facts.turns, &final_runs)).filter(|c| c.has_figures());
+    let machine_load = machine_load(dir, base_runs, &facts.turns, &final_runs);
     RunReport {
         schema_version: report::SCHEMA_VERSION,
         run_id: facts.run_id,
@@ -227,7 +228,41 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         data_check: crate::judge::DataCheckPlan::of(&facts.baseline.reproduced()),
         profile_unavailable: facts.baseline.profile_unavailable.clone(),
         whole_command: crate::bench::whole::WholeCommand::read(dir),
+        machine_load,
     }
+}
+
+/// How busy the machine was: every measured run (the baseline's, each
+/// measured turn's candidate and incumbent, the final comparison's), and
+/// which turns were decided while other processes took cores.
+fn machine_load(
+    dir: &Path,
+    baseline: &[Measurement],
+    turns: &[TurnRow],
+    final_runs: &[Measurement],
+) -> Option<crate::bench::load::MachineLoad> {
+    use crate::bench::load::{MachineLoad, TurnRuns};
+    let folders = run_folder::turn_folders(dir);
+    let runs: Vec<(u32, bool, Vec<Measurement>)> = turns
+        .iter()
+        .filter_map(|r| {
+            let b = folders.iter().find(|t| t.turn == r.turn)?.bench().ok()?;
+            Some((
+                r.turn,
+                r.decision.is_kept(),
+                [b.candidate, b.incumbent].concat(),
+            ))
+        })
+        .collect();
+    let turn_runs: Vec<TurnRuns> = runs
+        .iter()
+        .map(|(turn, kept, runs)| TurnRuns {
+            turn: *turn,
+            kept: *kept,
+            runs,
+        })
+        .collect();
+    MachineLoad::of(baseline, &turn_runs, final_runs)
 }
 
 /// Each state's cost: the baseline's runs, every measured turn's candidate

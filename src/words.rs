@@ -103,6 +103,8 @@ pub struct Labels {
     pub run_from_now_on: &'static str,
     /// Command mode: the user's command timed whole, before and after.
     pub whole_command: &'static str,
+    /// Other processes' load while measuring, when some state ran busy.
+    pub machine_load: &'static str,
     /// The final throughput as a share of the ceiling; `{pct}` is replaced
     /// by the percentage, e.g. "final is 81.7% of it".
     pub of_ceiling: &'static str,
@@ -214,6 +216,7 @@ pub const EN: Labels = Labels {
     data_check_nothing: "nothing compared",
     run_from_now_on: "Run from now on",
     whole_command: "Your command, run whole",
+    machine_load: "Machine load",
     of_ceiling: "final is {pct} of it",
     data_path: "Data-path limit",
     data_wait_share: "data_wait share",
@@ -309,6 +312,7 @@ pub const JA: Labels = Labels {
     data_check_nothing: "比較なし",
     run_from_now_on: "今後の実行コマンド",
     whole_command: "コマンド全体の実行時間",
+    machine_load: "マシンの負荷",
     of_ceiling: "最終は上限の {pct}",
     data_path: "データ経路の上限 (data-path limit)",
     data_wait_share: "data_wait の割合",

@@ -34,6 +34,13 @@ fn the_command_is_timed_whole_before_and_after_in_interleaved_rounds() {
     let dir = r.run_dir();
     let rep = json_file(&dir.join("report.json"));
     assert_eq!(rep["turns"][0]["decision"], "kept", "{rep:#}");
+    // A real run records how busy the machine was beside its figures.
+    let load = &rep["machine_load"];
+    assert!(load["cores"].as_f64().is_some_and(|c| c >= 1.0), "{load:#}");
+    assert!(
+        load["others_median"].as_f64().is_some_and(|o| o >= 0.0),
+        "{load:#}"
+    );
     let w = &rep["whole_command"];
     assert_eq!(
         w["baseline_command"], "python train.py -j 0 --epochs 1",

@@ -11,6 +11,7 @@ pub mod command;
 pub mod cost;
 pub mod identity;
 pub mod limits;
+pub mod load;
 pub mod memory;
 pub mod stats;
 pub mod whole;

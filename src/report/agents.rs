@@ -234,6 +234,7 @@ mod tests {
             profile_unavailable: None,
             run_command: None,
             whole_command: None,
+            machine_load: None,
             compute_not_tried: vec![],
         }
     }

@@ -68,6 +68,9 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
     if let Some(w) = &r.whole_command {
         items.push((l.whole_command, md_inline(&w.describe(r.language == "ja"))));
     }
+    if let Some(m) = r.machine_load.as_ref().filter(|m| m.busy()) {
+        items.push((l.machine_load, md_inline(&m.describe(r.language == "ja"))));
+    }
     if r.ceiling_sps.is_some_and(f64::is_finite) {
         let mut ceiling = format!("{} samples/sec", text::sps(r.ceiling_sps));
         if let Some(share) = text::share_of_ceiling(r) {

@@ -95,6 +95,10 @@ pub struct RunReport {
     /// outside command mode, and when turned off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub whole_command: Option<crate::bench::whole::WholeCommand>,
+    /// The cores other processes kept busy while tuneloop measured, and the
+    /// turns decided on a busy machine (absent without those figures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_load: Option<crate::bench::load::MachineLoad>,
 }
 
 /// How fast this machine can move the project's batches at all, measured

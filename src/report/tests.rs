@@ -158,6 +158,7 @@ fn sample_report() -> RunReport {
         profile_unavailable: None,
         run_command: None,
         whole_command: None,
+        machine_load: None,
         compute_not_tried: vec![],
     }
 }
@@ -227,6 +228,7 @@ fn bare_report() -> RunReport {
         data_check: None,
         run_command: None,
         whole_command: None,
+        machine_load: None,
         compute_not_tried: vec![],
         ..sample_report()
     }
