@@ -108,6 +108,8 @@ pub struct Labels {
     /// The final throughput as a share of the ceiling; `{pct}` is replaced
     /// by the percentage, e.g. "final is 81.7% of it".
     pub of_ceiling: &'static str,
+    /// Added when the final is well past a limit measured at the baseline.
+    pub past_limit: &'static str,
     /// The data path's limit measured by `tuneloop probe` (feature `libtorch`).
     pub data_path: &'static str,
     pub data_wait_share: &'static str,
@@ -218,6 +220,7 @@ pub const EN: Labels = Labels {
     whole_command: "Your command, run whole",
     machine_load: "Machine load",
     of_ceiling: "final is {pct} of it",
+    past_limit: "measured at the baseline, and the final is past it: the machine was busier then, or the step itself got faster",
     data_path: "Data-path limit",
     data_wait_share: "data_wait share",
     agent_cost: "Agent cost",
@@ -314,6 +317,7 @@ pub const JA: Labels = Labels {
     whole_command: "コマンド全体の実行時間",
     machine_load: "マシンの負荷",
     of_ceiling: "最終は上限の {pct}",
+    past_limit: "ベースライン時の計測値で、最終はそれを超えている（当時マシンが混雑していたか、ステップ自体が速くなった）",
     data_path: "データ経路の上限 (data-path limit)",
     data_wait_share: "data_wait の割合",
     agent_cost: "エージェント費用",

@@ -74,7 +74,12 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
     if r.ceiling_sps.is_some_and(f64::is_finite) {
         let mut ceiling = format!("{} samples/sec", text::sps(r.ceiling_sps));
         if let Some(share) = text::share_of_ceiling(r) {
-            let share = l.of_ceiling.replace("{pct}", &text::percent(Some(share)));
+            let past = text::past_limit(l, share);
+            let mut share = l.of_ceiling.replace("{pct}", &text::percent(Some(share)));
+            if let Some(past) = past {
+                share.push_str("; ");
+                share.push_str(past);
+            }
             let _ = write!(ceiling, " ({share})");
         }
         items.push((l.ceiling, ceiling));

@@ -374,6 +374,33 @@ fn markdown_says_when_the_workers_slow_the_step() {
 }
 
 #[test]
+fn a_final_past_a_limit_measured_at_the_baseline_says_the_figure_was_low() {
+    let mut r = sample_report();
+    // Measured on a busy machine at the baseline, the step alone read 490
+    // samples/sec; the final reached 1184.
+    r.ceiling_sps = Some(490.0);
+    r.final_share_of_ceiling = Some(1184.0 / 490.0);
+    let lim = r.limits.as_mut().unwrap();
+    lim.final_share = Some(1184.0 / 490.0);
+    let md = render_markdown(&r);
+    let ceiling = md.lines().find(|l| l.contains("**Ceiling:**")).unwrap();
+    assert!(
+        ceiling
+            .contains("final is 241.6% of it; measured at the baseline, and the final is past it"),
+        "{ceiling}"
+    );
+    let binding = md
+        .lines()
+        .find(|l| l.contains("**Binding limit:**"))
+        .unwrap();
+    assert!(binding.contains("the machine was busier then"), "{binding}");
+    // Within the noise of a limit, nothing is added.
+    r.final_share_of_ceiling = Some(1.05);
+    r.limits.as_mut().unwrap().final_share = Some(1.05);
+    assert!(!render_markdown(&r).contains("measured at the baseline, and"));
+}
+
+#[test]
 fn markdown_ja_labels() {
     let md = render_markdown(&ja_report());
     for word in [

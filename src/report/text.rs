@@ -68,6 +68,16 @@ pub fn duration_ms(ms: u64) -> String {
 
 /// The final throughput as a share of the ceiling: the report's field, or
 /// computed from `final_sps / ceiling_sps` when only the ceiling is known.
+/// A final well past a limit measured at the baseline says that figure
+/// was low (a busier machine then, or a step the change itself sped up):
+/// the note that says so, beside the share.
+pub fn past_limit(l: &crate::words::Labels, share: f64) -> Option<&'static str> {
+    (share > PAST_LIMIT).then_some(l.past_limit)
+}
+
+/// Past this share of a limit the limit's figure is not a limit of the final.
+const PAST_LIMIT: f64 = 1.15;
+
 pub fn share_of_ceiling(r: &super::model::RunReport) -> Option<f64> {
     finite(r.final_share_of_ceiling).or_else(|| {
         finite(r.ceiling_sps)
@@ -146,13 +156,12 @@ pub fn limits(
         };
         let mut v = format!("{which}: {} samples/sec", sps(Some(at)));
         if let Some(share) = finite(lim.final_share) {
-            let _ = std::fmt::Write::write_fmt(
-                &mut v,
-                format_args!(
-                    " ({})",
-                    l.of_ceiling.replace("{pct}", &percent(Some(share)))
-                ),
-            );
+            let mut note = l.of_ceiling.replace("{pct}", &percent(Some(share)));
+            if let Some(past) = past_limit(l, share) {
+                note.push_str("; ");
+                note.push_str(past);
+            }
+            let _ = std::fmt::Write::write_fmt(&mut v, format_args!(" ({note})"));
         }
         items.push((l.binding_limit, v));
     }
