@@ -1311,7 +1311,11 @@ fn a_hybrid_run_spends_no_claude_call_until_the_knobs_are_settled() {
         .set("loop", "max_iterations", "10")
         .set("loop", "max_consecutive_reverts", "0")
         .set("loop", "knobs", r#"["num_workers", "preprocessing"]"#)
-        .set("decision", "stop_when_data_wait_below", "0.0");
+        .set("decision", "stop_when_data_wait_below", "0.0")
+        // The loader's knobs only: the builtin part's compute turns (on by
+        // default) would come before Claude's too, each measured with real
+        // PyTorch, and are shown in the contract-mode hybrid run below.
+        .set("compute", "knobs", "[]");
     let ws = Ws::managed(&p);
     let r = ws.tuneloop(&["start"], &[("FAKE_CLAUDE_MODES", "nochange")]);
     r.ok();

@@ -38,8 +38,9 @@ fn line_of(ws: &Ws, file: &str, needle: &str) -> usize {
         + 1
 }
 
-/// `init -- command…`, then small step counts and a fast policy.
-fn init_command(ws: &Ws, command: &[&str], steps: u32) {
+/// `init -- command…`, then small step counts and a one-turn policy of at
+/// most `max_pairs` pairs.
+fn init_command(ws: &Ws, command: &[&str], steps: u32, max_pairs: u32) {
     let mut args = vec!["init", "--"];
     args.extend_from_slice(command);
     let r = ws.tuneloop(&args);
@@ -49,13 +50,24 @@ fn init_command(ws: &Ws, command: &[&str], steps: u32) {
         .replace("steps = 40", &format!("steps = {steps}"))
         .replace("warmup_steps = 5", "warmup_steps = 2");
     ws.write("tuneloop.toml", &toml);
-    // One turn, up to 8 pairs (the default): these jobs start transformers
-    // or Lightning in every run, and a loaded box needs pairs to show a 2× gain.
     ws.write(
         "policies/default.toml",
-        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 8"),
+        &FAST_POLICY.replace("max_repeats = 4", &format!("max_repeats = {max_pairs}")),
     );
 }
+
+/// Pairs for a turn that must be kept: 8 (the default), as a loaded box
+/// needs pairs to show a 2× gain.
+const TO_KEEP: u32 = 8;
+
+/// Pairs for a turn that need only be measured and decided (kept or
+/// reverted): 2. Jobs that start transformers or Lightning in every run
+/// (5-10 s of imports) are too noisy on a loaded 2-core box for a keep
+/// within any affordable number of pairs, and what these tests check (the
+/// measured site, the diff, the file left as decided) holds either way; an
+/// undecided call at the cap is reverted, and a reverted turn needs no
+/// final measurement.
+const TO_DECIDE: u32 = 2;
 
 /// The one turn of a fast `start`: kept, and its diff.
 fn start_and_keep(ws: &Ws) -> (std::path::PathBuf, Value, String) {
@@ -109,7 +121,7 @@ fn changed_lines(diff: &str) -> Vec<&str> {
 fn an_argparse_script_is_tuned_at_its_flag_default() {
     let _one = serial();
     let ws = example("own_script");
-    init_command(&ws, &["python", "train.py", "--epochs", "3"], 32);
+    init_command(&ws, &["python", "train.py", "--epochs", "3"], 32, TO_KEEP);
     let toml = ws.read("tuneloop.toml");
     assert!(
         toml.contains(r#"run = ["python", "train.py", "--epochs", "3"]"#),
@@ -188,7 +200,7 @@ fn an_argparse_script_is_tuned_at_its_flag_default() {
 fn a_hugging_face_trainer_script_is_tuned_in_its_training_arguments() {
     let _one = serial();
     let ws = example("hf_trainer");
-    init_command(&ws, &["python", "train.py"], 8);
+    init_command(&ws, &["python", "train.py"], 8, TO_DECIDE);
     let (dir, _rep, diff) = start_one_turn(&ws);
     let base = json_file(&dir.join("baseline/bench.json"));
     let m = &base["runs"][0];
@@ -210,7 +222,7 @@ fn a_hugging_face_trainer_script_is_tuned_in_its_training_arguments() {
 fn a_lightning_script_is_tuned_and_its_logs_are_not_a_change() {
     let _one = serial();
     let ws = example("lightning");
-    init_command(&ws, &["python", "train.py"], 12);
+    init_command(&ws, &["python", "train.py"], 12, TO_DECIDE);
     let (dir, _rep, diff) = start_one_turn(&ws);
     let base = json_file(&dir.join("baseline/bench.json"));
     let m = &base["runs"][0];
@@ -243,7 +255,7 @@ fn an_mnist_style_script_gets_num_workers_in_the_dict_it_spreads() {
     let ws = Ws::new();
     let script = include_str!("fixtures/mnist/main.py");
     ws.write("main.py", script);
-    init_command(&ws, &["python", "main.py", "--epochs", "2"], 12);
+    init_command(&ws, &["python", "main.py", "--epochs", "2"], 12, TO_DECIDE);
     let r = ws.tuneloop(&["start", "--agent", "builtin", "--iterations", "1"]);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     let dir = r.run_dir();

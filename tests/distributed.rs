@@ -94,7 +94,9 @@ fn a_crashing_rank_fails_the_measurement_and_leaves_no_process() {
 #[test]
 fn a_hung_rank_is_ended_at_the_timeout_with_the_whole_group() {
     let _one = serial();
-    // Rank 1 never reaches the rendezvous; rank 0 waits for it in init.
+    // Rank 1 never reaches the rendezvous; rank 0 waits for it in init. The
+    // test waits the limit out, so it is short: 12 s, still well past the
+    // few seconds the ranks take to start, so both run when the group is ended.
     let train = IO_BOUND_TRAIN.replace(
         "def build():\n",
         "def build():\n    import os\n    if os.environ.get('RANK') == '1':\n        time.sleep(600)\n",
@@ -103,17 +105,17 @@ fn a_hung_rank_is_ended_at_the_timeout_with_the_whole_group() {
     ws.write(
         "tuneloop.toml",
         &ws.read("tuneloop.toml")
-            .replace("timeout_s = 120", "timeout_s = 25"),
+            .replace("timeout_s = 120", "timeout_s = 12"),
     );
     let t = std::time::Instant::now();
     let r = ws.tuneloop(&["bench", "--repeats", "1"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(
-        r.stderr.contains("ran past its limit of 25 s"),
+        r.stderr.contains("ran past its limit of 12 s"),
         "{}",
         r.stderr
     );
-    assert!(t.elapsed().as_secs() < 60);
+    assert!(t.elapsed().as_secs() < 47, "{:?}", t.elapsed());
     std::thread::sleep(std::time::Duration::from_millis(500));
     let left = processes_mentioning(ws.path().to_str().unwrap());
     assert!(left.is_empty(), "processes left behind: {left:?}");

@@ -251,8 +251,13 @@ def build():
 
 #[test]
 fn a_compute_bound_baseline_goes_on_to_a_compute_turn_by_default() {
-    // The policy has no [compute] table: the defaults apply.
-    let ws = Ws::managed(COMPUTE_BOUND_TRAIN, "", FAST_POLICY);
+    // The policy has no [compute] table: the defaults apply. The turn need
+    // only be measured and decided, kept or reverted: 2 pairs at most.
+    let ws = Ws::managed(
+        COMPUTE_BOUND_TRAIN,
+        "",
+        &FAST_POLICY.replace("max_repeats = 4", "max_repeats = 2"),
+    );
     let before = ws.read("train.py");
     let r = ws.tuneloop(&["start"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);

@@ -16,7 +16,10 @@ use support::*;
 const GAN: &str = include_str!("fixtures/gan/train.py");
 
 /// A workspace holding `train_py`, after `init -- python train.py <args>`,
-/// with small step counts and a fast policy.
+/// with small step counts and a fast policy: one turn of at most 2 pairs
+/// (these tests check that the loop got past its baseline into the turn,
+/// not the turn's decision; a turn undecided at the cap is reverted, and
+/// nothing kept means no final measurement).
 fn gan_ws(train_py: &str, args: &[&str]) -> Ws {
     let ws = Ws::new();
     ws.write("train.py", train_py);
@@ -27,7 +30,9 @@ fn gan_ws(train_py: &str, args: &[&str]) -> Ws {
     ws.init_command(
         &cmd,
         12,
-        &FAST_POLICY.replace("max_iterations = 1\n", "max_iterations = 1\nforce = true\n"),
+        &FAST_POLICY
+            .replace("max_iterations = 1\n", "max_iterations = 1\nforce = true\n")
+            .replace("max_repeats = 4", "max_repeats = 2"),
     );
     ws
 }

@@ -352,6 +352,14 @@ fn a_run_killed_while_measuring_a_command_change_resumes_from_the_incumbent_comm
     let _one = serial();
     let ws = fixture("workers_j");
     init_command(&ws, &["python", "train.py", "-j", "0", "--epochs", "3"], "");
+    // What is checked is where the resumed turn starts from, whatever its
+    // decision: 2 pairs at most (undecided at the cap is reverted, and a
+    // run with nothing kept needs no final measurement).
+    ws.write(
+        "policies/default.toml",
+        &ws.read("policies/default.toml")
+            .replace("max_repeats = 8", "max_repeats = 2"),
+    );
     let toml = ws.read("tuneloop.toml");
     let child = Command::new(env!("CARGO_BIN_EXE_tuneloop"))
         .args(["start", "--agent", "builtin"])

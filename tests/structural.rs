@@ -15,10 +15,15 @@ fn json_file(p: &std::path::Path) -> Value {
 
 #[test]
 fn a_threaded_getitems_keeps_the_data_and_is_measured() {
-    let policy = FAST_POLICY.replace(
-        "max_iterations = 1",
-        "max_iterations = 1\nknobs = [\"preprocessing\"]",
-    );
+    // At most 2 pairs: the turn need only be measured and decided (an
+    // undecided call at the cap is reverted, and nothing kept means no final
+    // measurement); the edit itself is checked in the candidate's file.
+    let policy = FAST_POLICY
+        .replace(
+            "max_iterations = 1",
+            "max_iterations = 1\nknobs = [\"preprocessing\"]",
+        )
+        .replace("max_repeats = 4", "max_repeats = 2");
     let ws = Ws::managed(IO_BOUND_TRAIN, "", &policy);
     let r = ws.tuneloop(&["start"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -30,13 +35,21 @@ fn a_threaded_getitems_keeps_the_data_and_is_measured() {
     let decision = t1["decision"].as_str().unwrap();
     assert!(["kept", "reverted"].contains(&decision), "{t1:#}");
     assert!(t1["runs"].as_u64().unwrap() >= 4, "{t1:#}");
+    // The measured candidate fetches a batch's items on threads.
+    let candidate =
+        std::fs::read_to_string(r.run_dir().join("turns/01/candidate/train.py")).unwrap();
+    assert!(
+        candidate.contains("def __getitems__(self, indices):"),
+        "{candidate}"
+    );
+    assert!(
+        candidate.contains("ThreadPoolExecutor(max_workers="),
+        "{candidate}"
+    );
+    // Kept, the project holds the candidate; reverted, its bytes are back.
     let train = ws.read("train.py");
     if decision == "kept" {
-        assert!(
-            train.contains("def __getitems__(self, indices):"),
-            "{train}"
-        );
-        assert!(train.contains("ThreadPoolExecutor(max_workers="), "{train}");
+        assert_eq!(train, candidate);
     } else {
         assert_eq!(train, IO_BOUND_TRAIN);
     }
