@@ -105,6 +105,15 @@ fn result_dir(b: &Bencher) -> PathBuf {
     b.harness_dir.join("result")
 }
 
+/// The launcher and any `python` the command itself starts come from the
+/// project's environment first on `PATH` (a measured run, a whole run).
+pub fn project_env_first(b: &Bencher, env: &mut BTreeMap<String, String>) {
+    if let Some(dir) = Path::new(&b.python).parent().filter(|d| d.is_dir()) {
+        let path = std::env::var("PATH").unwrap_or_default();
+        env.insert("PATH".into(), format!("{}:{path}", dir.display()));
+    }
+}
+
 /// The command line of one measurement of the user's command.
 pub fn spec(b: &Bencher, words: &[String], mode: Mode, mut env: BTreeMap<String, String>) -> Spec {
     let instr = b.harness_dir.display().to_string();
@@ -113,12 +122,7 @@ pub fn spec(b: &Bencher, words: &[String], mode: Mode, mut env: BTreeMap<String,
         _ => instr,
     };
     env.insert("PYTHONPATH".into(), pythonpath);
-    if let Some(dir) = Path::new(&b.python).parent().filter(|d| d.is_dir()) {
-        // The launcher and any `python` the command itself starts come from
-        // the project's environment first.
-        let path = std::env::var("PATH").unwrap_or_default();
-        env.insert("PATH".into(), format!("{}:{path}", dir.display()));
-    }
+    project_env_first(b, &mut env);
     env.insert(
         "TUNELOOP_RESULT_DIR".into(),
         result_dir(b).display().to_string(),

@@ -194,10 +194,7 @@ impl Failure {
 /// measured run, so `python` and launchers are the same ones).
 pub fn spec(b: &Bencher, words: &[String], limit: Duration) -> Spec {
     let mut env = std::collections::BTreeMap::new();
-    if let Some(dir) = Path::new(&b.python).parent().filter(|d| d.is_dir()) {
-        let path = std::env::var("PATH").unwrap_or_default();
-        env.insert("PATH".into(), format!("{}:{path}", dir.display()));
-    }
+    command::project_env_first(b, &mut env);
     Spec {
         program: words[0].clone(),
         args: words[1..].to_vec(),
