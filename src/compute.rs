@@ -342,7 +342,7 @@ pub fn propose(
             format!("{loader}; may change the numerics (losses checked against the baseline)")
         }
     };
-    match crate::store::write_atomic(&root.join(file), new_src.as_bytes()) {
+    match crate::fsio::write_atomic(&root.join(file), new_src.as_bytes()) {
         Ok(()) => report.summary = format!("{change} ({why})"),
         Err(e) => report.failure = Some(format!("cannot write {file}: {e}")),
     }

@@ -25,6 +25,7 @@ pub mod doctor;
 pub mod edit;
 pub mod error;
 pub mod event;
+pub mod fsio;
 pub mod git;
 pub mod interpreter;
 pub mod judge;

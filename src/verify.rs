@@ -133,7 +133,7 @@ impl ProjectSnapshot {
         let mut files = BTreeMap::new();
         for (rel, e) in &self.files {
             if let Some(c) = &e.content {
-                crate::store::write_atomic(&dir.join("files").join(rel), c)?;
+                crate::fsio::write_atomic(&dir.join("files").join(rel), c)?;
             }
             let mtime_ns = e
                 .modified
@@ -148,7 +148,7 @@ impl ProjectSnapshot {
                 },
             );
         }
-        crate::store::write_json(
+        crate::fsio::write_json(
             &dir.join("manifest.json"),
             &Manifest {
                 files,
@@ -220,7 +220,7 @@ impl ProjectSnapshot {
                     content: Some(bytes),
                     ..
                 }) => {
-                    if crate::store::write_atomic(&p, bytes).is_err() {
+                    if crate::fsio::write_atomic(&p, bytes).is_err() {
                         lost.push(rel);
                     }
                 }
@@ -258,7 +258,7 @@ pub fn command_outputs(
 const COMMAND_OUTPUTS_FILE: &str = "baseline/command_outputs.json";
 
 pub fn save_command_outputs(run_dir: &Path, outputs: &[String]) -> std::io::Result<()> {
-    crate::store::write_json(&run_dir.join(COMMAND_OUTPUTS_FILE), &outputs)
+    crate::fsio::write_json(&run_dir.join(COMMAND_OUTPUTS_FILE), &outputs)
 }
 
 /// The command's outputs recorded by a run's baseline, as absolute paths.

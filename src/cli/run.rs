@@ -76,7 +76,7 @@ pub(super) async fn resume(
     let runs = ws.runs_dir();
     let dir = match run {
         Some(r) => store::resolve_run(&runs, Some(r)).map_err(|e| config_err(anyhow!(e)))?,
-        None => store::unfinished_run(&runs)
+        None => crate::run_folder::unfinished_run(&runs)
             .map(|(d, _)| d)
             .ok_or_else(|| {
                 config_err(anyhow!(
