@@ -22,10 +22,6 @@ const MAX_FILES: usize = 20_000;
 /// Folders never walked (besides the workspace's own `runs/`).
 const SKIP_DIRS: [&str; 5] = [".git", "__pycache__", ".venv", "venv", "node_modules"];
 
-/// The settings that must not change what the model is fed (the list lives
-/// with the code that reads DataLoader calls).
-pub use crate::edit::DATA_PRESERVING;
-
 #[derive(Clone, Debug, PartialEq)]
 struct Entry {
     size: u64,
@@ -607,6 +603,7 @@ fn preprocessing_spot(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::knob::DATA_PRESERVING;
 
     fn fs(src: &str) -> FileSet {
         FileSet(

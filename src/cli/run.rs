@@ -23,7 +23,7 @@ pub(super) async fn start(
 ) -> std::result::Result<i32, Failure> {
     let ws = load_workspace(cwd)?;
     let (policy_path, mut policy) = load_policy(&ws, a.policy.as_deref())?;
-    crate::interpreter::announce_workspace(&ws, interrupt).await;
+    super::load::announce_workspace(&ws, interrupt).await;
     if let Some(agent) = a.agent {
         policy.agent.backend = match agent {
             AgentChoice::Claude => "claude",
