@@ -44,6 +44,7 @@ pub mod rewrite;
 pub mod scan;
 pub mod scope;
 pub mod spread;
+pub mod types;
 pub mod wrap;
 
 pub use compare::{
