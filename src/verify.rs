@@ -702,20 +702,6 @@ mod tests {
     const DATA: &str = "from torch.utils.data import DataLoader\n\nclass Items:\n    def __getitem__(self, i):\n        x = decode(i)\n        return x\n\n\ndef build():\n    steps = 10\n    return DataLoader(Items(), batch_size=8)\n";
 
     #[test]
-    fn a_threaded_getitems_added_to_the_dataset_is_one_preprocessing_spot() {
-        let mut k = knobs();
-        k.push("preprocessing".into());
-        let new = crate::agent::threaded::add_getitems(DATA, 4).unwrap();
-        match check_turn(&fs(DATA), &fs(&new), &[], &k) {
-            Verdict::OneChange { knob, change, .. } => {
-                assert_eq!(knob, "preprocessing");
-                assert!(change.contains("Items.__getitems__"), "{change}");
-            }
-            v => panic!("{v:?}"),
-        }
-    }
-
-    #[test]
     fn preprocessing_is_one_spot_in_the_dataset_code_when_allowed() {
         let mut k = knobs();
         let spot = DATA.replace("x = decode(i)", "x = decode_fast(i)");
