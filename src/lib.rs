@@ -15,6 +15,10 @@
 //! spawns children (own process group, timeout, SIGTERM → grace → SIGKILL).
 //! `probe` (cargo feature `libtorch`) measures the machine's data-path limits
 //! natively; without the feature it only reads a run's probe.json.
+//!
+//! The modules sit in layers, each importing only from its own layer and
+//! those below: docs/architecture.md has the table, and `tests/layers.rs`
+//! fails on an import that goes up.
 
 pub mod agent;
 pub mod bench;
