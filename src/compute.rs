@@ -1,9 +1,12 @@
 //! The compute side of the loop: when the loader is settled (or data_wait
 //! was small from the start), the same one-change procedure on the step.
-//! This module owns the policy's `[compute]` table, which compute knobs are
-//! still to try, when the loader counts as settled, and the builtin agent's
-//! compute turn (which knob, what value, written where: the text itself is
-//! [`crate::edit::compute`]'s). The numerics guard is [`crate::numerics`].
+//! This module owns which compute knobs are still to try and the [`Plan`]
+//! of each one's change (which knob, what value, written where: the text
+//! itself is [`crate::edit::compute`]'s), and what the report says about the
+//! knobs never tried. The policy's `[compute]` table is
+//! [`crate::config::ComputePolicy`]; the builtin agent's compute turn and
+//! when the loader counts as settled are [`crate::agent::compute_turn`]; the
+//! numerics guard is [`crate::numerics`].
 //!
 //! On by default: every knob but `compile` (each run would pay its
 //! compilation, so it is opt-in). `[compute] knobs = []` turns the compute
@@ -14,84 +17,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::{AgentReport, TurnContext};
 use crate::bench::Measurement;
 use crate::config::Policy;
 use crate::edit::compute as text;
 use crate::knob::{ComputeKnob, Numerics};
-use crate::turn::{AgentInfo, TurnRow};
-
-/// `[compute]` of a policy file.
-#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
-#[serde(default)]
-pub struct ComputePolicy {
-    /// The compute changes an agent may make, each one turn: num_threads,
-    /// channels_last, foreach_optimizer, fused_optimizer, cudnn_benchmark
-    /// (numerics-preserving), tf32, autocast, compile (numerics-changing).
-    pub knobs: Vec<String>,
-    /// Numerics-preserving changes: the largest relative difference of a
-    /// loss from the incumbent's at the same step.
-    pub exact_rtol: f64,
-    /// Numerics-changing changes: the largest relative difference of a loss
-    /// from the baseline's at the same step.
-    pub loss_rtol: f64,
-}
-
-/// The compute knobs a policy enables when it does not say: the numerics-
-/// preserving ones, and `tf32`/`autocast` under the loss guard. Not
-/// `compile`: each run pays its compilation, which a short bench cannot
-/// amortize, so a user asks for it.
-pub const DEFAULT_KNOBS: [ComputeKnob; 7] = [
-    ComputeKnob::NumThreads,
-    ComputeKnob::ChannelsLast,
-    ComputeKnob::ForeachOptimizer,
-    ComputeKnob::FusedOptimizer,
-    ComputeKnob::CudnnBenchmark,
-    ComputeKnob::Tf32,
-    ComputeKnob::Autocast,
-];
-
-impl Default for ComputePolicy {
-    fn default() -> Self {
-        ComputePolicy {
-            knobs: DEFAULT_KNOBS.iter().map(|k| k.name().to_string()).collect(),
-            exact_rtol: 1e-3,
-            loss_rtol: 0.02,
-        }
-    }
-}
-
-impl ComputePolicy {
-    /// The knobs named, in the order the builtin agent tries them.
-    pub fn enabled(&self) -> Vec<ComputeKnob> {
-        ComputeKnob::ALL
-            .into_iter()
-            .filter(|k| self.knobs.iter().any(|n| n == k.name()))
-            .collect()
-    }
-
-    /// `(key, message)` for a value that parses but cannot work.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        for k in &self.knobs {
-            if ComputeKnob::parse(k).is_none() {
-                let known: Vec<&str> = ComputeKnob::ALL.iter().map(|k| k.name()).collect();
-                return Err((
-                    "compute.knobs",
-                    format!("unknown compute knob `{k}`; known: {}", known.join(", ")),
-                ));
-            }
-        }
-        for (key, v) in [
-            ("compute.exact_rtol", self.exact_rtol),
-            ("compute.loss_rtol", self.loss_rtol),
-        ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err((key, "must be a relative tolerance >= 0, e.g. 0.02".into()));
-            }
-        }
-        Ok(())
-    }
-}
+use crate::turn::TurnRow;
 
 /// What verification accepts as a turn's knob: `[loop] knobs` and `[compute] knobs`.
 pub fn allowed_knobs(policy: &Policy) -> Vec<String> {
@@ -181,17 +111,6 @@ pub fn pending(policy: &Policy, rows: &[TurnRow], incumbent: &Measurement) -> Ve
         .filter(|k| !done.contains(k))
         .filter(|k| !k.cuda_only() || on_cuda(incumbent))
         .collect()
-}
-
-/// Whether DataLoader settings cannot help any more: data_wait is below the
-/// policy's share, or the incumbent is at the step-alone ceiling. Then the
-/// step itself is what to make faster.
-pub fn loader_settled(ctx: &TurnContext<'_>) -> bool {
-    let d = &ctx.policy.decision;
-    let share = ctx.incumbent.data_wait_share;
-    share.is_some_and(|s| s < d.stop_when_data_wait_below)
-        || crate::judge::credible_ceiling_share(ctx.incumbent_sps, ctx.ceiling_sps, share)
-            .is_some_and(|s| s >= d.stop_when_ceiling_share_above)
 }
 
 /// The intra-op threads the step should have: the cores the job may use
@@ -303,67 +222,6 @@ pub fn plan(
     plan
 }
 
-/// The builtin agent's compute turn: the first knob of its [`Plan`] that
-/// can be written, written there. `None` when none is left.
-/// `preferred` is the entry's module or the command's script. `why`: why
-/// the loader gets no turn, when it is not settled (its knobs cannot be
-/// edited, its candidates are exhausted); `None`: it is settled.
-pub fn propose(
-    ctx: &TurnContext<'_>,
-    preferred: Option<&str>,
-    why: Option<&str>,
-) -> Option<AgentReport> {
-    let started = std::time::Instant::now();
-    let root = ctx.project_root;
-    let plan = plan(
-        ctx.policy,
-        ctx.history,
-        ctx.incumbent,
-        root,
-        &ctx.ws.file.project.editable,
-        preferred,
-    );
-    let (knob, new_src) = plan.ready.first()?;
-    let file = plan.file.as_deref()?;
-    let mut report = AgentReport {
-        info: AgentInfo {
-            backend: "builtin".into(),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let change = text::recognize(&plan.src, new_src)
-        .map(|e| format!("{} at {file}:{}", e.change, e.line))
-        .unwrap_or_else(|| knob.name().to_string());
-    let loader = why.unwrap_or("the loader is settled");
-    let why = match knob.numerics() {
-        Numerics::Preserving => format!("{loader}; numerics-preserving"),
-        Numerics::Changing => {
-            format!("{loader}; may change the numerics (losses checked against the baseline)")
-        }
-    };
-    match crate::store::write_atomic(&root.join(file), new_src.as_bytes()) {
-        Ok(()) => report.summary = format!("{change} ({why})"),
-        Err(e) => report.failure = Some(format!("cannot write {file}: {e}")),
-    }
-    // The knobs passed over before this one (the report lists them all once).
-    let order = |k: &ComputeKnob| ComputeKnob::ALL.iter().position(|a| a == k);
-    let before: Vec<String> = plan
-        .skipped
-        .iter()
-        .filter(|(k, _)| order(k) < order(knob))
-        .map(|(k, why)| format!("{k}: {why}"))
-        .collect();
-    if !before.is_empty() {
-        report
-            .summary
-            .push_str(&format!("; skipped: {}", before.join("; ")));
-    }
-    report.info.exit_code = Some(if report.failure.is_some() { 1 } else { 0 });
-    report.info.duration_ms = started.elapsed().as_millis() as u64;
-    Some(report)
-}
-
 /// An enabled compute knob the run ended without trying, and why.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct NotTried {
@@ -447,7 +305,8 @@ fn script(root: &Path, editable: &[String], preferred: Option<&str>) -> Option<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::turn::Decision;
+    use crate::config::ComputePolicy;
+    use crate::turn::{AgentInfo, Decision};
 
     fn policy(knobs: &[&str]) -> Policy {
         let mut p = Policy::default();

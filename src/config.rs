@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
+use crate::knob::ComputeKnob;
 
 pub const WORKSPACE_FILE: &str = "tuneloop.toml";
 pub const DEFAULT_POLICY_TOML: &str = include_str!("../policies/default.toml");
@@ -117,7 +118,79 @@ pub struct Policy {
     pub loop_: LoopPolicy,
     pub decision: DecisionPolicy,
     /// Compute-side turns and their numerics guard (see [`crate::compute`]).
-    pub compute: crate::compute::ComputePolicy,
+    pub compute: ComputePolicy,
+}
+
+/// `[compute]` of a policy file.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(default)]
+pub struct ComputePolicy {
+    /// The compute changes an agent may make, each one turn: num_threads,
+    /// channels_last, foreach_optimizer, fused_optimizer, cudnn_benchmark
+    /// (numerics-preserving), tf32, autocast, compile (numerics-changing).
+    pub knobs: Vec<String>,
+    /// Numerics-preserving changes: the largest relative difference of a
+    /// loss from the incumbent's at the same step.
+    pub exact_rtol: f64,
+    /// Numerics-changing changes: the largest relative difference of a loss
+    /// from the baseline's at the same step.
+    pub loss_rtol: f64,
+}
+
+/// The compute knobs a policy enables when it does not say: the numerics-
+/// preserving ones, and `tf32`/`autocast` under the loss guard. Not
+/// `compile`: each run pays its compilation, which a short bench cannot
+/// amortize, so a user asks for it.
+pub const DEFAULT_KNOBS: [ComputeKnob; 7] = [
+    ComputeKnob::NumThreads,
+    ComputeKnob::ChannelsLast,
+    ComputeKnob::ForeachOptimizer,
+    ComputeKnob::FusedOptimizer,
+    ComputeKnob::CudnnBenchmark,
+    ComputeKnob::Tf32,
+    ComputeKnob::Autocast,
+];
+
+impl Default for ComputePolicy {
+    fn default() -> Self {
+        ComputePolicy {
+            knobs: DEFAULT_KNOBS.iter().map(|k| k.name().to_string()).collect(),
+            exact_rtol: 1e-3,
+            loss_rtol: 0.02,
+        }
+    }
+}
+
+impl ComputePolicy {
+    /// The knobs named, in the order the builtin agent tries them.
+    pub fn enabled(&self) -> Vec<ComputeKnob> {
+        ComputeKnob::ALL
+            .into_iter()
+            .filter(|k| self.knobs.iter().any(|n| n == k.name()))
+            .collect()
+    }
+
+    /// `(key, message)` for a value that parses but cannot work.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        for k in &self.knobs {
+            if ComputeKnob::parse(k).is_none() {
+                let known: Vec<&str> = ComputeKnob::ALL.iter().map(|k| k.name()).collect();
+                return Err((
+                    "compute.knobs",
+                    format!("unknown compute knob `{k}`; known: {}", known.join(", ")),
+                ));
+            }
+        }
+        for (key, v) in [
+            ("compute.exact_rtol", self.exact_rtol),
+            ("compute.loss_rtol", self.loss_rtol),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err((key, "must be a relative tolerance >= 0, e.g. 0.02".into()));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]

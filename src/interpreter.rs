@@ -235,18 +235,6 @@ pub fn announce(i: &Interpreter, t: &TorchInfo) -> String {
     )
 }
 
-/// Discovers the workspace's interpreter, probes its torch, and says both on
-/// stderr (stdout stays the command's own output); a missing torch is a
-/// warning here, since a contract-mode command may run another Python.
-pub async fn announce_workspace(ws: &crate::config::Workspace, interrupt: &Interrupt) {
-    let i = ws.interpreter();
-    let t = probe_torch(&i.program, &ws.project_root, interrupt).await;
-    eprintln!("{}", announce(&i, &t));
-    if t.torch_version.is_none() {
-        eprintln!("  hint: {}", fix_missing_torch(&i));
-    }
-}
-
 /// How to get an interpreter with torch, for the rule that chose this one.
 pub fn fix_missing_torch(i: &Interpreter) -> String {
     let pin =

@@ -13,8 +13,8 @@ use crate::bench::identity::{self, Part, Reproduced};
 use crate::bench::stats::Verdict;
 use crate::bench::Measurement;
 use crate::config::Policy;
+use crate::knob::DATA_PRESERVING;
 use crate::turn::{Decision, TurnRow};
-use crate::verify;
 
 /// Above this share of its ceiling, an incumbent says more about the noise
 /// of the ceiling's one run than about the job having reached it.
@@ -50,7 +50,7 @@ pub fn credible_ceiling_share(
 /// Why a part of the first batches was not compared on a turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Skip {
-    /// A loader setting (`verify::DATA_PRESERVING`): each worker's random
+    /// A loader setting (`DATA_PRESERVING`): each worker's random
     /// stream comes from its own seed, so a different worker count (or
     /// persistence across epochs) changes what random augmentation in the
     /// workers draws, by design. Items, order and structure still must hold.
@@ -123,7 +123,7 @@ impl DataCheck {
         let own = Reproduced::of(incumbent);
         let mut check = DataCheck::unknown();
         for p in Part::ALL {
-            let skip = if p == Part::Bytes && verify::DATA_PRESERVING.contains(&knob) {
+            let skip = if p == Part::Bytes && DATA_PRESERVING.contains(&knob) {
                 Some(Skip::LoaderSetting)
             } else if !baseline.allows(p) {
                 Some(Skip::BaselineDiffers)
@@ -298,7 +298,7 @@ pub fn judge(
     // touches the dataset: different first batches mean the change did more
     // than it says.
     let must_keep_data =
-        verify::DATA_PRESERVING.contains(&knob) || crate::knob::ComputeKnob::parse(knob).is_some();
+        DATA_PRESERVING.contains(&knob) || crate::knob::ComputeKnob::parse(knob).is_some();
     if must_keep_data && data_changed {
         return Judgement {
             decision: Decision::Rejected,
@@ -637,7 +637,7 @@ mod tests {
 
     #[test]
     fn an_order_change_on_a_worker_count_turn_is_rejected_and_named() {
-        for knob in verify::DATA_PRESERVING {
+        for knob in DATA_PRESERVING {
             let reordered = id(Some("i"), Some("other order"), "s", "b");
             let c = DataCheck::of(knob, &steady(), &[base(), base()], &[base(), reordered]);
             assert_eq!(c.outcome, Outcome::Changed);
@@ -829,7 +829,7 @@ mod tests {
 
     #[test]
     fn a_data_preserving_knob_that_changed_the_data_is_rejected_even_if_faster() {
-        for knob in verify::DATA_PRESERVING {
+        for knob in DATA_PRESERVING {
             for allowed in [false, true] {
                 let j = judge(
                     knob,

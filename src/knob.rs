@@ -7,6 +7,16 @@
 
 use std::fmt;
 
+/// The DataLoader knobs an agent may change: settings that must not change
+/// what the model is fed (same items, same order), so a turn that changes
+/// the first batches' fingerprint is rejected.
+pub const DATA_PRESERVING: [&str; 4] = [
+    "num_workers",
+    "pin_memory",
+    "prefetch_factor",
+    "persistent_workers",
+];
+
 /// The DataLoader family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LoaderKnob {
@@ -216,7 +226,7 @@ mod tests {
             Some(ComputeKnob::ChannelsLast)
         );
         // The loader family's names are the ones the policy has always used.
-        for k in crate::edit::DATA_PRESERVING {
+        for k in DATA_PRESERVING {
             assert!(matches!(Knob::parse(k), Some(Knob::Loader(_))), "{k}");
         }
     }

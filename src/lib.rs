@@ -15,6 +15,10 @@
 //! spawns children (own process group, timeout, SIGTERM → grace → SIGKILL).
 //! `probe` (cargo feature `libtorch`) measures the machine's data-path limits
 //! natively; without the feature it only reads a run's probe.json.
+//!
+//! The modules sit in layers, each importing only from its own layer and
+//! those below: docs/architecture.md has the table, and `tests/layers.rs`
+//! fails on an import that goes up.
 
 pub mod agent;
 pub mod bench;
@@ -25,6 +29,7 @@ pub mod doctor;
 pub mod edit;
 pub mod error;
 pub mod event;
+pub mod fsio;
 pub mod git;
 pub mod interpreter;
 pub mod judge;

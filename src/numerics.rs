@@ -22,7 +22,7 @@
 //! outcome in the turn's reason.
 
 use crate::bench::Measurement;
-use crate::compute::ComputePolicy;
+use crate::config::ComputePolicy;
 use crate::knob::{ComputeKnob, Numerics};
 
 /// What the guard decided about a turn's losses.

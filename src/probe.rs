@@ -205,7 +205,7 @@ pub fn write_for_run(run_dir: &Path) -> anyhow::Result<DataPathLimit> {
         None => choose_workload(None, None, None),
     };
     let d = native::measure(&w)?;
-    store::write_json(&run_dir.join(PROBE_FILE), &d)?;
+    crate::fsio::write_json(&run_dir.join(PROBE_FILE), &d)?;
     Ok(d)
 }
 
@@ -311,7 +311,7 @@ mod tests {
         std::fs::create_dir_all(run.join("baseline")).unwrap();
         std::fs::write(run.join("events.jsonl"), "").unwrap();
         let m = serde_json::json!({"samples_per_sec": 10.0, "batch_size": batch_size, "batch_bytes": batch_bytes});
-        store::write_json(
+        crate::fsio::write_json(
             &run.join("baseline/bench.json"),
             &serde_json::json!({"profiled": m, "runs": [m]}),
         )
@@ -394,7 +394,7 @@ mod tests {
         let d = limits(&w, 10.0, None);
         let t = tempfile::tempdir().unwrap();
         assert_eq!(read_probe(t.path()), None);
-        store::write_json(&t.path().join(PROBE_FILE), &d).unwrap();
+        crate::fsio::write_json(&t.path().join(PROBE_FILE), &d).unwrap();
         assert_eq!(read_probe(t.path()), Some(d.clone()));
 
         // A report.json from before the field: no data path.

@@ -177,7 +177,7 @@ impl RunRecord {
     }
 
     pub fn write(&self, run_dir: &Path) -> std::io::Result<()> {
-        crate::store::write_json(&Self::path(run_dir), self)
+        crate::fsio::write_json(&Self::path(run_dir), self)
     }
 
     /// Sets the state in the run's `run.json`, keeping the rest.
@@ -227,7 +227,7 @@ impl BaselineBench {
     }
 
     pub fn write(&self, run_dir: &Path) -> std::io::Result<()> {
-        crate::store::write_json(&Self::path(run_dir), self)
+        crate::fsio::write_json(&Self::path(run_dir), self)
     }
 
     /// Bench runs it took: the profiled one (when recorded, or failed) and
@@ -296,7 +296,7 @@ impl FinalBench {
     }
 
     pub fn write(&self, run_dir: &Path) -> std::io::Result<()> {
-        crate::store::write_json(&Self::path(run_dir), self)
+        crate::fsio::write_json(&Self::path(run_dir), self)
     }
 }
 
@@ -336,7 +336,7 @@ impl TurnFolder {
     }
 
     pub fn write_decision(&self, row: &TurnRow) -> std::io::Result<()> {
-        crate::store::write_json(&self.decision_path(), row)
+        crate::fsio::write_json(&self.decision_path(), row)
     }
 
     pub fn agent(&self) -> Result<AgentRecord, RunFolderError> {
@@ -344,7 +344,7 @@ impl TurnFolder {
     }
 
     pub fn write_agent(&self, a: &AgentRecord) -> std::io::Result<()> {
-        crate::store::write_json(&self.dir.join("agent.json"), a)
+        crate::fsio::write_json(&self.dir.join("agent.json"), a)
     }
 
     pub fn bench(&self) -> Result<TurnBench, RunFolderError> {
@@ -352,7 +352,7 @@ impl TurnFolder {
     }
 
     pub fn write_bench(&self, b: &TurnBench) -> std::io::Result<()> {
-        crate::store::write_json(&self.dir.join("bench.json"), b)
+        crate::fsio::write_json(&self.dir.join("bench.json"), b)
     }
 
     /// The candidate's editable files, saved before it was measured.
@@ -390,6 +390,20 @@ pub fn decided_turns(run_dir: &Path) -> Vec<(TurnFolder, TurnRow)> {
             Some((t, row))
         })
         .collect()
+}
+
+/// A run that stopped without finishing (killed, or interrupted and not yet
+/// resumed or restored): its folder and how it stopped (`killed` for a run
+/// still marked running). The project may hold its files.
+pub fn unfinished_run(runs_dir: &Path) -> Option<(PathBuf, String)> {
+    crate::store::list_runs(runs_dir)
+        .into_iter()
+        .rev()
+        .find_map(|d| match RunRecord::read(&d).ok()?.state {
+            RunState::Running => Some((d, "killed".to_string())),
+            RunState::Interrupted => Some((d, RunState::Interrupted.to_string())),
+            _ => None,
+        })
 }
 
 #[cfg(test)]

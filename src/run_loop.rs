@@ -336,7 +336,7 @@ pub fn prepare<'a>(
     agent.preflight().map_err(LoopError::Agent)?;
     let runs_dir = ws.runs_dir();
     let lock = Lock::acquire(&runs_dir, "start").map_err(LoopError::Config)?;
-    if let Some((dir, state)) = store::unfinished_run(&runs_dir) {
+    if let Some((dir, state)) = crate::run_folder::unfinished_run(&runs_dir) {
         let id = dir
             .file_name()
             .unwrap_or_default()

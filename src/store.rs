@@ -1,48 +1,19 @@
 //! The run folder `runs/<id>/`: events.jsonl (append-only, fsynced per event),
 //! per-turn files, snapshots of the editable files (baseline, incumbent), the
 //! project lock, and listing past runs. Every file is written atomically
-//! (temp file, fsync, rename) so a crash leaves either the old or the new one.
-//! What the files hold, typed, and reading them back is [`crate::run_folder`].
+//! (temp file, fsync, rename, by [`crate::fsio`]) so a crash leaves either the
+//! old or the new one. What the files hold, typed, and reading them back is
+//! [`crate::run_folder`].
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use crate::event::Event;
-use crate::run_folder::{RunRecord, RunState};
-
-/// Writes `bytes` to `path` atomically and durably.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        std::process::id()
-    ));
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
-}
-
-pub fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> io::Result<()> {
-    let mut s = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
-    s.push('\n');
-    write_atomic(path, s.as_bytes())
-}
+// Writing a file atomically is the leaf [`crate::fsio`]; the run code
+// has always reached it through here.
+pub use crate::fsio::{write_atomic, write_json};
 
 /// The same error, its message naming the file it is about (an io error
 /// alone does not say which of several files failed).
@@ -217,20 +188,6 @@ pub fn resolve_run(runs_dir: &Path, run: Option<&str>) -> Result<PathBuf, String
             )
         }),
     }
-}
-
-/// A run that stopped without finishing (killed, or interrupted and not yet
-/// resumed or restored): its folder and how it stopped (`killed` for a run
-/// still marked running). The project may hold its files.
-pub fn unfinished_run(runs_dir: &Path) -> Option<(PathBuf, String)> {
-    list_runs(runs_dir)
-        .into_iter()
-        .rev()
-        .find_map(|d| match RunRecord::read(&d).ok()?.state {
-            RunState::Running => Some((d, "killed".to_string())),
-            RunState::Interrupted => Some((d, RunState::Interrupted.to_string())),
-            _ => None,
-        })
 }
 
 /// One tuning run per project at a time: `runs/.lock` holds the owner's pid.

@@ -22,10 +22,6 @@ const MAX_FILES: usize = 20_000;
 /// Folders never walked (besides the workspace's own `runs/`).
 const SKIP_DIRS: [&str; 5] = [".git", "__pycache__", ".venv", "venv", "node_modules"];
 
-/// The settings that must not change what the model is fed (the list lives
-/// with the code that reads DataLoader calls).
-pub use crate::edit::DATA_PRESERVING;
-
 #[derive(Clone, Debug, PartialEq)]
 struct Entry {
     size: u64,
@@ -133,7 +129,7 @@ impl ProjectSnapshot {
         let mut files = BTreeMap::new();
         for (rel, e) in &self.files {
             if let Some(c) = &e.content {
-                crate::store::write_atomic(&dir.join("files").join(rel), c)?;
+                crate::fsio::write_atomic(&dir.join("files").join(rel), c)?;
             }
             let mtime_ns = e
                 .modified
@@ -148,7 +144,7 @@ impl ProjectSnapshot {
                 },
             );
         }
-        crate::store::write_json(
+        crate::fsio::write_json(
             &dir.join("manifest.json"),
             &Manifest {
                 files,
@@ -220,7 +216,7 @@ impl ProjectSnapshot {
                     content: Some(bytes),
                     ..
                 }) => {
-                    if crate::store::write_atomic(&p, bytes).is_err() {
+                    if crate::fsio::write_atomic(&p, bytes).is_err() {
                         lost.push(rel);
                     }
                 }
@@ -258,7 +254,7 @@ pub fn command_outputs(
 const COMMAND_OUTPUTS_FILE: &str = "baseline/command_outputs.json";
 
 pub fn save_command_outputs(run_dir: &Path, outputs: &[String]) -> std::io::Result<()> {
-    crate::store::write_json(&run_dir.join(COMMAND_OUTPUTS_FILE), &outputs)
+    crate::fsio::write_json(&run_dir.join(COMMAND_OUTPUTS_FILE), &outputs)
 }
 
 /// The command's outputs recorded by a run's baseline, as absolute paths.
@@ -607,6 +603,7 @@ fn preprocessing_spot(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::knob::DATA_PRESERVING;
 
     fn fs(src: &str) -> FileSet {
         FileSet(
@@ -703,20 +700,6 @@ mod tests {
     }
 
     const DATA: &str = "from torch.utils.data import DataLoader\n\nclass Items:\n    def __getitem__(self, i):\n        x = decode(i)\n        return x\n\n\ndef build():\n    steps = 10\n    return DataLoader(Items(), batch_size=8)\n";
-
-    #[test]
-    fn a_threaded_getitems_added_to_the_dataset_is_one_preprocessing_spot() {
-        let mut k = knobs();
-        k.push("preprocessing".into());
-        let new = crate::agent::threaded::add_getitems(DATA, 4).unwrap();
-        match check_turn(&fs(DATA), &fs(&new), &[], &k) {
-            Verdict::OneChange { knob, change, .. } => {
-                assert_eq!(knob, "preprocessing");
-                assert!(change.contains("Items.__getitems__"), "{change}");
-            }
-            v => panic!("{v:?}"),
-        }
-    }
 
     #[test]
     fn preprocessing_is_one_spot_in_the_dataset_code_when_allowed() {

@@ -196,8 +196,9 @@ impl BuiltinAgent {
             ..Default::default()
         };
         // The loader settled (or never the bottleneck): the step's turn.
-        if crate::compute::loader_settled(ctx) {
-            if let Some(r) = crate::compute::propose(ctx, self.preferred_file.as_deref(), None) {
+        if super::compute_turn::loader_settled(ctx) {
+            if let Some(r) = super::compute_turn::propose(ctx, self.preferred_file.as_deref(), None)
+            {
                 return r;
             }
         }
@@ -249,10 +250,10 @@ impl BuiltinAgent {
             // The loader's candidates are exhausted: the step's turn. With
             // data_wait still large the loader is not settled: say why it
             // gets no turn (a knob no turn can change, nothing left to try).
-            let why = (!crate::compute::loader_settled(ctx))
+            let why = (!super::compute_turn::loader_settled(ctx))
                 .then(|| loader_left_why(ctx.incumbent, &not_editable));
             if let Some(r) =
-                crate::compute::propose(ctx, self.preferred_file.as_deref(), why.as_deref())
+                super::compute_turn::propose(ctx, self.preferred_file.as_deref(), why.as_deref())
             {
                 return r;
             }

@@ -9,6 +9,7 @@ pub mod assets;
 pub mod builtin;
 pub mod cheaper;
 pub mod claude;
+pub mod compute_turn;
 pub mod evidence;
 pub mod hybrid;
 #[cfg(test)]

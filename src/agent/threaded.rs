@@ -115,4 +115,34 @@ mod tests {
         assert_eq!(threads_for(0.01, 0.01, 32), 2);
         assert_eq!(threads_for(0.01, 0.0, 32), 16);
     }
+
+    const DATA: &str = "from torch.utils.data import DataLoader\n\nclass Items:\n    def __getitem__(self, i):\n        x = decode(i)\n        return x\n\n\ndef build():\n    steps = 10\n    return DataLoader(Items(), batch_size=8)\n";
+
+    #[test]
+    fn a_threaded_getitems_added_to_the_dataset_is_one_preprocessing_spot() {
+        // The agent's edit is what verification accepts as one preprocessing
+        // change (verify owns the rule; this is the agent keeping to it).
+        use crate::store::FileSet;
+        use crate::verify::{check_turn, Verdict};
+        let fs = |src: &str| {
+            FileSet(
+                [("train.py".to_string(), src.as_bytes().to_vec())]
+                    .into_iter()
+                    .collect(),
+            )
+        };
+        let mut k: Vec<String> = crate::knob::DATA_PRESERVING
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        k.push("preprocessing".into());
+        let new = add_getitems(DATA, 4).unwrap();
+        match check_turn(&fs(DATA), &fs(&new), &[], &k) {
+            Verdict::OneChange { knob, change, .. } => {
+                assert_eq!(knob, "preprocessing");
+                assert!(change.contains("Items.__getitems__"), "{change}");
+            }
+            v => panic!("{v:?}"),
+        }
+    }
 }

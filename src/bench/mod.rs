@@ -382,7 +382,7 @@ impl Bencher {
         for (name, text) in self.own_files() {
             let path = self.harness_dir.join(name);
             if std::fs::read(&path).ok().as_deref() != Some(text.as_bytes()) {
-                crate::store::write_atomic(&path, text.as_bytes())?;
+                crate::fsio::write_atomic(&path, text.as_bytes())?;
             }
         }
         Ok(())

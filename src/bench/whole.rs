@@ -66,7 +66,7 @@ impl WholeCommand {
     }
 
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
-        crate::store::write_atomic(
+        crate::fsio::write_atomic(
             &Self::path(dir),
             serde_json::to_string_pretty(self)
                 .expect("plain data")

@@ -1,10 +1,13 @@
 //! The workspace and the policy as the commands load them: warnings printed,
-//! a missing default policy replaced by the built-in one.
+//! a missing default policy replaced by the built-in one; and the line that
+//! says which Python will run the project.
 
 use std::path::{Path, PathBuf};
 
 use super::{config_err, Failure};
 use crate::config::{Policy, Workspace};
+use crate::interpreter;
+use crate::process::Interrupt;
 
 pub(super) fn load_workspace(cwd: &Path) -> std::result::Result<Workspace, Failure> {
     let dir = Workspace::find(cwd).map_err(config_err)?;
@@ -35,4 +38,16 @@ pub(super) fn load_policy(
     }
     p.validate(&path).map_err(config_err)?;
     Ok((path, p))
+}
+
+/// Discovers the workspace's interpreter, probes its torch, and says both on
+/// stderr (stdout stays the command's own output); a missing torch is a
+/// warning here, since a contract-mode command may run another Python.
+pub(super) async fn announce_workspace(ws: &Workspace, interrupt: &Interrupt) {
+    let i = ws.interpreter();
+    let t = interpreter::probe_torch(&i.program, &ws.project_root, interrupt).await;
+    eprintln!("{}", interpreter::announce(&i, &t));
+    if t.torch_version.is_none() {
+        eprintln!("  hint: {}", interpreter::fix_missing_torch(&i));
+    }
 }

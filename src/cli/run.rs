@@ -23,7 +23,7 @@ pub(super) async fn start(
 ) -> std::result::Result<i32, Failure> {
     let ws = load_workspace(cwd)?;
     let (policy_path, mut policy) = load_policy(&ws, a.policy.as_deref())?;
-    crate::interpreter::announce_workspace(&ws, interrupt).await;
+    super::load::announce_workspace(&ws, interrupt).await;
     if let Some(agent) = a.agent {
         policy.agent.backend = match agent {
             AgentChoice::Claude => "claude",
@@ -76,7 +76,7 @@ pub(super) async fn resume(
     let runs = ws.runs_dir();
     let dir = match run {
         Some(r) => store::resolve_run(&runs, Some(r)).map_err(|e| config_err(anyhow!(e)))?,
-        None => store::unfinished_run(&runs)
+        None => crate::run_folder::unfinished_run(&runs)
             .map(|(d, _)| d)
             .ok_or_else(|| {
                 config_err(anyhow!(

@@ -17,8 +17,8 @@
 use tree_sitter::Node;
 
 use super::command_line::{self, Passed};
-use super::knobs::{ReadFile, Source};
 use super::scan::{argument_nodes, line_col, named_children, text};
+use super::types::{ReadFile, Source};
 
 /// `HfArgumentParser(...)` calls whose dataclasses include
 /// `TrainingArguments` (or `Seq2SeqTrainingArguments`).

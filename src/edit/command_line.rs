@@ -21,12 +21,11 @@
 
 use std::ops::Range;
 
-use super::knobs::{KnobSite, Source, SourceChange};
+use super::types::{KnobSite, Source, SourceChange};
 
-/// The workspace file, relative to the project root: knobs are followed
-/// into its command only when the workspace is the project root (what
-/// `tuneloop init` writes).
-pub const RUN_FILE: &str = crate::config::WORKSPACE_FILE;
+// Defined with the knob sources that name it; the command line is where
+// the rest of the tree has always found it.
+pub use super::types::RUN_FILE;
 
 /// One string of the `[bench] run` array as it sits in the file.
 #[derive(Clone, Debug, PartialEq)]

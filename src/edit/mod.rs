@@ -28,15 +28,9 @@
 //! Everything here is a pure function of its inputs (only [`scan_file`] reads
 //! a file); nothing spawns processes or writes files.
 
-/// The DataLoader knobs an agent may change: settings that must not change
-/// what the model is fed (same items, same order), so a turn that changes
-/// the first batches' fingerprint is rejected.
-pub const DATA_PRESERVING: [&str; 4] = [
-    "num_workers",
-    "pin_memory",
-    "prefetch_factor",
-    "persistent_workers",
-];
+// The loader knobs' names are the knob vocabulary's; edit's code has
+// always called them by this name.
+pub use crate::knob::DATA_PRESERVING;
 
 pub mod cli_knobs;
 pub mod command_line;
@@ -50,6 +44,7 @@ pub mod rewrite;
 pub mod scan;
 pub mod scope;
 pub mod spread;
+pub mod types;
 pub mod wrap;
 
 pub use compare::{

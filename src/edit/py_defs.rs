@@ -30,39 +30,11 @@ use std::path::Path;
 
 use tree_sitter::Node;
 
-use super::knobs::{string_value, ReadFile};
-use super::scan::{argument_nodes, line_col, named_children, parse_python, text};
+use super::scan::{argument_nodes, line_col, named_children, parse_python, string_value, text};
+use super::types::{ReadFile, Target};
 
 /// At most this many local modules are read while following a value.
 const MAX_MODULES: usize = 64;
-
-/// Which definition holds the value, as found again in any version of its file.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Target {
-    /// A class-body field: `class Config: num_workers: int = 0`.
-    ClassField { class: String, field: String },
-    /// An entry of a module-level dict literal: `CFG = {"data": {"num_workers": 0}}`.
-    DictEntry { var: String, keys: Vec<String> },
-    /// A module-level constant: `NUM_WORKERS = 0`.
-    Constant { name: String },
-}
-
-impl Target {
-    /// As a reader names it: `Config.num_workers`, `CFG["num_workers"]`, `NUM_WORKERS`.
-    pub fn name(&self) -> String {
-        match self {
-            Target::ClassField { class, field } => format!("{class}.{field}"),
-            Target::DictEntry { var, keys } => {
-                let mut s = var.clone();
-                for k in keys {
-                    s.push_str(&format!("[\"{k}\"]"));
-                }
-                s
-            }
-            Target::Constant { name } => name.clone(),
-        }
-    }
-}
 
 /// A definition's value in one text of its file.
 #[derive(Clone, Debug, PartialEq)]

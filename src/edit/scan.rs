@@ -818,6 +818,42 @@ fn target_names<'s>(target: Node<'_>, src: &'s str) -> Vec<&'s str> {
     out
 }
 
+/// The content of a plain string literal (no f-string interpolation).
+pub(super) fn string_value(node: Node<'_>, src: &str) -> Option<String> {
+    if node.kind() != "string"
+        || named_children(node)
+            .iter()
+            .any(|c| c.kind() == "interpolation")
+    {
+        return None;
+    }
+    let t = text(node, src);
+    let t = t.trim_start_matches(|c: char| "rRbBuU".contains(c));
+    for q in ["\"\"\"", "'''", "\"", "'"] {
+        if t.len() >= 2 * q.len() && t.starts_with(q) && t.ends_with(q) {
+            return Some(t[q.len()..t.len() - q.len()].to_string());
+        }
+    }
+    None
+}
+
+/// The text outside the given (possibly nested) byte ranges.
+pub(super) fn outside<'s>(src: &'s str, ranges: &[std::ops::Range<usize>]) -> Vec<&'s str> {
+    let mut sorted = ranges.to_vec();
+    sorted.sort_by_key(|r| r.start);
+    let mut pieces = Vec::new();
+    let mut pos = 0;
+    for r in sorted {
+        if r.start < pos {
+            continue;
+        }
+        pieces.push(&src[pos..r.start]);
+        pos = r.end;
+    }
+    pieces.push(&src[pos..]);
+    pieces
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,8 +22,11 @@
 
 use tree_sitter::Node;
 
-use super::knobs::{knob_sites, outside, string_value, PythonEdit, ReadFile, Source, SourceChange};
-use super::scan::{argument_nodes, line_col, named_children, parse_python, text};
+use super::knobs::knob_sites;
+use super::scan::{
+    argument_nodes, line_col, named_children, outside, parse_python, string_value, text,
+};
+use super::types::{PythonEdit, ReadFile, Source, SourceChange};
 use super::DATA_PRESERVING;
 
 /// Where a knob absent from the call's keywords is written in a spread dict.

@@ -30,3 +30,16 @@ pub fn labels_for(language: &str) -> &'static Labels {
 pub fn labels(r: &RunReport) -> &'static Labels {
     labels_for(&r.language)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_report_labels_are_the_word_tables_own() {
+        for code in ["ja", "en"] {
+            assert!(std::ptr::eq(
+                super::labels_for(code),
+                &crate::words::for_language(code).report
+            ));
+        }
+    }
+}

@@ -36,7 +36,6 @@ use serde_json::json;
 
 use crate::config::{AgentPolicy, Policy, Workspace};
 use crate::process::{self, Ending, Interrupt, Spec};
-use crate::store;
 use crate::turn::AgentInfo;
 
 use super::{AgentReport, TurnContext};
@@ -200,7 +199,7 @@ impl ClaudeAgent {
         let argv: Vec<&String> = std::iter::once(&spec.program)
             .chain(spec.args.iter())
             .collect();
-        store::write_json(&dir.join("argv.json"), &argv).map_err(|e| io("argv.json", e))?;
+        crate::fsio::write_json(&dir.join("argv.json"), &argv).map_err(|e| io("argv.json", e))?;
 
         // The call. Its own interrupt flag follows tuneloop's, and is also
         // raised when the stream shows more turns than --max-turns allows.
@@ -290,7 +289,7 @@ impl ClaudeAgent {
             std::fs::write(dir.join("stderr.txt"), &out.stderr).map_err(|e| io("stderr.txt", e))?;
         }
         if let Some(r) = &result {
-            store::write_json(&dir.join("result.json"), &r.raw)
+            crate::fsio::write_json(&dir.join("result.json"), &r.raw)
                 .map_err(|e| io("result.json", e))?;
         }
         let (ending, signal) = match &end {
@@ -345,7 +344,7 @@ impl ClaudeAgent {
             "init": st.init_summary(),
             "events": { "lines": st.lines, "not_json": st.not_json },
         });
-        store::write_json(&dir.join("call.json"), &record).map_err(|e| io("call.json", e))?;
+        crate::fsio::write_json(&dir.join("call.json"), &record).map_err(|e| io("call.json", e))?;
         Ok(())
     }
 }
