@@ -14,7 +14,7 @@ use crate::config::{Policy, Workspace};
 use crate::interpreter::{self, Interpreter, TorchInfo};
 use crate::process::{self, Interrupt, Spec};
 
-/// Exit code when a run cannot start (the configuration error code of DESIGN).
+/// Exit code when a run cannot start (the configuration error code, docs/configuration.md).
 pub const EXIT_NOT_READY: i32 = crate::error::exit::CONFIG;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -451,7 +451,7 @@ pub fn assess(f: &Facts) -> Report {
                     "workspace",
                     Status::Warn,
                     w.clone(),
-                    "remove or rename the key (see README, Configuration)".into(),
+                    "remove or rename the key (see docs/configuration.md)".into(),
                 ));
             }
             (*managed, launcher.is_some())

@@ -1,5 +1,5 @@
 //! Error types of the operations that can stop a command, and the exit codes
-//! of DESIGN. A failed *turn* is not an error: it is a recorded decision.
+//! of docs/configuration.md. A failed *turn* is not an error: it is a recorded decision.
 
 use std::path::PathBuf;
 

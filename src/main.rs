@@ -1,5 +1,5 @@
 //! The `tuneloop` binary: parse arguments, run the command, map its outcome to
-//! DESIGN's exit codes.
+//! the exit codes of docs/configuration.md.
 
 use clap::Parser;
 

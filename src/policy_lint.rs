@@ -1,7 +1,7 @@
 //! Rules of a policy's `[agent]` tool lists that can never take effect.
 //!
-//! Claude Code applies its permission rules silently (`CLAUDE-CLI.md`,
-//! pitfall 7): deny beats allow, a bare deny rule (`Bash`) removes the tool
+//! Claude Code applies its permission rules silently (`docs/claude-code.md`,
+//! pitfall 5): deny beats allow, a bare deny rule (`Bash`) removes the tool
 //! altogether — the call's `init` event then lists no such tool —, `--tools`
 //! decides which built-in tools exist at all, and an unknown tool name in a
 //! rule is ignored. So an allow rule such as `Bash(python bench_loader.py)`
@@ -20,7 +20,7 @@
 use crate::agent::claude::command::{matches_everything, parse_rule, split_rules};
 use crate::config::AgentPolicy;
 
-/// Claude Code's tool names: those of `CLAUDE-CLI.md` and its `init` event
+/// Claude Code's tool names: those its `init` event lists
 /// (2.1.x: Task, Bash, Glob, Grep, LS, Read, Edit, MultiEdit, Write,
 /// NotebookEdit, WebFetch, WebSearch), and the others its documentation
 /// names. Tools of MCP servers are `mcp__<server>[__<tool>]`.

@@ -30,7 +30,7 @@ use crate::store::{self, FileSet, Lock, RunStore};
 use crate::turn::{Decision, TurnRow};
 use crate::verify::{self, ProjectSnapshot};
 
-/// Why a run ended early with an error (exit codes of DESIGN).
+/// Why a run ended early with an error (exit codes: docs/configuration.md).
 #[derive(Debug)]
 pub enum LoopError {
     Config(String),

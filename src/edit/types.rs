@@ -359,7 +359,7 @@ impl KnobSite {
                         knob: o.knob.clone(),
                         why: o.describe(&at),
                         fix: format!(
-                            "Write {} as a value tuneloop can follow (a literal in the call, a flag default, a config-file value, a field default or constant of the project's own modules: README \"Where a knob is changed\"), or pass it on the command line in [bench] run",
+                            "Write {} as a value tuneloop can follow (a literal in the call, a flag default, a config-file value, a field default or constant of the project's own modules: docs/knobs.md in the tuneloop repository), or pass it on the command line in [bench] run",
                             o.knob
                         ),
                     });

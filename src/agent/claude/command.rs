@@ -1,7 +1,7 @@
 //! The `claude` command line as plain data, built from the policy alone, and
 //! the policy rules that give the agent more than a tuning turn needs.
 //!
-//! The facts this follows are in `CLAUDE-CLI.md`: `-p` is a flag and the
+//! The facts this follows are in `docs/claude-code.md`: `-p` is a flag and the
 //! prompt is the positional argument right after it (`--allowedTools`,
 //! `--disallowedTools`, `--tools` and `--add-dir` take several values, so a
 //! prompt placed after one of them would be read as a rule); `stream-json`

@@ -1,7 +1,7 @@
 //! A fake `claude` (Claude Code CLI in headless mode) for tuneloop's tests.
 //!
 //! It reads its command line the way Claude Code's does (commander.js, see
-//! `CLAUDE-CLI.md`): `-p` is a flag and the prompt is the first positional
+//! `docs/claude-code.md`): `-p` is a flag and the prompt is the first positional
 //! argument; `--allowedTools`, `--disallowedTools`, `--tools` and `--add-dir`
 //! are variadic and swallow every following argument that does not start with
 //! `-`, each value split on commas and spaces outside parentheses;
