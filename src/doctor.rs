@@ -239,18 +239,15 @@ fn read_policy(ws: &Workspace) -> (PolicyFacts, Option<crate::config::AgentPolic
     } else {
         match Policy::load(&path) {
             Err(e) => return (PolicyFacts::Invalid(e.to_string()), None),
-            Ok((p, unknown)) => (
-                p,
-                unknown
-                    .into_iter()
-                    .map(|k| format!("{}: unknown key `{k}` (ignored)", path.display()))
-                    .collect(),
-            ),
+            Ok(file) => {
+                if let Err(e) = file.validate() {
+                    return (PolicyFacts::Invalid(e.to_string()), Some(file.policy.agent));
+                }
+                let warnings = file.warnings();
+                (file.policy, warnings)
+            }
         }
     };
-    if let Err(e) = policy.validate(&path) {
-        return (PolicyFacts::Invalid(e.to_string()), Some(policy.agent));
-    }
     if policy.agent.backend == "claude" {
         warnings.extend(
             crate::agent::claude::command::warnings(&policy.agent)

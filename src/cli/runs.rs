@@ -30,7 +30,7 @@ fn workspace_language(cwd: &Path) -> String {
         .and_then(|d| Workspace::load(&d))
         .ok()
         .and_then(|ws| Policy::load(&ws.policy_path(None)).ok())
-        .map(|(p, _)| p.agent.language)
+        .map(|f| f.policy.agent.language)
         .unwrap_or_else(|| "en".into())
 }
 
