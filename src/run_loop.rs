@@ -335,7 +335,7 @@ pub fn prepare<'a>(
     }
     agent.preflight().map_err(LoopError::Agent)?;
     let runs_dir = ws.runs_dir();
-    let lock = Lock::acquire(&runs_dir, "start").map_err(LoopError::Config)?;
+    let lock = Lock::acquire(&runs_dir, "start").map_err(|e| LoopError::Config(e.to_string()))?;
     if let Some((dir, state)) = store::unfinished_run(&runs_dir) {
         let id = dir
             .file_name()
@@ -346,7 +346,8 @@ pub fn prepare<'a>(
             "run {id} was {state} before it finished, and the project may hold its files\n  hint: `tuneloop resume {id}` continues it; `tuneloop restore {id} --to best` (or `--to baseline`) puts the files back and closes it"
         )));
     }
-    crate::git::check_clean(&root, &editable, opts.allow_dirty).map_err(LoopError::Config)?;
+    crate::git::check_clean(&root, &editable, opts.allow_dirty)
+        .map_err(|e| LoopError::Config(e.to_string()))?;
     let mut editable = editable;
     if let Some(f) = command_file(ws, &root) {
         if !editable.contains(&f) {
@@ -431,7 +432,7 @@ pub fn resume<'a>(
     view: &'a mut (dyn FnMut(&Event) + Send),
 ) -> Result<Session<'a>, LoopError> {
     let runs_dir = ws.runs_dir();
-    let lock = Lock::acquire(&runs_dir, "resume").map_err(LoopError::Config)?;
+    let lock = Lock::acquire(&runs_dir, "resume").map_err(|e| LoopError::Config(e.to_string()))?;
     let run = RunRecord::read(run_dir).map_err(|e| LoopError::Config(e.to_string()))?;
     if run.state.is_closed() {
         return Err(LoopError::Config(format!(
