@@ -333,7 +333,7 @@ pub fn prepare<'a>(
             root.display()
         )));
     }
-    agent.preflight().map_err(LoopError::Agent)?;
+    agent.preflight().map_err(|e| LoopError::Agent(e.to_string()))?;
     let runs_dir = ws.runs_dir();
     let lock = Lock::acquire(&runs_dir, "start").map_err(|e| LoopError::Config(e.to_string()))?;
     if let Some((dir, state)) = store::unfinished_run(&runs_dir) {
@@ -446,7 +446,7 @@ pub fn resume<'a>(
     let root = run.project_root();
     let outputs = verify::load_command_outputs(run_dir, &root);
     let agent = Agent::from_policy(&policy, ws);
-    agent.preflight().map_err(LoopError::Agent)?;
+    agent.preflight().map_err(|e| LoopError::Agent(e.to_string()))?;
     let rec = Recovered::read(run_dir, &editable)?;
     // Put the project back as it was before the interrupted turn began.
     if let Ok(snap) = ProjectSnapshot::load(&run_dir.join("snapshot")) {
