@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ConfigError;
+use crate::error::{place, ConfigError, Position};
 use crate::knob::ComputeKnob;
 
 pub const WORKSPACE_FILE: &str = "tuneloop.toml";
@@ -314,28 +314,43 @@ impl Default for DecisionPolicy {
 }
 
 impl Policy {
-    pub fn parse(text: &str, path: &Path) -> Result<(Policy, Vec<String>), ConfigError> {
+    pub fn parse(text: &str, path: &Path) -> Result<(Policy, Vec<UnknownKey>), ConfigError> {
         parse_toml(text, path)
     }
 
-    /// Reads and parses a policy file; the caller reports the unknown keys,
-    /// then calls [`Policy::validate`].
-    pub fn load(path: &Path) -> Result<(Policy, Vec<String>), ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+    /// Reads and parses a policy file; the caller prints its warnings, then
+    /// calls [`PolicyFile::validate`].
+    pub fn load(path: &Path) -> Result<PolicyFile, ConfigError> {
+        let source = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
             path: path.to_owned(),
             err: e,
             hint: "pass --policy FILE, or run `tuneloop init` to write policies/default.toml",
         })?;
-        parse_toml(&text, path)
+        let (policy, unknown) = parse_toml(&source, path)?;
+        Ok(PolicyFile {
+            policy,
+            path: path.to_owned(),
+            unknown,
+            source,
+        })
     }
 
-    /// Checks values that parse but cannot work.
+    /// Checks values that parse but cannot work; the errors name no line
+    /// (see [`PolicyFile::validate`] for a policy read from a file).
     pub fn validate(&self, path: &Path) -> Result<(), ConfigError> {
-        let bad = |key: &str, msg: String| ConfigError::Invalid {
+        self.validate_in(path, None)
+    }
+
+    /// [`Policy::validate`], with each error placed in `source`, the text
+    /// the policy was parsed from.
+    fn validate_in(&self, path: &Path, source: Option<&str>) -> Result<(), ConfigError> {
+        let bad_at = |key: &str, element: Option<&str>, msg: String| ConfigError::Invalid {
             path: path.to_owned(),
             key: key.to_string(),
+            at: source.and_then(|s| key_position(s, key, element)),
             message: msg,
         };
+        let bad = |key: &str, msg: String| bad_at(key, None, msg);
         if !["builtin", "claude", "hybrid"].contains(&self.agent.backend.as_str()) {
             return Err(bad(
                 "agent.backend",
@@ -388,13 +403,27 @@ impl Policy {
         ];
         for k in &self.loop_.knobs {
             if !KNOBS.contains(&k.as_str()) {
-                return Err(bad(
+                return Err(bad_at(
                     "loop.knobs",
+                    Some(k),
                     format!("unknown knob `{k}`; known: {}", KNOBS.join(", ")),
                 ));
             }
         }
-        self.compute.check().map_err(|(key, msg)| bad(key, msg))?;
+        self.compute.check().map_err(|(key, msg)| {
+            // The element the check refused, to point at its line.
+            let unknown = self
+                .compute
+                .knobs
+                .iter()
+                .find(|k| crate::knob::ComputeKnob::parse(k).is_none());
+            let element = if key == "compute.knobs" {
+                unknown
+            } else {
+                None
+            };
+            bad_at(key, element.map(String::as_str), msg)
+        })?;
         Ok(())
     }
 
@@ -403,20 +432,155 @@ impl Policy {
     }
 }
 
-/// Parses TOML into `T`, returning the dotted paths of keys `T` does not read.
+/// A policy file as read: the policy, the keys it does not read, and the
+/// text, so that a value [`PolicyFile::validate`] refuses is named with
+/// its line.
+#[derive(Clone, Debug)]
+pub struct PolicyFile {
+    pub policy: Policy,
+    pub path: PathBuf,
+    pub unknown: Vec<UnknownKey>,
+    source: String,
+}
+
+impl PolicyFile {
+    /// One warning a key nobody reads, `path:line:column: unknown key …`.
+    pub fn warnings(&self) -> Vec<String> {
+        self.unknown.iter().map(|u| u.warning(&self.path)).collect()
+    }
+
+    /// [`Policy::validate`], each error naming the line of its key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.policy.validate_in(&self.path, Some(&self.source))
+    }
+}
+
+/// A key of a file that no field reads (a typo, or a key of another
+/// version): the dotted path serde saw and where it is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownKey {
+    pub key: String,
+    pub at: Option<Position>,
+}
+
+impl UnknownKey {
+    pub fn warning(&self, path: &Path) -> String {
+        format!(
+            "{}: unknown key `{}` (ignored)",
+            place(path, &self.at),
+            self.key
+        )
+    }
+}
+
+/// Parses TOML into `T`, returning the keys `T` does not read.
 fn parse_toml<T: for<'de> Deserialize<'de>>(
     text: &str,
     path: &Path,
-) -> Result<(T, Vec<String>), ConfigError> {
+) -> Result<(T, Vec<UnknownKey>), ConfigError> {
     let mut unknown = Vec::new();
     let de = toml::Deserializer::new(text);
-    let value: T = serde_ignored::deserialize(de, |p| unknown.push(p.to_string())).map_err(
-        |e: toml::de::Error| ConfigError::Parse {
-            path: path.to_owned(),
-            message: e.to_string().trim_end().to_string(),
-        },
-    )?;
+    let value: T = serde_ignored::deserialize(de, |p| unknown.push(p.to_string()))
+        .map_err(|e: toml::de::Error| parse_error(text, path, &e))?;
+    let unknown = unknown
+        .into_iter()
+        .map(|key| UnknownKey {
+            at: key_position(text, &key, None),
+            key,
+        })
+        .collect();
     Ok((value, unknown))
+}
+
+/// toml's error, placed: the line and column of its span, the key whose
+/// value it is about, and the line with a caret under the span.
+fn parse_error(text: &str, path: &Path, e: &toml::de::Error) -> ConfigError {
+    let span = e.span();
+    let at = span.as_ref().map(|r| Position::of_offset(text, r.start));
+    let key = span.as_ref().and_then(|r| {
+        let doc = toml_edit::ImDocument::parse(text).ok()?;
+        key_at(doc.as_item(), r.start, "")
+    });
+    let snippet = match (&span, at) {
+        (Some(r), Some(at)) => {
+            let line = text.lines().nth(at.line - 1).unwrap_or("");
+            let width = text
+                .get(r.clone())
+                .map_or(1, |s| s.lines().next().unwrap_or("").chars().count().max(1));
+            let gutter = " ".repeat(at.line.to_string().len());
+            format!(
+                "\n{gutter} |\n{} | {line}\n{gutter} | {}{}",
+                at.line,
+                " ".repeat(at.column - 1),
+                "^".repeat(width)
+            )
+        }
+        _ => String::new(),
+    };
+    ConfigError::Parse {
+        path: path.to_owned(),
+        key,
+        at,
+        message: e.message().trim_end().to_string(),
+        snippet,
+    }
+}
+
+/// Where dotted `key` is written in TOML `text`: the element of its array
+/// equal to `element` when given and present, else the key itself, else
+/// (the key is missing) the nearest table above it that is written. `None`
+/// when the text does not parse or holds none of these.
+pub(crate) fn key_position(text: &str, key: &str, element: Option<&str>) -> Option<Position> {
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut item = doc.as_item();
+    let mut found = None;
+    for part in key.split('.') {
+        let Some(table) = item.as_table_like() else {
+            break;
+        };
+        let Some(child) = table.get(part) else {
+            break;
+        };
+        found = table
+            .key(part)
+            .and_then(|k| k.span())
+            .or_else(|| child.span())
+            .or(found);
+        item = child;
+    }
+    if let (Some(element), toml_edit::Item::Value(toml_edit::Value::Array(a))) = (element, item) {
+        if let Some(span) = a
+            .iter()
+            .find(|v| v.as_str() == Some(element))
+            .and_then(|v| v.span())
+        {
+            found = Some(span);
+        }
+    }
+    found.map(|r| Position::of_offset(text, r.start))
+}
+
+/// The dotted key whose value holds byte `offset` (the deepest one).
+fn key_at(item: &toml_edit::Item, offset: usize, prefix: &str) -> Option<String> {
+    let table = item.as_table_like()?;
+    for (name, child) in table.iter() {
+        let path = if prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{prefix}.{name}")
+        };
+        if let Some(deeper) = key_at(child, offset, &path) {
+            return Some(deeper);
+        }
+        let start = table.key(name).and_then(|k| k.span()).map(|r| r.start);
+        let end = child.span().map(|r| r.end);
+        if let (Some(start), Some(end)) = (start, end) {
+            if (start..end).contains(&offset) {
+                return Some(path);
+            }
+        }
+    }
+    None
 }
 
 /// A loaded workspace: where things are, and what they say.
@@ -453,8 +617,8 @@ impl Workspace {
         })?;
         let (file, unknown): (WorkspaceFile, _) = parse_toml(&text, &path)?;
         let warnings = unknown
-            .into_iter()
-            .map(|k| format!("{}: unknown key `{k}` (ignored)", path.display()))
+            .iter()
+            .map(|u: &UnknownKey| u.warning(&path))
             .collect();
         let project_root = dir.join(&file.project.root);
         let ws = Workspace {
@@ -463,17 +627,21 @@ impl Workspace {
             project_root,
             warnings,
         };
-        ws.validate()?;
+        ws.validate(&text)?;
         Ok(ws)
     }
 
-    fn validate(&self) -> Result<(), ConfigError> {
+    /// Checks values that parse but cannot work; `source` is the file's
+    /// text, where each error finds its key's line.
+    fn validate(&self, source: &str) -> Result<(), ConfigError> {
         let path = self.dir.join(WORKSPACE_FILE);
-        let bad = |key: &str, message: String| ConfigError::Invalid {
+        let bad_at = |key: &str, element: Option<&str>, message: String| ConfigError::Invalid {
             path: path.clone(),
             key: key.into(),
+            at: key_position(source, key, element),
             message,
         };
+        let bad = |key: &str, message: String| bad_at(key, None, message);
         if !self.project_root.is_dir() {
             return Err(bad(
                 "project.root",
@@ -543,15 +711,17 @@ impl Workspace {
         }
         for f in &self.file.project.editable {
             if Path::new(f).is_absolute() || f.split('/').any(|c| c == "..") {
-                return Err(bad(
+                return Err(bad_at(
                     "project.editable",
+                    Some(f),
                     format!("`{f}` must be a path inside the project root"),
                 ));
             }
             let p = self.project_root.join(f);
             if !p.is_file() {
-                return Err(bad(
+                return Err(bad_at(
                     "project.editable",
+                    Some(f),
                     format!(
                         "editable file {} does not exist; fix the path or create the file",
                         p.display()
@@ -614,15 +784,29 @@ mod tests {
     }
 
     #[test]
-    fn unknown_keys_are_reported_with_their_path() {
+    fn unknown_keys_are_reported_with_their_path_and_line() {
         let (_, unknown) = Policy::parse(
             "[decision]\nrepeats = 4\nrepeatz = 5\n[agnet]\nx=1\n",
             Path::new("p.toml"),
         )
         .unwrap();
+        let at = |line, column| Some(Position { line, column });
         assert_eq!(
             unknown,
-            vec!["decision.repeatz".to_string(), "agnet".to_string()]
+            vec![
+                UnknownKey {
+                    key: "decision.repeatz".into(),
+                    at: at(3, 1)
+                },
+                UnknownKey {
+                    key: "agnet".into(),
+                    at: at(4, 2)
+                },
+            ]
+        );
+        assert_eq!(
+            unknown[0].warning(Path::new("p.toml")),
+            "p.toml:3:1: unknown key `decision.repeatz` (ignored)"
         );
     }
 
@@ -630,10 +814,186 @@ mod tests {
     fn type_errors_name_file_key_and_line() {
         let err =
             Policy::parse("[decision]\n\nrepeats = \"many\"\n", Path::new("pol.toml")).unwrap_err();
-        let msg = err.to_string();
-        assert!(msg.contains("pol.toml"), "{msg}");
-        assert!(msg.contains("line 3"), "{msg}");
-        assert!(msg.contains("repeats"), "{msg}");
+        assert!(
+            matches!(
+                &err,
+                ConfigError::Parse { key: Some(k), at: Some(Position { line: 3, column: 11 }), .. }
+                    if k == "decision.repeats"
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "pol.toml:3:11: `decision.repeats`: invalid type: string \"many\", expected u32\n  |\n3 | repeats = \"many\"\n  |           ^^^^^^"
+        );
+        // A dotted key and an inline table are found as well.
+        let err = Policy::parse("agent.max_turns = -1\n", Path::new("p.toml")).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("p.toml:1:19: `agent.max_turns`: "),
+            "{err}"
+        );
+        let err = Policy::parse("\n\ncompute = { knobs = 3 }\n", Path::new("p.toml")).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("p.toml:3:21: `compute.knobs`: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn syntax_errors_name_file_and_line() {
+        let err = Policy::parse(
+            "[decision]\nrepeats = 4\nmin_gain = = 0.1\n",
+            Path::new("p.toml"),
+        )
+        .unwrap_err();
+        let ConfigError::Parse { key, at, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(*key, None, "the file does not parse: no key to name");
+        assert_eq!(at.map(|a| a.line), Some(3), "{err}");
+        assert!(err.to_string().starts_with("p.toml:3:"), "{err}");
+        assert!(err.to_string().contains("3 | min_gain = = 0.1"), "{err}");
+    }
+
+    /// Writes `text` as a policy file and loads it.
+    fn policy_file(text: &str) -> (tempfile::TempDir, PolicyFile) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pol.toml");
+        std::fs::write(&path, text).unwrap();
+        let file = Policy::load(&path).unwrap();
+        (dir, file)
+    }
+
+    /// The policy's validation error, with the temporary folder cut off.
+    fn invalid(text: &str) -> String {
+        let (dir, file) = policy_file(text);
+        let msg = file.validate().unwrap_err().to_string();
+        msg.replace(&format!("{}/", dir.path().display()), "")
+    }
+
+    #[test]
+    fn policy_values_out_of_range_name_file_key_and_line() {
+        assert_eq!(
+            invalid("# tuned\n[agent]\nmax_turns = 2\nbackend = \"gpt\"\n"),
+            "pol.toml:4:1: `agent.backend`: `gpt` is not an agent; use \"builtin\", \"claude\" or \"hybrid\""
+        );
+        assert_eq!(
+            invalid("[decision]\nrepeats = 4\nmax_repeats = 3\n"),
+            "pol.toml:3:1: `decision.max_repeats`: must be >= decision.repeats"
+        );
+        assert_eq!(
+            invalid("[decision]\n  confidence = 1.5\n"),
+            "pol.toml:2:3: `decision.confidence`: must be in [0.5, 1), e.g. 0.95"
+        );
+        // An unknown knob: the line of the element itself, in a list over lines.
+        let msg = invalid("[loop]\nknobs = [\n  \"num_workers\",\n  \"batch_size\",\n]\n");
+        assert!(
+            msg.starts_with("pol.toml:4:3: `loop.knobs`: unknown knob `batch_size`"),
+            "{msg}"
+        );
+        let msg = invalid("[compute]\nknobs = [\"channels_last\",\n \"warp_speed\"]\n");
+        assert!(
+            msg.starts_with("pol.toml:3:2: `compute.knobs`: unknown compute knob `warp_speed`"),
+            "{msg}"
+        );
+        assert!(invalid("[compute]\n\nloss_rtol = -1.0\n")
+            .starts_with("pol.toml:3:1: `compute.loss_rtol`: "),);
+    }
+
+    #[test]
+    fn a_policy_file_warns_of_unknown_keys_with_their_line() {
+        let (dir, file) = policy_file("[decision]\nrepeats = 3\nrepetes = 4\n");
+        assert_eq!(
+            file.warnings(),
+            vec![format!(
+                "{}:3:1: unknown key `decision.repetes` (ignored)",
+                dir.path().join("pol.toml").display()
+            )]
+        );
+        file.validate().unwrap();
+    }
+
+    /// A workspace folder with `train.py` and `tuneloop.toml` holding `toml`.
+    fn workspace_error(toml: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("train.py"), "").unwrap();
+        std::fs::write(dir.path().join(WORKSPACE_FILE), toml).unwrap();
+        let msg = Workspace::load(dir.path()).unwrap_err().to_string();
+        msg.replace(&format!("{}/", dir.path().display()), "")
+    }
+
+    const EDITABLE: &str = "[project]\neditable = [\"train.py\"]\n";
+
+    #[test]
+    fn workspace_values_out_of_range_name_file_key_and_line() {
+        assert_eq!(
+            workspace_error(&format!(
+                "{EDITABLE}[bench]\nentry = \"train:build\"\nsteps = 0\n"
+            )),
+            "tuneloop.toml:5:1: `bench.steps`: must be at least 1"
+        );
+        assert_eq!(
+            workspace_error(&format!("{EDITABLE}\n[bench]\nentry = \"train\"\n")),
+            "tuneloop.toml:5:1: `bench.entry`: `train` must look like MODULE:FUNCTION, e.g. train:build"
+        );
+        // A missing key: the table it belongs in.
+        assert!(workspace_error(&format!("{EDITABLE}[bench]\nsteps = 3\n"))
+            .starts_with("tuneloop.toml:3:2: `bench.run`: say how to measure"),);
+        // Two modes at once: the [bench] table.
+        assert!(workspace_error(&format!(
+            "{EDITABLE}\n[bench]\nentry = \"a:b\"\ncommand = \"python b.py\"\n"
+        ))
+        .starts_with("tuneloop.toml:4:2: `bench`: set one of"),);
+        // The editable file that is missing, not the first of the list.
+        let msg = workspace_error(
+            "[project]\neditable = [\n  \"train.py\",\n  \"gone.py\",\n]\n[bench]\nentry = \"a:b\"\n",
+        );
+        assert!(
+            msg.starts_with("tuneloop.toml:4:3: `project.editable`: editable file "),
+            "{msg}"
+        );
+        assert!(msg.contains("gone.py does not exist"), "{msg}");
+        // A type error in the workspace file.
+        let msg = workspace_error(&format!(
+            "{EDITABLE}[bench]\nentry = \"a:b\"\nsteps = \"many\"\n"
+        ));
+        assert!(
+            msg.starts_with("tuneloop.toml:5:9: `bench.steps`: invalid type"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn workspace_unknown_keys_name_their_line() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("train.py"), "").unwrap();
+        std::fs::write(
+            dir.path().join(WORKSPACE_FILE),
+            format!("{EDITABLE}[bench]\nentry = \"a:b\"\nstep = 3\n"),
+        )
+        .unwrap();
+        let ws = Workspace::load(dir.path()).unwrap();
+        assert_eq!(
+            ws.warnings,
+            vec![format!(
+                "{}:5:1: unknown key `bench.step` (ignored)",
+                dir.path().join(WORKSPACE_FILE).display()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_read_keeps_its_io_error_as_source() {
+        let err = Policy::load(Path::new("/nonexistent/pol.toml")).unwrap_err();
+        let source = std::error::Error::source(&err).expect("the io error");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        let cause = source.to_string();
+        // Printed once, although both the message and its source say it.
+        let text = crate::error::render(&anyhow::Error::from(err));
+        assert_eq!(text.matches(&cause).count(), 1, "{text}");
+        assert!(text.contains("hint: pass --policy FILE"), "{text}");
     }
 
     #[test]

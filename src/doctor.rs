@@ -104,7 +104,7 @@ pub enum Login {
 pub struct ClaudeFacts {
     /// `[agent] command` of the policy (default `claude`).
     pub command: String,
-    pub program: Result<PathBuf, String>,
+    pub program: Result<PathBuf, crate::agent::claude::ProgramNotFound>,
     /// `claude --version`'s first line, or why it gave none.
     pub version: Result<String, String>,
     pub login: Login,
@@ -239,18 +239,15 @@ fn read_policy(ws: &Workspace) -> (PolicyFacts, Option<crate::config::AgentPolic
     } else {
         match Policy::load(&path) {
             Err(e) => return (PolicyFacts::Invalid(e.to_string()), None),
-            Ok((p, unknown)) => (
-                p,
-                unknown
-                    .into_iter()
-                    .map(|k| format!("{}: unknown key `{k}` (ignored)", path.display()))
-                    .collect(),
-            ),
+            Ok(file) => {
+                if let Err(e) = file.validate() {
+                    return (PolicyFacts::Invalid(e.to_string()), Some(file.policy.agent));
+                }
+                let warnings = file.warnings();
+                (file.policy, warnings)
+            }
         }
     };
-    if let Err(e) = policy.validate(&path) {
-        return (PolicyFacts::Invalid(e.to_string()), Some(policy.agent));
-    }
     if policy.agent.backend == "claude" {
         warnings.extend(
             crate::agent::claude::command::warnings(&policy.agent)
@@ -590,7 +587,7 @@ pub fn assess(f: &Facts) -> Report {
             absent,
             format!(
                 "{}{}",
-                first_line(e),
+                first_line(&e.to_string()),
                 if needs_claude { "" } else { " (needed only for --agent claude; the builtin agent runs without it)" }
             ),
             "npm install -g @anthropic-ai/claude-code, or set [agent] command to its path, or tune with --agent builtin".into(),
@@ -712,7 +709,9 @@ mod tests {
             git_repo: Some("/p".into()),
             claude: ClaudeFacts {
                 command: "claude".into(),
-                program: Err("the Claude Code CLI `claude` was not found on PATH".into()),
+                program: Err(crate::agent::claude::ProgramNotFound::NotOnPath {
+                    name: "claude".into(),
+                }),
                 version: Err("not found".into()),
                 login: Login::NoneFound,
             },

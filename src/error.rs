@@ -1,7 +1,10 @@
 //! Error types of the operations that can stop a command, and the exit codes
 //! of docs/configuration.md. A failed *turn* is not an error: it is a recorded decision.
+//!
+//! Errors that wrap another keep it as `#[source]`; where their message
+//! already words the cause (users read one line), [`render`] prints it once.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
@@ -17,6 +20,38 @@ pub mod exit {
     pub const INTERRUPTED: i32 = 130;
 }
 
+/// A place in a TOML file the user edits: 1-based line and column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Position {
+    /// The line and column (in characters) of byte `offset` of `text`.
+    pub fn of_offset(text: &str, offset: usize) -> Position {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let before = &text[..offset];
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        Position {
+            line: before.matches('\n').count() + 1,
+            column: before[line_start..].chars().count() + 1,
+        }
+    }
+}
+
+/// `path:line:column` where the place is known, else `path`: the form
+/// editors and terminals open at the line.
+pub fn place(path: &Path, at: &Option<Position>) -> String {
+    match at {
+        Some(p) => format!("{}:{}:{}", path.display(), p.line, p.column),
+        None => path.display().to_string(),
+    }
+}
+
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("no tuneloop.toml in {start} or any folder above it\n  hint: run `tuneloop init` in your project, or pass -C DIR")]
@@ -24,17 +59,50 @@ pub enum ConfigError {
     #[error("cannot read {path}: {err}\n  hint: {hint}")]
     Read {
         path: PathBuf,
+        #[source]
         err: std::io::Error,
         hint: &'static str,
     },
-    #[error("{path}: {message}")]
-    Parse { path: PathBuf, message: String },
-    #[error("{path}: `{key}`: {message}")]
+    /// Not TOML, or a value of the wrong type: `key` is the dotted key whose
+    /// value is wrong, when the file parsed far enough to say; `snippet`
+    /// shows the line with a caret under the span. (toml's own error is
+    /// taken apart into these, not kept: its text repeats them.)
+    #[error("{}: {}{message}{snippet}", place(.path, .at), .key.as_ref().map(|k| format!("`{k}`: ")).unwrap_or_default())]
+    Parse {
+        path: PathBuf,
+        key: Option<String>,
+        at: Option<Position>,
+        message: String,
+        snippet: String,
+    },
+    /// A value of the right type that cannot work; `at` is where the key
+    /// (or the offending element of its array) is written, or the table it
+    /// belongs in when the key is missing.
+    #[error("{}: `{key}`: {message}", place(.path, .at))]
     Invalid {
         path: PathBuf,
         key: String,
+        at: Option<Position>,
         message: String,
     },
+}
+
+/// An error and its causes for the terminal, each cause once: the causes
+/// joined by `: `, as anyhow's `{:#}` does, but a cause whose text the
+/// message before it already shows (a typed error that words its
+/// `#[source]` into its own message) is not repeated.
+pub fn render(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.is_empty() {
+            out = text;
+        } else if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 /// Why a bench process gave no figure.

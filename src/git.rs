@@ -6,15 +6,37 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use thiserror::Error;
+
 use crate::process::{self, Spec};
 use crate::store::FileSet;
+
+/// Why a git command gave no answer, or the work tree cannot start a run.
+#[derive(Debug, Error)]
+pub enum GitError {
+    #[error("cannot run git: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// git ran and refused: the command line and what it printed.
+    #[error("git {args}: {stderr}")]
+    Failed { args: String, stderr: String },
+    #[error("the project is not in a git repository")]
+    NotARepository,
+    #[error("cannot resolve {}: {source}", .path.display())]
+    Path {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the editable files have uncommitted changes: {}\n  hint: commit or stash them first, or pass --allow-dirty", .files.join(", "))]
+    Dirty { files: Vec<String> },
+}
 
 fn git(
     cwd: &Path,
     args: &[&str],
     env: &BTreeMap<String, String>,
     stdin: Option<&[u8]>,
-) -> Result<String, String> {
+) -> Result<String, GitError> {
     let spec = Spec {
         program: "git".into(),
         args: args.iter().map(|s| s.to_string()).collect(),
@@ -25,11 +47,14 @@ fn git(
         timeout: std::time::Duration::from_secs(60),
         done_marker: None,
     };
-    let out = process::run_quick(&spec).map_err(|e| format!("cannot run git: {e}"))?;
+    let out = process::run_quick(&spec).map_err(GitError::Spawn)?;
     if out.success() {
         Ok(out.stdout.trim_end().to_string())
     } else {
-        Err(format!("git {}: {}", args.join(" "), out.stderr.trim()))
+        Err(GitError::Failed {
+            args: args.join(" "),
+            stderr: out.stderr.trim().to_string(),
+        })
     }
 }
 
@@ -47,7 +72,7 @@ pub fn repo_root(dir: &Path) -> Option<PathBuf> {
 
 /// Refuses when an editable file has uncommitted changes (unless allowed):
 /// a run must be able to say what the baseline was.
-pub fn check_clean(root: &Path, editable: &[String], allow_dirty: bool) -> Result<(), String> {
+pub fn check_clean(root: &Path, editable: &[String], allow_dirty: bool) -> Result<(), GitError> {
     if allow_dirty || repo_root(root).is_none() {
         return Ok(());
     }
@@ -57,11 +82,11 @@ pub fn check_clean(root: &Path, editable: &[String], allow_dirty: bool) -> Resul
     if out.trim().is_empty() {
         return Ok(());
     }
-    let files: Vec<&str> = out.lines().map(|l| l.get(3..).unwrap_or(l)).collect();
-    Err(format!(
-        "the editable files have uncommitted changes: {}\n  hint: commit or stash them first, or pass --allow-dirty",
-        files.join(", ")
-    ))
+    let files = out
+        .lines()
+        .map(|l| l.get(3..).unwrap_or(l).to_string())
+        .collect();
+    Err(GitError::Dirty { files })
 }
 
 /// Commits the editable files' kept state on `branch` (created from HEAD the
@@ -71,12 +96,16 @@ pub fn commit_kept(
     files: &FileSet,
     branch: &str,
     message: &str,
-) -> Result<String, String> {
-    let top = repo_root(root).ok_or("the project is not in a git repository")?;
-    let root = std::fs::canonicalize(root).map_err(|e| e.to_string())?;
-    let prefix = root
-        .strip_prefix(std::fs::canonicalize(&top).map_err(|e| e.to_string())?)
-        .unwrap_or(Path::new(""));
+) -> Result<String, GitError> {
+    let top = repo_root(root).ok_or(GitError::NotARepository)?;
+    let canonical = |path: &Path| {
+        std::fs::canonicalize(path).map_err(|source| GitError::Path {
+            path: path.to_owned(),
+            source,
+        })
+    };
+    let root = canonical(root)?;
+    let prefix = root.strip_prefix(canonical(&top)?).unwrap_or(Path::new(""));
     let none = BTreeMap::new();
     let parent = git(
         &top,
@@ -172,6 +201,11 @@ mod tests {
         assert!(check_clean(&proj, &["train.py".into()], false).is_ok());
         std::fs::write(proj.join("train.py"), "a = 2\n").unwrap();
         let e = check_clean(&proj, &["train.py".into()], false).unwrap_err();
+        assert!(
+            matches!(&e, GitError::Dirty { files } if files == &["proj/train.py"]),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(e.contains("train.py") && e.contains("--allow-dirty"), "{e}");
         assert!(check_clean(&proj, &["train.py".into()], true).is_ok());
     }

@@ -9,7 +9,7 @@ fn main() {
     let code = match tuneloop::cli::run(cli, interrupt) {
         Ok(code) => code,
         Err(f) => {
-            eprintln!("error: {:#}", f.error);
+            eprintln!("error: {}", tuneloop::error::render(&f.error));
             f.code
         }
     };

@@ -333,9 +333,9 @@ pub fn prepare<'a>(
             root.display()
         )));
     }
-    agent.preflight().map_err(LoopError::Agent)?;
+    agent.preflight().map_err(|e| LoopError::Agent(e.to_string()))?;
     let runs_dir = ws.runs_dir();
-    let lock = Lock::acquire(&runs_dir, "start").map_err(LoopError::Config)?;
+    let lock = Lock::acquire(&runs_dir, "start").map_err(|e| LoopError::Config(e.to_string()))?;
     if let Some((dir, state)) = crate::run_folder::unfinished_run(&runs_dir) {
         let id = dir
             .file_name()
@@ -346,7 +346,8 @@ pub fn prepare<'a>(
             "run {id} was {state} before it finished, and the project may hold its files\n  hint: `tuneloop resume {id}` continues it; `tuneloop restore {id} --to best` (or `--to baseline`) puts the files back and closes it"
         )));
     }
-    crate::git::check_clean(&root, &editable, opts.allow_dirty).map_err(LoopError::Config)?;
+    crate::git::check_clean(&root, &editable, opts.allow_dirty)
+        .map_err(|e| LoopError::Config(e.to_string()))?;
     let mut editable = editable;
     if let Some(f) = command_file(ws, &root) {
         if !editable.contains(&f) {
@@ -431,7 +432,7 @@ pub fn resume<'a>(
     view: &'a mut (dyn FnMut(&Event) + Send),
 ) -> Result<Session<'a>, LoopError> {
     let runs_dir = ws.runs_dir();
-    let lock = Lock::acquire(&runs_dir, "resume").map_err(LoopError::Config)?;
+    let lock = Lock::acquire(&runs_dir, "resume").map_err(|e| LoopError::Config(e.to_string()))?;
     let run = RunRecord::read(run_dir).map_err(|e| LoopError::Config(e.to_string()))?;
     if run.state.is_closed() {
         return Err(LoopError::Config(format!(
@@ -445,7 +446,7 @@ pub fn resume<'a>(
     let root = run.project_root();
     let outputs = verify::load_command_outputs(run_dir, &root);
     let agent = Agent::from_policy(&policy, ws);
-    agent.preflight().map_err(LoopError::Agent)?;
+    agent.preflight().map_err(|e| LoopError::Agent(e.to_string()))?;
     let rec = Recovered::read(run_dir, &editable)?;
     // Put the project back as it was before the interrupted turn began.
     if let Ok(snap) = ProjectSnapshot::load(&run_dir.join("snapshot")) {

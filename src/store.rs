@@ -10,6 +10,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use thiserror::Error;
+
 use crate::event::Event;
 // Writing a file atomically is the leaf [`crate::fsio`]; the run code
 // has always reached it through here.
@@ -164,8 +166,17 @@ pub fn list_runs(runs_dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// No run folder where `RUN` (or "the latest run") points.
+#[derive(Debug, Error)]
+pub enum NoRun {
+    #[error("no run `{run}` in {}; `tuneloop runs` lists them", .runs_dir.display())]
+    Named { run: String, runs_dir: PathBuf },
+    #[error("no runs in {} yet; start one with `tuneloop start`", .runs_dir.display())]
+    NoneYet { runs_dir: PathBuf },
+}
+
 /// `RUN` as given (an id, a path) or the latest run.
-pub fn resolve_run(runs_dir: &Path, run: Option<&str>) -> Result<PathBuf, String> {
+pub fn resolve_run(runs_dir: &Path, run: Option<&str>) -> Result<PathBuf, NoRun> {
     match run {
         Some(r) => {
             let p = Path::new(r);
@@ -176,18 +187,36 @@ pub fn resolve_run(runs_dir: &Path, run: Option<&str>) -> Result<PathBuf, String
             if q.join("events.jsonl").exists() {
                 return Ok(q);
             }
-            Err(format!(
-                "no run `{r}` in {}; `tuneloop runs` lists them",
-                runs_dir.display()
-            ))
+            Err(NoRun::Named {
+                run: r.to_string(),
+                runs_dir: runs_dir.to_owned(),
+            })
         }
-        None => list_runs(runs_dir).pop().ok_or_else(|| {
-            format!(
-                "no runs in {} yet; start one with `tuneloop start`",
-                runs_dir.display()
-            )
+        None => list_runs(runs_dir).pop().ok_or_else(|| NoRun::NoneYet {
+            runs_dir: runs_dir.to_owned(),
         }),
     }
+}
+
+/// Why a run could not take the project's lock.
+#[derive(Debug, Error)]
+pub enum LockError {
+    #[error("another tuneloop run ({owner}, pid {pid}) holds {}; wait for it or stop it", .path.display())]
+    Held {
+        owner: String,
+        pid: u32,
+        path: PathBuf,
+    },
+    #[error("cannot {action} {}: {source}", .path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A stale lock came back twice: another process races for it.
+    #[error("cannot take the lock {}", .path.display())]
+    Contended { path: PathBuf },
 }
 
 /// One tuning run per project at a time: `runs/.lock` holds the owner's pid.
@@ -197,14 +226,23 @@ pub struct Lock {
 }
 
 impl Lock {
-    pub fn acquire(runs_dir: &Path, run_id: &str) -> Result<Lock, String> {
-        fs::create_dir_all(runs_dir).map_err(|e| e.to_string())?;
+    pub fn acquire(runs_dir: &Path, run_id: &str) -> Result<Lock, LockError> {
+        let io_error = |action, path: &Path| {
+            let path = path.to_owned();
+            move |source| LockError::Io {
+                action,
+                path,
+                source,
+            }
+        };
+        fs::create_dir_all(runs_dir).map_err(io_error("create", runs_dir))?;
         let path = runs_dir.join(".lock");
         let me = format!("{} {}\n", std::process::id(), run_id);
         for _ in 0..2 {
             match OpenOptions::new().write(true).create_new(true).open(&path) {
                 Ok(mut f) => {
-                    f.write_all(me.as_bytes()).map_err(|e| e.to_string())?;
+                    f.write_all(me.as_bytes())
+                        .map_err(io_error("write", &path))?;
                     let _ = f.sync_all();
                     return Ok(Lock { path });
                 }
@@ -215,10 +253,7 @@ impl Lock {
                     let owner = it.next().unwrap_or("?").to_string();
                     match pid {
                         Some(pid) if crate::process::pid_alive(pid) => {
-                            return Err(format!(
-                                "another tuneloop run ({owner}, pid {pid}) holds {}; wait for it or stop it",
-                                path.display()
-                            ))
+                            return Err(LockError::Held { owner, pid, path })
                         }
                         // Its owner is gone: a stale lock.
                         _ => {
@@ -226,10 +261,10 @@ impl Lock {
                         }
                     }
                 }
-                Err(e) => return Err(format!("cannot create {}: {e}", path.display())),
+                Err(e) => return Err(io_error("create", &path)(e)),
             }
         }
-        Err(format!("cannot take the lock {}", path.display()))
+        Err(LockError::Contended { path })
     }
 }
 
@@ -260,11 +295,33 @@ mod tests {
     fn lock_refuses_a_live_owner_and_clears_a_dead_one() {
         let d = tempfile::tempdir().unwrap();
         let l = Lock::acquire(d.path(), "r1").unwrap();
-        assert!(Lock::acquire(d.path(), "r2").unwrap_err().contains("r1"));
+        let e = Lock::acquire(d.path(), "r2").unwrap_err();
+        assert!(
+            matches!(&e, LockError::Held { owner, pid, .. } if owner == "r1" && *pid == std::process::id()),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("another tuneloop run (r1"), "{e}");
         drop(l);
         // A lock left by a process that no longer exists.
         fs::write(d.path().join(".lock"), "999999999 old\n").unwrap();
         assert!(Lock::acquire(d.path(), "r3").is_ok());
+    }
+
+    #[test]
+    fn resolve_run_says_which_run_is_missing() {
+        let d = tempfile::tempdir().unwrap();
+        let e = resolve_run(d.path(), None).unwrap_err();
+        assert!(matches!(e, NoRun::NoneYet { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains("start one with `tuneloop start`"),
+            "{e}"
+        );
+        let e = resolve_run(d.path(), Some("r9")).unwrap_err();
+        assert!(
+            matches!(&e, NoRun::Named { run, .. } if run == "r9"),
+            "{e:?}"
+        );
+        assert!(e.to_string().starts_with("no run `r9` in "), "{e}");
     }
 
     #[test]

@@ -61,36 +61,42 @@ pub fn spent(history: &[TurnRow]) -> f64 {
     crate::turn::total_cost_usd(history)
 }
 
+/// Why Claude Code does not take the turn once the knobs are settled.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NoHandoff {
+    #[error("the knobs are settled, and structural changes need `preprocessing` in [loop] knobs")]
+    NotAllowed,
+    #[error("the knobs are settled and data_wait is only {:.1}% of the step: a structural change has little to win", .share * 100.0)]
+    LittleDataWait { share: f64 },
+    #[error("the knobs are settled and the incumbent is at {:.0}% of the ceiling", .share * 100.0)]
+    NearCeiling { share: f64 },
+    #[error(
+        "the knobs are settled and the cost budget is spent (${spent_usd:.2} of ${max_usd:.2})"
+    )]
+    BudgetSpent { spent_usd: f64, max_usd: f64 },
+}
+
 /// `Ok` when Claude Code should take the turn; else why not, in words that
 /// end the run ("candidates exhausted: …").
-pub fn handoff(f: &HandoffFacts) -> Result<(), String> {
+pub fn handoff(f: &HandoffFacts) -> Result<(), NoHandoff> {
     if !f.preprocessing_allowed {
-        return Err(
-            "the knobs are settled, and structural changes need `preprocessing` in [loop] knobs"
-                .into(),
-        );
+        return Err(NoHandoff::NotAllowed);
     }
     if let Some(s) = f.data_wait_share {
         if s < f.stop_when_data_wait_below {
-            return Err(format!(
-                "the knobs are settled and data_wait is only {:.1}% of the step: a structural change has little to win",
-                s * 100.0
-            ));
+            return Err(NoHandoff::LittleDataWait { share: s });
         }
     }
     let share =
         crate::judge::credible_ceiling_share(f.incumbent_sps, f.ceiling_sps, f.data_wait_share);
     if let Some(x) = share.filter(|x| *x >= f.stop_when_ceiling_share_above) {
-        return Err(format!(
-            "the knobs are settled and the incumbent is at {:.0}% of the ceiling",
-            x * 100.0
-        ));
+        return Err(NoHandoff::NearCeiling { share: x });
     }
     if f.max_total_usd > 0.0 && f.spent_usd >= f.max_total_usd {
-        return Err(format!(
-            "the knobs are settled and the cost budget is spent (${:.2} of ${:.2})",
-            f.spent_usd, f.max_total_usd
-        ));
+        return Err(NoHandoff::BudgetSpent {
+            spent_usd: f.spent_usd,
+            max_usd: f.max_total_usd,
+        });
     }
     Ok(())
 }
@@ -123,7 +129,7 @@ impl HybridAgent {
 
     /// Claude Code must be there when it may get turns; a policy without
     /// `preprocessing` never calls it.
-    pub fn preflight(&self) -> Result<(), String> {
+    pub fn preflight(&self) -> Result<(), super::claude::ProgramNotFound> {
         if self.structural {
             self.claude.preflight()
         } else {
@@ -142,7 +148,7 @@ impl HybridAgent {
         }
         let facts = HandoffFacts::of(ctx.policy, ctx);
         if let Err(why) = handoff(&facts) {
-            rep.summary = why.clone();
+            rep.summary = why.to_string();
             rep.stop_note = Some(format!("candidates exhausted: {why}"));
             return rep;
         }
@@ -192,11 +198,12 @@ mod tests {
         f.ceiling_sps = None;
         assert_eq!(handoff(&f), Ok(()));
         let no = |f: HandoffFacts, word: &str| {
-            let e = handoff(&f).unwrap_err();
+            let e = handoff(&f).unwrap_err().to_string();
             assert!(e.contains(word), "{word} not in {e}");
         };
         let mut f = facts();
         f.preprocessing_allowed = false;
+        assert_eq!(handoff(&f), Err(NoHandoff::NotAllowed));
         no(f, "`preprocessing` in [loop] knobs");
         let mut f = facts();
         f.data_wait_share = Some(0.05);

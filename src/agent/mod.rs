@@ -134,7 +134,7 @@ impl Agent {
     }
 
     /// Checks, before the baseline, that the agent can run at all.
-    pub fn preflight(&self) -> Result<(), String> {
+    pub fn preflight(&self) -> Result<(), claude::ProgramNotFound> {
         match self {
             Agent::Builtin(_) => Ok(()),
             Agent::Claude(c) => c.preflight(),

@@ -32,12 +32,12 @@ pub(super) fn load_policy(
         );
         return Ok((path, Policy::default()));
     }
-    let (p, unknown) = Policy::load(&path).map_err(config_err)?;
-    for k in unknown {
-        eprintln!("warning: {}: unknown key `{k}` (ignored)", path.display());
+    let file = Policy::load(&path).map_err(config_err)?;
+    for w in file.warnings() {
+        eprintln!("warning: {w}");
     }
-    p.validate(&path).map_err(config_err)?;
-    Ok((path, p))
+    file.validate().map_err(config_err)?;
+    Ok((path, file.policy))
 }
 
 /// Discovers the workspace's interpreter, probes its torch, and says both on

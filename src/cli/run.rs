@@ -75,7 +75,7 @@ pub(super) async fn resume(
     let ws = load_workspace(cwd)?;
     let runs = ws.runs_dir();
     let dir = match run {
-        Some(r) => store::resolve_run(&runs, Some(r)).map_err(|e| config_err(anyhow!(e)))?,
+        Some(r) => store::resolve_run(&runs, Some(r)).map_err(config_err)?,
         None => crate::run_folder::unfinished_run(&runs)
             .map(|(d, _)| d)
             .ok_or_else(|| {

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 
 use super::{config_err, review_view, view, Failure, ReportFormat, RestoreTo};
 use crate::config::{Policy, Workspace};
@@ -30,7 +30,7 @@ fn workspace_language(cwd: &Path) -> String {
         .and_then(|d| Workspace::load(&d))
         .ok()
         .and_then(|ws| Policy::load(&ws.policy_path(None)).ok())
-        .map(|(p, _)| p.agent.language)
+        .map(|f| f.policy.agent.language)
         .unwrap_or_else(|| "en".into())
 }
 
@@ -40,7 +40,7 @@ pub(super) fn report_cmd(
     f: ReportFormat,
 ) -> std::result::Result<i32, Failure> {
     let runs = runs_dir_of(cwd)?;
-    let dir = store::resolve_run(&runs, run).map_err(|e| config_err(anyhow!(e)))?;
+    let dir = store::resolve_run(&runs, run).map_err(config_err)?;
     let r = load_report(&dir).map_err(config_err)?;
     let fmt = match f {
         ReportFormat::Md => report::Format::Markdown,
@@ -76,7 +76,7 @@ pub(super) fn show(
     json_out: bool,
 ) -> std::result::Result<i32, Failure> {
     let runs = runs_dir_of(cwd)?;
-    let dir = store::resolve_run(&runs, Some(run)).map_err(|e| config_err(anyhow!(e)))?;
+    let dir = store::resolve_run(&runs, Some(run)).map_err(config_err)?;
     let Some(t) = turn else {
         let r = load_report(&dir).map_err(config_err)?;
         let fmt = if json_out {
@@ -107,8 +107,8 @@ pub(super) fn restore(cwd: &Path, run: Option<&str>, to: RestoreTo) -> Result<i3
     let ws_dir = Workspace::find(cwd)?;
     let ws = Workspace::load(&ws_dir)?;
     let runs = ws.runs_dir();
-    let dir = store::resolve_run(&runs, run).map_err(|e| anyhow!(e))?;
-    let lock = store::Lock::acquire(&runs, "restore").map_err(|e| anyhow!(e))?;
+    let dir = store::resolve_run(&runs, run)?;
+    let lock = store::Lock::acquire(&runs, "restore")?;
     let run = crate::run_folder::RunRecord::read(&dir)?;
     let editable = run.editable.clone();
     let root = run.project_root();

@@ -72,7 +72,7 @@ impl ClaudeAgent {
     }
 
     /// The executable must exist before the baseline is spent on a run it cannot finish.
-    pub fn preflight(&self) -> Result<(), String> {
+    pub fn preflight(&self) -> Result<(), ProgramNotFound> {
         resolve_program(&self.command, &self.ws_dir).map(|_| ())
     }
 
@@ -111,7 +111,7 @@ impl ClaudeAgent {
             format!("cannot write {what} in {}: {e}", dir.display())
         };
         std::fs::create_dir_all(dir).map_err(|e| io("the turn folder", e))?;
-        let program = resolve_program(&ap.command, &ctx.ws.dir)?;
+        let program = resolve_program(&ap.command, &ctx.ws.dir).map_err(|e| e.to_string())?;
 
         // The profiler table: stdin, or a file the agent is told about.
         let table = ctx.profile_table;
@@ -349,29 +349,45 @@ impl ClaudeAgent {
     }
 }
 
+/// How to get Claude Code, or do without it: the hint of [`ProgramNotFound`].
+const HOW_TO_INSTALL: &str = "  install Claude Code: npm install -g @anthropic-ai/claude-code (then run `claude` once to log in)\n  \
+    or set [agent] command in the policy to the path of the executable\n  \
+    or tune without it: tuneloop start --agent builtin";
+
+/// The Claude Code executable the policy names is not there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProgramNotFound {
+    #[error("[agent] command is empty\n{how}", how = HOW_TO_INSTALL)]
+    Empty,
+    #[error("the Claude Code CLI was not found: {} is not an executable file ([agent] command = \"{command}\")\n{how}", .path.display(), how = HOW_TO_INSTALL)]
+    NotExecutable { path: PathBuf, command: String },
+    #[error("the Claude Code CLI `{name}` was not found on PATH\n{how}", how = HOW_TO_INSTALL)]
+    NotOnPath { name: String },
+}
+
 /// The executable the policy names: a path (relative to the workspace, `~`
 /// expanded) or a name found on PATH. The error says how to get it.
-pub fn resolve_program(command: &str, ws_dir: &Path) -> Result<PathBuf, String> {
-    let how = "  install Claude Code: npm install -g @anthropic-ai/claude-code (then run `claude` once to log in)\n  \
-               or set [agent] command in the policy to the path of the executable\n  \
-               or tune without it: tuneloop start --agent builtin";
+pub fn resolve_program(command: &str, ws_dir: &Path) -> Result<PathBuf, ProgramNotFound> {
     let cmd = crate::config::expand_home(command.trim());
     if cmd.is_empty() {
-        return Err(format!("[agent] command is empty\n{how}"));
+        return Err(ProgramNotFound::Empty);
     }
     if cmd.contains('/') {
         let p = ws_dir.join(&cmd);
         return if is_executable(&p) {
             Ok(p)
         } else {
-            Err(format!("the Claude Code CLI was not found: {} is not an executable file ([agent] command = \"{command}\")\n{how}", p.display()))
+            Err(ProgramNotFound::NotExecutable {
+                path: p,
+                command: command.to_string(),
+            })
         };
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|d| d.join(&cmd))
         .find(|p| is_executable(p))
-        .ok_or_else(|| format!("the Claude Code CLI `{cmd}` was not found on PATH\n{how}"))
+        .ok_or(ProgramNotFound::NotOnPath { name: cmd })
 }
 
 fn is_executable(p: &Path) -> bool {
@@ -526,11 +542,20 @@ mod tests {
     fn a_missing_executable_says_how_to_install_it() {
         let d = tempfile::tempdir().unwrap();
         let e = resolve_program("claude-surely-not-installed-here", d.path()).unwrap_err();
+        assert_eq!(
+            e,
+            ProgramNotFound::NotOnPath {
+                name: "claude-surely-not-installed-here".into()
+            }
+        );
+        let e = e.to_string();
         assert!(
             e.contains("npm install -g @anthropic-ai/claude-code") && e.contains("--agent builtin"),
             "{e}"
         );
         let e = resolve_program("bin/claude", d.path()).unwrap_err();
+        assert!(matches!(e, ProgramNotFound::NotExecutable { .. }), "{e:?}");
+        let e = e.to_string();
         assert!(
             e.contains(&d.path().join("bin/claude").display().to_string()),
             "{e}"
