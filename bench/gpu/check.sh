@@ -50,9 +50,12 @@ KEEP_WORK="${TL_KEEP_WORK:-0}"
 trap '[ "$KEEP_WORK" = 1 ] || rm -rf "$WORK"' EXIT
 
 # Sizes and limits. Seconds: the tunings' [loop] max_wall_s (checked before
-# each turn, so a turn begun goes on) and each step's hard limit, after which
-# tuneloop gets SIGINT (it restores the files and writes its report) and,
-# 20 s later, SIGKILL.
+# each turn, so a turn begun goes on, and the final measurement and the
+# whole-command rounds come after it: about 60 s more for the demo, 150 s for
+# the image script) and each step's hard limit, after which tuneloop gets
+# SIGINT (it restores the files and writes its report) and, 20 s later,
+# SIGKILL. On the GPU the two tunings' hard limits sum to 410 s; the other
+# steps take about 20 s there.
 if [ "$DRY" = 1 ]; then
   MODE="dry-run"
   # One thread a process: on a small busy machine torch's spinning threads
@@ -71,12 +74,12 @@ if [ "$DRY" = 1 ]; then
 else
   MODE="gpu"
   # 32 batches an epoch: 32 timed steps hold one epoch start.
-  DEMO_STEPS=32 DEMO_WARMUP=5 DEMO_ITERATIONS=8 DEMO_WALL=${TL_DEMO_WALL_S:-110} DEMO_LIMIT=${TL_DEMO_LIMIT_S:-150}
+  DEMO_STEPS=32 DEMO_WARMUP=5 DEMO_ITERATIONS=8 DEMO_WALL=${TL_DEMO_WALL_S:-90} DEMO_LIMIT=${TL_DEMO_LIMIT_S:-160}
   # 16 batches of 64 an epoch, 2 epochs; the measured runs take 5 + 20 + 1
   # batches, an epoch start among the timed ones (so no run is widened to a
   # whole epoch the command cannot give).
   IMG_ARGS=(--images 1024 --size 160 --crop 128 --batch-size 64 --latency-ms 3 --epochs 2)
-  IMG_STEPS=20 IMG_WARMUP=5 IMG_ITERATIONS=8 IMG_WALL=${TL_IMAGE_WALL_S:-130} IMG_LIMIT=${TL_IMAGE_LIMIT_S:-250}
+  IMG_STEPS=20 IMG_WARMUP=5 IMG_ITERATIONS=8 IMG_WALL=${TL_IMAGE_WALL_S:-100} IMG_LIMIT=${TL_IMAGE_LIMIT_S:-250}
   BASELINE_RUNS=2 REPEATS=2 MAX_REPEATS=4
 fi
 # The loader knobs and the CUDA compute turns only (cudnn.benchmark, TF32,
