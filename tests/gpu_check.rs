@@ -10,7 +10,6 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::Value;
 use support::*;
 
 const CUDA_TURNS: [&str; 5] = [
