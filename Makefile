@@ -7,7 +7,7 @@ CARGO ?= cargo
 BUILD_VENV ?= $(HOME)/.cache/tuneloop/build-venv
 export TUNELOOP_BUILD_VENV := $(BUILD_VENV)
 
-.PHONY: setup setup-venv setup-wheel-tools build wheel demo test clean-runs bench-decision bench-report bench-tuner bench-command
+.PHONY: setup setup-venv setup-wheel-tools build wheel demo test clean-runs bench-decision bench-report bench-tuner bench-command gpu-check gpu-check-dry-run
 
 # The tests need the venv and headless Chromium (for the HTML report); the
 # demo needs only the venv.
@@ -83,3 +83,18 @@ bench-tuner: setup-venv
 # bench/RESULTS.md. Smaller: TL_COMMAND_ONLY=own_script TL_OVERHEAD_PAIRS=4.
 bench-command: setup-venv
 	$(CARGO) bench --bench command
+
+# The GPU check (bench/gpu/README.md): on a machine with an NVIDIA GPU, the
+# demo and a storage-bound torchvision script tuned on CUDA, every figure in
+# GPU_OUT (default target/gpu-check), at most 8 minutes on one H200. It builds
+# nothing: run `make build` first (or carry target/release/tuneloop there).
+# The interpreter: the venv's when this machine has it, else python3 on PATH
+# (a GPU machine's own torch). gpu-check-dry-run: the same steps on the CPU,
+# tiny (tests/gpu_check.rs runs it too).
+GPU_OUT ?= target/gpu-check
+GPU_PYTHON = $$(test -x "$(TUNELOOP_PYTHON)" && echo "$(TUNELOOP_PYTHON)" || command -v python3)
+gpu-check:
+	TUNELOOP_PYTHON="$(GPU_PYTHON)" ./bench/gpu/check.sh $(GPU_OUT)
+
+gpu-check-dry-run: setup-venv build
+	TUNELOOP_PYTHON="$(GPU_PYTHON)" ./bench/gpu/check.sh --dry-run $(GPU_OUT)

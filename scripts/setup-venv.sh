@@ -6,13 +6,15 @@
 # `signatures` extra that LightningCLI needs), pinned to versions that run
 # beside torch 2.13.0 on CPU. jsonargparse 4.48.0: Lightning 2.6.6 asks for
 # >=4.39.0 (its `extra`), and 4.49.0 on deprecates calls its LightningCLI makes,
-# which would warn in every run.
+# which would warn in every run. torchvision 0.28.0 is the release built
+# against torch 2.13.0 (its wheel requires torch==2.13.0); the GPU check's
+# image script (bench/gpu/image_train.py) trains its ResNet-18.
 # Idempotent: a venv that already has every pin (and each pin's extras) is left
 # alone; one that has torch but misses a pin gets only the missing packages.
 set -euo pipefail
 VENV="${TUNELOOP_VENV:-$HOME/.cache/tuneloop/venv}"
 TORCH_VERSION="2.13.0"
-FRAMEWORKS=("transformers==5.23.0" "accelerate==1.15.0" "pytorch-lightning==2.6.6" "jsonargparse[signatures]==4.48.0")
+FRAMEWORKS=("transformers==5.23.0" "accelerate==1.15.0" "pytorch-lightning==2.6.6" "jsonargparse[signatures]==4.48.0" "torchvision==0.28.0")
 PY="${PYTHON:-python3}"
 
 has_torch() {
@@ -52,4 +54,4 @@ mkdir -p "$(dirname "$VENV")"
 "$PY" -m venv "$VENV"
 "$VENV/bin/pip" install --quiet --upgrade pip
 "$VENV/bin/pip" install --quiet "torch==$TORCH_VERSION" numpy "${FRAMEWORKS[@]}"
-"$VENV/bin/python" -c "import torch, transformers, lightning_fabric, pytorch_lightning, jsonargparse; print('torch', torch.__version__, 'transformers', transformers.__version__, 'lightning', pytorch_lightning.__version__, 'jsonargparse', jsonargparse.__version__, 'ready in $VENV')"
+"$VENV/bin/python" -c "import torch, torchvision, transformers, lightning_fabric, pytorch_lightning, jsonargparse; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'transformers', transformers.__version__, 'lightning', pytorch_lightning.__version__, 'jsonargparse', jsonargparse.__version__, 'ready in $VENV')"

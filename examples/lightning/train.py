@@ -1,6 +1,7 @@
 """A PyTorch Lightning script: a LightningDataModule whose items wait on
 (simulated) remote storage, a small model, Trainer.fit with validation.
-Lightning writes its logs to lightning_logs/ while it runs.
+Lightning writes its logs to lightning_logs/ while it runs, and trains on the
+GPU when there is one (accelerator="auto"), else on the CPU.
 
     tuneloop init -- python train.py
     tuneloop start --agent builtin
@@ -57,6 +58,6 @@ class Model(pl.LightningModule):
 
 if __name__ == "__main__":
     pl.seed_everything(0)
-    trainer = pl.Trainer(max_epochs=3, accelerator="cpu", devices=1,
+    trainer = pl.Trainer(max_epochs=3, accelerator="auto", devices=1,
                          enable_checkpointing=False, enable_progress_bar=False)
     trainer.fit(Model(), datamodule=Data())

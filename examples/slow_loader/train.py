@@ -3,7 +3,9 @@
 Each item costs a little simulated storage latency (time.sleep, as a network
 or disk read would) plus real CPU work (decoding: a few small FFTs), so with the
 default ``num_workers=0`` the training step waits on data most of the time.
-tuneloop imports ``build()`` and times the loop itself.
+tuneloop imports ``build()`` and times the loop itself. The model trains on the
+GPU when there is one (``device`` tells the harness where to copy each batch),
+else on the CPU.
 """
 
 import time
@@ -41,6 +43,8 @@ def build():
         batch_size=32,
         shuffle=True,
     )
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = nn.Sequential(nn.Linear(2 * FEATURES, 256), nn.ReLU(), nn.Linear(256, CLASSES))
+    model = model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    return {"loader": loader, "model": model, "optimizer": opt}
+    return {"loader": loader, "model": model, "optimizer": opt, "device": device}
