@@ -11,6 +11,7 @@ use super::*;
 use crate::agent::scripted::{ScriptedAgent, ScriptedTurn};
 use crate::bench::Profiled;
 use crate::measure::Pending;
+use crate::turn::Decision;
 
 /// Figures for a run: `(num_workers on disk, how many runs at that count
 /// came before, mode)`.
