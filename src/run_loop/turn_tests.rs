@@ -897,3 +897,6 @@ fn a_profiled_run_that_cannot_measure_the_command_ends_the_baseline_at_once() {
         _ => panic!("a throughput run after the command could not be measured"),
     });
 }
+
+/// Each stage of a turn on its own.
+mod stages;
