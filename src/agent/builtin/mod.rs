@@ -721,11 +721,11 @@ fn threads_proposal(
 mod tests {
     use super::*;
 
-    fn site(src: &str) -> CallSite {
+    pub(super) fn site(src: &str) -> CallSite {
         edit::scan_source("t.py", src).unwrap().remove(0)
     }
 
-    fn meas(nw: u64, share: f64, cuda: bool) -> Measurement {
+    pub(super) fn meas(nw: u64, share: f64, cuda: bool) -> Measurement {
         let mut m = Measurement {
             samples_per_sec: 100.0,
             data_wait_share: Some(share),
@@ -737,7 +737,7 @@ mod tests {
         m
     }
 
-    fn row(turn: u32, change: &str, d: Decision) -> TurnRow {
+    pub(super) fn row(turn: u32, change: &str, d: Decision) -> TurnRow {
         TurnRow {
             turn,
             change: change.into(),
@@ -1402,7 +1402,7 @@ mod tests {
 
     /// A measurement with the harness's loader figures, per step in ms over
     /// 100 timed steps; `others` is the cores other processes kept busy.
-    fn figures(
+    pub(super) fn figures(
         nw: u64,
         data_wait_ms: f64,
         train_ms: f64,

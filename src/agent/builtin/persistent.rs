@@ -74,3 +74,59 @@ pub(super) fn worth_again(tried: &[Tried], nw: u64) -> bool {
     };
     then.is_some_and(|w| nw >= 2 * w.max(1))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{meas, row, site};
+    use super::*;
+    use crate::bench::Measurement;
+    use crate::config::DecisionPolicy;
+    use crate::knob::LoaderKnob;
+    use crate::turn::{Decision, TurnRow};
+
+    const SRC: &str = "DataLoader(ds, num_workers=4)\n";
+
+    fn with_epochs(nw: u64, starts: Option<u32>) -> Measurement {
+        Measurement {
+            epoch_starts_timed: starts,
+            ..meas(nw, 0.5, false)
+        }
+    }
+
+    fn both(m: &Measurement, history: &[TurnRow]) -> (Option<Proposal>, Option<Proposal>) {
+        let (s, d) = (site(SRC), DecisionPolicy::default());
+        let knobs = [LoaderKnob::PersistentWorkers.name()];
+        let st = LoaderState::of(m, &s, history, &knobs, &d);
+        (before_workers(&st), after_prefetch(&st))
+    }
+
+    #[test]
+    fn epochs_restarting_the_workers_bring_it_before_more_workers() {
+        let (before, after) = both(&with_epochs(4, Some(2)), &[]);
+        let p = before.expect("before the climb");
+        assert_eq!(p.knob, LoaderKnob::PersistentWorkers.name());
+        assert!(p.why.starts_with("2 epochs began"), "{}", p.why);
+        assert!(after.is_some());
+        // No epoch seen: not before the climb, nor after (no difference to see).
+        assert_eq!(both(&with_epochs(4, Some(0)), &[]), (None, None));
+        // Not known: only after the prefetch rule.
+        let (before, after) = both(&with_epochs(4, None), &[]);
+        assert_eq!(before, None);
+        assert!(after.unwrap().why.starts_with("keep workers alive"));
+        // No workers, nothing to keep.
+        assert_eq!(both(&with_epochs(0, Some(2)), &[]), (None, None));
+    }
+
+    #[test]
+    fn reverted_at_few_workers_it_comes_again_once_the_count_doubled() {
+        let h = vec![
+            row(1, "num_workers 0 → 2", Decision::Kept),
+            row(2, "persistent_workers (default) → True", Decision::Reverted),
+        ];
+        assert_eq!(both(&with_epochs(3, Some(1)), &h), (None, None));
+        let (before, _) = both(&with_epochs(4, Some(1)), &h);
+        assert!(before.is_some(), "4 workers is twice the 2 it was tried at");
+        assert!(!worth_again(&super::super::tried(&h), 3));
+        assert!(worth_again(&super::super::tried(&h), 4));
+    }
+}

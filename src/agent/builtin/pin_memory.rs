@@ -15,3 +15,36 @@ pub(super) fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
         why: "CUDA device: copies from pinned memory are faster".into(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{meas, row, site};
+    use super::*;
+    use crate::config::DecisionPolicy;
+    use crate::knob::LoaderKnob;
+    use crate::turn::Decision;
+
+    fn propose(cuda: bool, src: &str, history: &[crate::turn::TurnRow]) -> Option<Proposal> {
+        let (m, s, d) = (meas(2, 0.5, cuda), site(src), DecisionPolicy::default());
+        let knobs = [LoaderKnob::PinMemory.name()];
+        proposal(&LoaderState::of(&m, &s, history, &knobs, &d))
+    }
+
+    #[test]
+    fn pinned_memory_on_cuda_once_and_never_on_a_cpu() {
+        let p = propose(true, "DataLoader(ds, num_workers=2)\n", &[]).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            (LoaderKnob::PinMemory.name(), "True")
+        );
+        assert_eq!(propose(false, "DataLoader(ds, num_workers=2)\n", &[]), None);
+        // Set already, or tried already: nothing.
+        let set = "DataLoader(ds, num_workers=2, pin_memory=True)\n";
+        assert_eq!(propose(true, set, &[]), None);
+        let tried = [row(1, "pin_memory (default) → True", Decision::Reverted)];
+        assert_eq!(
+            propose(true, "DataLoader(ds, num_workers=2)\n", &tried),
+            None
+        );
+    }
+}

@@ -65,3 +65,58 @@ pub(super) fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{meas, row, site};
+    use super::*;
+    use crate::bench::Measurement;
+    use crate::config::DecisionPolicy;
+    use crate::knob::LoaderKnob;
+    use crate::turn::{Decision, TurnRow};
+
+    fn propose(m: &Measurement, src: &str, history: &[TurnRow]) -> Option<Proposal> {
+        let (s, d) = (site(src), DecisionPolicy::default());
+        let knobs = [LoaderKnob::PrefetchFactor.name()];
+        proposal(&LoaderState::of(m, &s, history, &knobs, &d))
+    }
+
+    #[test]
+    fn a_deeper_prefetch_once_with_workers_and_a_large_wait() {
+        let src = "DataLoader(ds, num_workers=2)\n";
+        let p = propose(&meas(2, 0.5, false), src, &[]).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            (LoaderKnob::PrefetchFactor.name(), "4")
+        );
+        // From 4 it doubles; past 16 never.
+        let deep = "DataLoader(ds, num_workers=2, prefetch_factor=4)\n";
+        assert_eq!(propose(&meas(2, 0.5, false), deep, &[]).unwrap().value, "8");
+        let deepest = "DataLoader(ds, num_workers=2, prefetch_factor=16)\n";
+        assert_eq!(propose(&meas(2, 0.5, false), deepest, &[]), None);
+        // No workers, a small wait, or tried already: nothing.
+        assert_eq!(propose(&meas(0, 0.5, false), "DataLoader(ds)\n", &[]), None);
+        assert_eq!(propose(&meas(2, 0.01, false), src, &[]), None);
+        let h = [row(1, "prefetch_factor (default) → 4", Decision::Reverted)];
+        assert_eq!(propose(&meas(2, 0.5, false), src, &h), None);
+    }
+
+    #[test]
+    fn not_past_what_the_timed_steps_can_tell_apart() {
+        let src = "DataLoader(ds, num_workers=4)\n";
+        // 4 workers × 4 batches = 16 ready before 10 timed steps without
+        // an epoch start among them.
+        let m = Measurement {
+            steps: Some(10),
+            epoch_starts_timed: Some(0),
+            ..meas(4, 0.5, false)
+        };
+        assert_eq!(propose(&m, src, &[]), None);
+        // With an epoch start timed, the steps tell them apart.
+        let m = Measurement {
+            epoch_starts_timed: Some(1),
+            ..m
+        };
+        assert!(propose(&m, src, &[]).is_some());
+    }
+}

@@ -158,3 +158,63 @@ pub(super) fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{meas, row, site};
+    use super::*;
+    use crate::bench::Measurement;
+    use crate::config::DecisionPolicy;
+    use crate::knob::LoaderKnob;
+    use crate::turn::TurnRow;
+
+    fn propose(m: &Measurement, src: &str, history: &[TurnRow]) -> Option<Proposal> {
+        let (s, d) = (site(src), DecisionPolicy::default());
+        let knobs = [LoaderKnob::NumWorkers.name()];
+        proposal(&LoaderState::of(m, &s, history, &knobs, &d))
+    }
+
+    #[test]
+    fn the_climb_starts_at_the_core_count_and_doubles_while_kept() {
+        let p = propose(&meas(0, 0.8, false), "DataLoader(ds)\n", &[]).unwrap();
+        assert_eq!(
+            (p.knob, p.value.as_str()),
+            (LoaderKnob::NumWorkers.name(), "2")
+        );
+        assert!(p.why.contains("start at the core count (2)"), "{}", p.why);
+        // Without the loader's figures: twice the count after a kept step.
+        let h = [row(1, "num_workers (default) → 2", Decision::Kept)];
+        let src = "DataLoader(ds, num_workers=2)\n";
+        assert_eq!(propose(&meas(2, 0.8, false), src, &h).unwrap().value, "4");
+    }
+
+    #[test]
+    fn a_revert_a_small_wait_or_a_policy_without_the_knob_ends_it() {
+        let src = "DataLoader(ds, num_workers=2)\n";
+        let h = [
+            row(1, "num_workers (default) → 2", Decision::Kept),
+            row(2, "num_workers 2 → 4", Decision::Reverted),
+        ];
+        assert_eq!(propose(&meas(2, 0.8, false), src, &h), None);
+        assert_eq!(propose(&meas(2, 0.05, false), src, &[]), None);
+        let (m, s, d) = (meas(0, 0.8, false), site(src), DecisionPolicy::default());
+        let knobs = [LoaderKnob::PinMemory.name()];
+        assert_eq!(proposal(&LoaderState::of(&m, &s, &[], &knobs, &d)), None);
+    }
+
+    #[test]
+    fn a_revert_pointing_up_leads_to_the_next_count() {
+        let src = "DataLoader(ds, num_workers=2)\n";
+        let mut up = row(2, "num_workers 2 → 4", Decision::Reverted);
+        up.ratio = Some(1.2);
+        up.ratio_ci = Some([0.95, 1.5]);
+        let h = [row(1, "num_workers (default) → 2", Decision::Kept), up];
+        let m = Measurement {
+            cpu_count: Some(8),
+            ..meas(2, 0.8, false)
+        };
+        let p = propose(&m, src, &h).unwrap();
+        assert_eq!(p.value, "8");
+        assert!(p.why.contains("pointing up"), "{}", p.why);
+    }
+}
