@@ -372,8 +372,7 @@ fn a_failed_measurement_fails_the_turn_and_restores() {
         let failed = rt
             .block_on(s.measure(&start, "num_workers 0 → 2", &changed.after))
             .unwrap()
-            .err()
-            .expect("the candidate's run fails");
+            .expect_err("the candidate's run fails");
         assert_eq!((failed.role, failed.runs), ("candidate", 2));
         assert_eq!(s.bench_runs, before + 2, "the failed pair's runs count");
         s.measure_failed(&start, row, failed).unwrap();
@@ -404,8 +403,7 @@ fn an_interrupted_measurement_ends_the_run_with_the_incumbent_in_place() {
         let failed = rt
             .block_on(s.measure(&start, "num_workers 0 → 2", &changed.after))
             .unwrap()
-            .err()
-            .unwrap();
+            .expect_err("the candidate's run is interrupted");
         let e = s.measure_failed(&start, row, failed).unwrap_err();
         assert!(matches!(e, LoopError::Interrupted));
         assert_eq!(on_disk(s), 0);
