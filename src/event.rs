@@ -77,6 +77,13 @@ pub enum Event {
         pair: u32,
         samples_per_sec: f64,
     },
+    /// One run of `tuneloop bench --aa`: the project against itself, in
+    /// interleaved pairs (no turn).
+    CalibrationRun {
+        role: String,
+        pair: u32,
+        samples_per_sec: f64,
+    },
     TurnDecided {
         row: TurnRow,
     },

@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::agent::{Agent, TurnContext};
-use crate::bench::limits::ThroughputLimits;
+use crate::agent::Agent;
 use crate::bench::stats::{self, PairedRatio, Verdict};
 use crate::bench::window::{self, Widened};
 use crate::bench::{Bencher, Measurement, Mode};
@@ -17,17 +16,16 @@ use crate::config::{Policy, Workspace};
 use crate::edit;
 use crate::error::{exit, BenchError};
 use crate::event::Event;
-use crate::judge::{self, DataCheck};
+use crate::judge;
 use crate::measure::Measure;
 use crate::process::Interrupt;
 use crate::report::{self, RunReport};
 use crate::run_folder::{
-    self, AgentRecord, BaselineBench, FinalBench, RunEnvironment, RunRecord, RunState, TurnBench,
-    TurnFolder,
+    self, BaselineBench, FinalBench, RunEnvironment, RunRecord, RunState, TurnBench, TurnFolder,
 };
 use crate::run_report::{self, LiveFigures, RunFacts};
 use crate::store::{self, FileSet, Lock, RunStore};
-use crate::turn::{Decision, TurnRow};
+use crate::turn::TurnRow;
 use crate::verify::{self, ProjectSnapshot};
 
 /// Why a run ended early with an error (exit codes: docs/configuration.md).
@@ -1090,365 +1088,6 @@ impl<'a> Session<'a> {
         });
     }
 
-    /// One turn. Returns a stop reason when the agent has nothing left.
-    async fn turn(&mut self, turn: u32) -> Result<Option<String>, LoopError> {
-        self.emit(Event::TurnStarted { turn });
-        let tdir = self.store.turn_dir(turn);
-        std::fs::create_dir_all(&tdir).at("cannot create", &tdir)?;
-        // Before the agent runs: the incumbent is on disk, and the project snapshot taken.
-        self.incumbent_files
-            .save(&self.store.dir.join("incumbent"))
-            .at(
-                "cannot save the incumbent files to",
-                &self.store.dir.join("incumbent"),
-            )?;
-        let skip = self.snapshot_skip();
-        let snapshot = ProjectSnapshot::capture(&self.root, &skip)
-            .at("cannot snapshot the project folder", &self.root)?;
-        snapshot.save(&self.store.dir.join("snapshot")).at(
-            "cannot save the project snapshot to",
-            &self.store.dir.join("snapshot"),
-        )?;
-        self.phase("agent", Some(turn), self.agent.name());
-        test_stall("agent");
-        let view = &mut self.view;
-        let store = &mut self.store;
-        let mut on_tool = |tool: &str, input: &str| {
-            let ev = Event::AgentTool {
-                turn,
-                tool: tool.into(),
-                input: input.into(),
-            };
-            send(store, &mut **view, &ev);
-        };
-        let ctx = TurnContext {
-            turn,
-            max_iterations: self.max_iterations,
-            ws: self.ws,
-            policy: &self.policy,
-            project_root: &self.root,
-            incumbent: &self.incumbent,
-            incumbent_sps: self.incumbent_sps,
-            ceiling_sps: self.ceiling,
-            history: &self.rows,
-            profile_table: &self.profile_table,
-            turn_dir: tdir.clone(),
-            interrupt: &self.interrupt,
-            only_cheaper: self.streak.is_some(),
-        };
-        let rep = self.agent.propose(&ctx, &mut on_tool).await;
-        self.cost += rep.info.cost_usd.unwrap_or(0.0);
-        self.agent_ms += rep.info.duration_ms;
-        TurnFolder {
-            turn,
-            dir: tdir.clone(),
-        }
-        .write_agent(&AgentRecord {
-            info: rep.info.clone(),
-            failure: rep.failure.clone(),
-            summary: rep.summary.clone(),
-            exhausted: rep.exhausted,
-        })
-        .at("cannot write", &tdir.join("agent.json"))?;
-        if !tdir.join("prompt.md").exists() {
-            std::fs::write(
-                tdir.join("prompt.md"),
-                format!("(builtin agent: no prompt)\n\n{}\n", rep.summary),
-            )
-            .at("cannot write", &tdir.join("prompt.md"))?;
-        }
-        self.emit(Event::AgentFinished {
-            turn,
-            info: rep.info.clone(),
-            ok: rep.failure.is_none(),
-            summary: rep.failure.clone().unwrap_or_else(|| rep.summary.clone()),
-        });
-        let after = FileSet::capture(&self.root, &self.editable)
-            .unwrap_or_else(|_| FileSet(Default::default()));
-        let now = ProjectSnapshot::capture(&self.root, &skip)
-            .at("cannot snapshot the project folder", &self.root)?;
-        let others = snapshot.changes(&now, &self.editable);
-        // The managed harness lives in the run folder, out of the snapshot's reach.
-        let harness_touched = self.bencher.harness_changed();
-        let undo = |s: &mut Self| -> Result<(), LoopError> {
-            s.bencher
-                .restore_harness()
-                .at("cannot restore the bench harness in", &s.store.dir)?;
-            let lost = snapshot.restore_others(&s.editable);
-            s.incumbent_files
-                .apply(&s.root)
-                .at("cannot put the incumbent's files back in", &s.root)?;
-            if !lost.is_empty() {
-                // Through emit, so the run log has it too.
-                s.emit(Event::Warning {
-                    message: format!("could not restore: {}", lost.join(", ")),
-                });
-            }
-            Ok(())
-        };
-        if rep.interrupted {
-            undo(self)?;
-            return Err(LoopError::Interrupted);
-        }
-        if rep.exhausted {
-            undo(self)?;
-            let _ = std::fs::remove_dir_all(&tdir);
-            // Say how far the incumbent is from what can be reached at all.
-            let limits = ThroughputLimits::of(
-                self.ceiling,
-                std::slice::from_ref(&self.incumbent),
-                self.incumbent_sps,
-            );
-            // The compute side had its turns too: say so, as a stop on a
-            // settled loader does.
-            let compute = self
-                .compute_tally()
-                .map(|t| format!("; {t}"))
-                .unwrap_or_default();
-            return Ok(Some(match &self.streak {
-                Some(streak) => format!(
-                    "{streak} ended the climb, and no cheaper setting is left to try{compute}{}",
-                    limits.stop_note()
-                ),
-                None => rep.stop_note.map_or_else(
-                    || format!("candidates exhausted{compute}{}", limits.stop_note()),
-                    |note| format!("{note}{compute}"),
-                ),
-            }));
-        }
-        let diff = self.diff(&self.incumbent_files, &after);
-        std::fs::write(tdir.join("diff.patch"), &diff)
-            .at("cannot write", &tdir.join("diff.patch"))?;
-        let mut row = TurnRow {
-            turn,
-            change: String::new(),
-            file: None,
-            before_sps: Some(self.incumbent_sps),
-            after_sps: None,
-            ratio: None,
-            ratio_ci: None,
-            runs: 0,
-            decision: Decision::Failed,
-            reason: String::new(),
-            agent: rep.info.clone(),
-            candidate_samples: vec![],
-            incumbent_samples: vec![],
-            data_wait_share: None,
-        };
-        if let Some(f) = &rep.failure {
-            row.change = "(agent failed)".into();
-            row.reason = format!("agent: {f}");
-            undo(self)?;
-            self.finish_turn(row, &tdir, None)?;
-            return Ok(rep.fatal.then(|| format!("the agent cannot work: {f}")));
-        }
-        let mut verdict = verify::check_turn(
-            &self.incumbent_files,
-            &after,
-            &others,
-            &crate::compute::allowed_knobs(&self.policy),
-        );
-        if harness_touched {
-            verdict = verify::Verdict::Rejected {
-                reason: "the measurement harness was modified (it is restored before every run)"
-                    .into(),
-                change: "harness edit".into(),
-            };
-        } else if let Some(script) = self
-            .bencher
-            .script_files()
-            .iter()
-            .find(|f| others.contains(f))
-        {
-            verdict = verify::Verdict::Rejected {
-                reason: format!(
-                    "the bench script {script} was modified; it is part of the measurement"
-                ),
-                change: format!("edit of {script}"),
-            };
-        }
-        let knob = match verdict {
-            verify::Verdict::NoChange => {
-                row.decision = Decision::NoChange;
-                row.change = "(no change proposed)".into();
-                row.reason = "the agent changed no file".into();
-                undo(self)?;
-                return self.finish_turn(row, &tdir, None).map(|_| None);
-            }
-            verify::Verdict::Rejected { reason, change } => {
-                row.decision = Decision::Rejected;
-                row.change = change;
-                row.reason = reason;
-                undo(self)?;
-                return self.finish_turn(row, &tdir, None).map(|_| None);
-            }
-            verify::Verdict::OneChange {
-                file, knob, change, ..
-            } => {
-                row.change = change;
-                row.file = Some(file);
-                knob
-            }
-        };
-        // The candidate on disk before it is measured: if this turn is kept
-        // and the machine dies, resume finds the kept files here.
-        after.save(&tdir.join("candidate")).at(
-            "cannot save the candidate files to",
-            &tdir.join("candidate"),
-        )?;
-        test_stall("measure");
-        // Measure candidate and incumbent interleaved.
-        self.phase(
-            "measuring",
-            Some(turn),
-            format!("{} vs incumbent", row.change),
-        );
-        let (root, cand, inc) = (
-            self.root.clone(),
-            after.clone(),
-            self.incumbent_files.clone(),
-        );
-        let bencher = self.bencher.clone();
-        let policy = self.policy.clone();
-        let interrupt = self.interrupt.clone();
-        let (store, view) = (&mut self.store, &mut self.view);
-        // A cheaper change (fewer workers, a setting dropped) is kept when it
-        // is as fast within min_gain, not only when it is faster.
-        let cheaper = crate::agent::cheaper::is_cheaper(&row.change);
-        let rule = if cheaper {
-            stats::decide_cheaper
-        } else {
-            stats::decide
-        };
-        let res = measure_interleaved_by(
-            rule,
-            &*bencher,
-            &root,
-            &cand,
-            &inc,
-            &policy,
-            None,
-            &interrupt,
-            |role, pair, v| {
-                let ev = Event::Measured {
-                    turn,
-                    role: role.into(),
-                    pair,
-                    samples_per_sec: v,
-                };
-                send(store, &mut **view, &ev);
-            },
-        )
-        .await;
-        let paired = match res {
-            Ok(p) => p,
-            Err(f) => {
-                self.bench_runs += f.runs;
-                undo(self)?;
-                if matches!(f.error, BenchError::Interrupted) {
-                    return Err(LoopError::Interrupted);
-                }
-                // A candidate that did not fit the command's batches: the
-                // agent's next count stays within them.
-                if f.error.is_too_few_steps() {
-                    if let Some(n) = self.bencher.command_batches() {
-                        self.incumbent.command_batches = Some(n);
-                    }
-                }
-                row.runs = f.runs;
-                row.reason = format!("bench failed ({}): {}", f.role, f.error.short());
-                std::fs::write(tdir.join("bench_error.txt"), f.error.to_string())
-                    .at("cannot write", &tdir.join("bench_error.txt"))?;
-                return self.finish_turn(row, &tdir, None).map(|_| None);
-            }
-        };
-        self.bench_runs += paired.runs();
-        self.phase("deciding", Some(turn), "");
-        row.runs = paired.runs();
-        row.ratio = Some(paired.ratio.median);
-        row.ratio_ci = Some(paired.ratio.ci);
-        row.before_sps = Some(stats::median(&paired.inc_sps()));
-        row.after_sps = Some(stats::median(&paired.cand_sps()));
-        row.candidate_samples = paired.cand_sps();
-        row.incumbent_samples = paired.inc_sps();
-        row.data_wait_share = median_share(&paired.candidate);
-        // The decision is the judge's: the paired verdict, unless the data
-        // changed. A cheaper setting is judged by the equivalence rule.
-        let explanation = if cheaper {
-            stats::explain_cheaper(&paired.ratio, paired.verdict, &self.policy.decision)
-        } else {
-            stats::explain(&paired.ratio, paired.verdict, &self.policy.decision)
-        };
-        let j = judge::judge(
-            &knob,
-            paired.verdict,
-            explanation,
-            &DataCheck::of(
-                &knob,
-                &self.baseline_bench.reproduced(),
-                &paired.incumbent,
-                &paired.candidate,
-            ),
-            &self.policy,
-        );
-        row.decision = match j.decision {
-            Decision::Kept if cheaper => Decision::KeptCheaper,
-            d => d,
-        };
-        row.reason = j.reason;
-        // A compute change: its losses against the reference's (crate::numerics).
-        if let Some(crate::knob::Knob::Compute(k)) = crate::knob::Knob::parse(&knob) {
-            let check = crate::numerics::check(
-                k,
-                &paired.incumbent,
-                &self.baseline_bench.runs,
-                &paired.candidate,
-                &self.policy.compute,
-            );
-            row.reason = if check.ok {
-                format!("{}; {}", row.reason, check.summary)
-            } else {
-                row.decision = Decision::Rejected;
-                format!("{} (measured: {})", check.summary, row.reason)
-            };
-        }
-        let kept = row.decision.is_kept();
-        let change = row.change.clone();
-        if kept {
-            self.incumbent_files = after;
-            self.incumbent_files
-                .apply(&self.root)
-                .at("cannot put the kept files in", &self.root)?;
-            self.incumbent_sps = row.after_sps.unwrap_or(self.incumbent_sps);
-            let mut m = paired.candidate.last().cloned().unwrap_or_default();
-            m.data_wait_share = row.data_wait_share;
-            self.incumbent = m;
-        } else {
-            undo(self)?;
-        }
-        // decision.json is the turn's commit point; incumbent/ follows it.
-        self.finish_turn(row, &tdir, Some(&paired))?;
-        if kept {
-            self.incumbent_files
-                .save(&self.store.dir.join("incumbent"))
-                .at(
-                    "cannot save the incumbent files to",
-                    &self.store.dir.join("incumbent"),
-                )?;
-            if let Some(branch) = self.git_branch.clone() {
-                let msg = format!("tuneloop {} turn {turn}: {change}", self.store.id);
-                if let Err(e) =
-                    crate::git::commit_kept(&self.root, &self.incumbent_files, &branch, &msg)
-                {
-                    self.emit(Event::Warning {
-                        message: format!("git commit on {branch} failed: {e}"),
-                    });
-                }
-            }
-        }
-        Ok(None)
-    }
-
     fn finish_turn(
         &mut self,
         row: TurnRow,
@@ -1792,6 +1431,8 @@ fn test_stall(point: &str) {
         std::thread::sleep(std::time::Duration::from_secs(120));
     }
 }
+
+mod stages;
 
 #[cfg(test)]
 mod turn_tests;

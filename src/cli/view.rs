@@ -307,6 +307,11 @@ impl Inner {
                 role,
                 samples_per_sec,
                 ..
+            }
+            | Event::CalibrationRun {
+                role,
+                samples_per_sec,
+                ..
             } => {
                 st.runs_done += 1;
                 st.last_measure = Some((role.clone(), *samples_per_sec));
@@ -456,7 +461,8 @@ impl Inner {
             Event::Phase { .. }
             | Event::TurnStarted { .. }
             | Event::AgentTool { .. }
-            | Event::Measured { .. } => return None,
+            | Event::Measured { .. }
+            | Event::CalibrationRun { .. } => return None,
         })
     }
 
@@ -494,6 +500,14 @@ impl Inner {
             } => format!(
                 "{}   {} {role:<9} {samples_per_sec:>9.1} samples/sec",
                 self.turn_prefix(*turn),
+                self.pair_of(*pair)
+            ),
+            Event::CalibrationRun {
+                role,
+                pair,
+                samples_per_sec,
+            } => format!(
+                "  {} {role:<9} {samples_per_sec:>10.1} samples/sec",
                 self.pair_of(*pair)
             ),
             _ => return None,
@@ -770,6 +784,31 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("data_wait is only 2.0% of step time"), "{out}");
+    }
+
+    #[test]
+    fn the_bench_speaks_through_phases_and_calibration_runs() {
+        let events = [
+            Event::Phase {
+                phase: "bench".into(),
+                turn: None,
+                detail: "throughput run 1 of 2…".into(),
+            },
+            Event::CalibrationRun {
+                role: "incumbent".into(),
+                pair: 3,
+                samples_per_sec: 123.45,
+            },
+        ];
+        let out = run("en", false, false, &events);
+        assert_eq!(
+            out,
+            "[00:00] bench: throughput run 1 of 2…\n[00:00]   pair 3 of 4 incumbent      123.5 samples/sec\n"
+        );
+        // On a terminal they move the status line, and leave no lasting line.
+        let out = run("en", true, false, &events);
+        assert!(out.contains("bench · throughput run 1 of 2…"), "{out:?}");
+        assert!(!out.contains("[00:00]"), "{out:?}");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use super::*;
 use crate::bench::Profiled;
 use crate::measure::Pending;
+use crate::turn::Decision;
 
 const TRAIN: &str = "import torch\nfrom torch import nn\nfrom torch.utils.data import DataLoader\n\ntorch.set_num_threads(1)\n\n\ndef build():\n    loader = DataLoader(ds, batch_size=8, num_workers=0)\n    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten())\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    return {\"loader\": loader, \"model\": model, \"optimizer\": optimizer}\n";
 

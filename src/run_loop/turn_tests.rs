@@ -11,6 +11,7 @@ use super::*;
 use crate::agent::scripted::{ScriptedAgent, ScriptedTurn};
 use crate::bench::Profiled;
 use crate::measure::Pending;
+use crate::turn::Decision;
 
 /// Figures for a run: `(num_workers on disk, how many runs at that count
 /// came before, mode)`.
@@ -896,3 +897,6 @@ fn a_profiled_run_that_cannot_measure_the_command_ends_the_baseline_at_once() {
         _ => panic!("a throughput run after the command could not be measured"),
     });
 }
+
+/// Each stage of a turn on its own.
+mod stages;

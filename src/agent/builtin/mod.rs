@@ -37,16 +37,21 @@
 
 use std::path::Path;
 
-use crate::bench::{stats, Measurement};
+use crate::bench::Measurement;
 use crate::config::{DecisionPolicy, Workspace};
 use crate::edit::{self, CallSite, KnobSite, SiteKind};
 use crate::turn::{AgentInfo, Decision, TurnRow};
 
+use super::evidence;
 /// The loader's arithmetic lives in [`super::evidence`], shared with the Claude agent's prompt.
 pub use super::evidence::LoaderModel;
-use super::evidence::{self, WORKER_HEADROOM};
 use super::{cheaper, threaded, AgentReport, TurnContext};
 use crate::bench::memory::{self, FreeMemory};
+
+mod persistent;
+mod pin_memory;
+mod prefetch;
+mod workers;
 
 /// Climb num_workers while data_wait is at least this share of the step.
 /// Between `stop_when_data_wait_below` and this share the climb goes on only
@@ -477,16 +482,16 @@ fn drop_knob(
 
 /// One history row's change, read back from its one-line form
 /// ("num_workers (default) → 4": knob, value before, value written).
-struct Tried {
-    knob: String,
-    from: String,
-    to: String,
-    decision: Decision,
+pub(super) struct Tried {
+    pub knob: String,
+    pub from: String,
+    pub to: String,
+    pub decision: Decision,
     /// The measured ratio and its interval, when the change was measured.
-    ratio: Option<(f64, [f64; 2])>,
+    pub ratio: Option<(f64, [f64; 2])>,
     /// Its measurement failed because the command ended first (too few
     /// steps): a bound on the count, not a verdict on it.
-    did_not_fit: bool,
+    pub did_not_fit: bool,
 }
 
 fn tried(history: &[TurnRow]) -> Vec<Tried> {
@@ -504,42 +509,6 @@ fn tried(history: &[TurnRow]) -> Vec<Tried> {
             })
         })
         .collect()
-}
-
-/// Whether persistent_workers, reverted before, deserves another turn: each
-/// epoch starts every worker again, so what keeping them alive saves grows
-/// with their number. Once the count has at least doubled since that turn
-/// (2 → 16 after a revert at 2, say), the old verdict says little.
-fn persistent_worth_again(tried: &[Tried], nw: u64) -> bool {
-    let Some(at) = tried
-        .iter()
-        .rposition(|t| t.knob == "persistent_workers" && !t.decision.is_kept())
-    else {
-        return false;
-    };
-    let count = |v: &str| {
-        if v == "(default)" {
-            Some(0)
-        } else {
-            v.parse::<u64>().ok()
-        }
-    };
-    let workers = |t: &&Tried| t.knob == "num_workers";
-    // The count when it was tried: set by the last kept change before it, or
-    // else what the first change after it started from.
-    let then = match tried[..at]
-        .iter()
-        .rev()
-        .filter(|t| t.decision.is_kept())
-        .find(workers)
-    {
-        Some(t) => count(&t.to),
-        None => tried[at + 1..]
-            .iter()
-            .find(workers)
-            .and_then(|t| count(&t.from)),
-    };
-    then.is_some_and(|w| nw >= 2 * w.max(1))
 }
 
 /// Below the fewest workers that did not fit the command's batches. Where
@@ -624,8 +593,70 @@ fn cheaper_proposal(
         })
 }
 
+/// What every loader knob's rule reads: the incumbent's measurement and
+/// call site, the policy's knobs and decision rule, and the history's
+/// changes read back.
+pub(super) struct LoaderState<'a> {
+    pub incumbent: &'a Measurement,
+    pub site: &'a CallSite,
+    pub knobs: &'a [&'a str],
+    pub decision: &'a DecisionPolicy,
+    pub tried: Vec<Tried>,
+    /// The cores one rank's loader may use: the job's (affinity mask, cgroup
+    /// quota, not the host's), shared among the ranks.
+    pub cpus: u64,
+    /// data_wait's share of the step (1 when not measured).
+    pub share: f64,
+    /// num_workers now.
+    pub nw: u64,
+    pub model: Option<LoaderModel>,
+}
+
+impl<'a> LoaderState<'a> {
+    pub fn of(
+        incumbent: &'a Measurement,
+        site: &'a CallSite,
+        history: &[TurnRow],
+        knobs: &'a [&'a str],
+        decision: &'a DecisionPolicy,
+    ) -> LoaderState<'a> {
+        let ranks = incumbent.world_size.unwrap_or(1).max(1) as u64;
+        let cpus = ((incumbent.job_cores().unwrap_or(1.0) / ranks as f64).round() as u64).max(1);
+        let nw: u64 = current_value(site, incumbent, "num_workers")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        LoaderState {
+            incumbent,
+            site,
+            knobs,
+            decision,
+            tried: tried(history),
+            cpus,
+            share: incumbent.data_wait_share.unwrap_or(1.0),
+            nw,
+            model: LoaderModel::of(incumbent, nw, cpus),
+        }
+    }
+
+    /// The policy lets the agent change this knob.
+    pub fn allows(&self, knob: &str) -> bool {
+        self.knobs.contains(&knob)
+    }
+
+    /// A turn already wrote this value of this knob.
+    pub fn was_tried(&self, knob: &str, value: &str) -> bool {
+        self.tried.iter().any(|t| t.knob == knob && t.to == value)
+    }
+
+    /// The knob's value now, as the loader saw it or the call writes it.
+    pub fn current(&self, knob: &str) -> Option<String> {
+        current_value(self.site, self.incumbent, knob)
+    }
+}
+
 /// The next setting to try under the run's decision policy (its min_gain
-/// tells a reverted step that still points up from one that does not).
+/// tells a reverted step that still points up from one that does not): the
+/// knobs' rules in the article's order, each in its own module.
 pub fn next_proposal_for(
     incumbent: &Measurement,
     site: &CallSite,
@@ -633,260 +664,21 @@ pub fn next_proposal_for(
     knobs: &[&str],
     decision: &DecisionPolicy,
 ) -> Option<Proposal> {
-    let stop_when_data_wait_below = decision.stop_when_data_wait_below;
     // Once a cheaper neighbour has been tried, the climb is over: only the
     // remaining cheaper neighbours are left (never another step up).
     if history.iter().any(|r| cheaper::is_cheaper(&r.change)) {
         return cheaper_proposal(site, incumbent, history, knobs, decision.min_gain);
     }
-    let tried = tried(history);
-    let was_tried = |k: &str, v: &str| tried.iter().any(|t| t.knob == k && t.to == v);
-    // Ranks share the machine's cores: each rank's loader gets its share.
-    let ranks = incumbent.world_size.unwrap_or(1).max(1) as u64;
-    // The cores the job may use (affinity mask, cgroup quota), not the host's.
-    let cpus = ((incumbent.job_cores().unwrap_or(1.0) / ranks as f64).round() as u64).max(1);
-    let share = incumbent.data_wait_share.unwrap_or(1.0);
-    let nw: u64 = current_value(site, incumbent, "num_workers")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let model = LoaderModel::of(incumbent, nw, cpus);
-    let persistent_proposal = || {
-        let cur = current_value(site, incumbent, "persistent_workers");
-        (knobs.contains(&"persistent_workers")
-            && cur.as_deref() != Some("True")
-            && (!was_tried("persistent_workers", "True") || persistent_worth_again(&tried, nw)))
-        .then(|| Proposal {
-            knob: "persistent_workers",
-            value: "True".into(),
-            why: match incumbent.epoch_starts_timed {
-                Some(1) => {
-                    "an epoch began during the measurement, starting the workers again".into()
-                }
-                Some(n) if n > 0 => format!(
-                    "{n} epochs began during the measurement, each starting the workers again"
-                ),
-                _ => "keep workers alive across epochs instead of restarting them".into(),
-            },
-        })
-    };
-    // Workers that start again every epoch: keep them first, so that their
-    // start-up stops counting against every later count of workers.
-    if nw > 0 && incumbent.epoch_starts_timed.is_some_and(|n| n > 0) {
-        if let Some(p) = persistent_proposal() {
-            return Some(p);
-        }
-    }
-
-    let worth_climbing = share >= CLIMB_WHILE_DATA_WAIT_ABOVE.max(stop_when_data_wait_below)
-        || (share >= stop_when_data_wait_below && model.is_some_and(|m| !m.saturated()));
-    if knobs.contains(&"num_workers") && worth_climbing {
-        let last = tried.iter().rev().find(|t| t.knob == "num_workers");
-        // A step reverted with its median past 1 + min_gain but its interval
-        // open is evidence of direction, not a wall: the next count is tried
-        // before the climb ends (a noisy box can need more pairs than allowed).
-        let pointing_up = last.and_then(|t| {
-            let (r, ci) = t.ratio?;
-            let to: u64 = t.to.parse().ok()?;
-            (t.decision == Decision::Reverted && to > nw && stats::pointing_up(r, ci, decision))
-                .then_some((to, r, ci))
-        });
-        // A count that did not fit the command's batches bounds the climb;
-        // the largest count that fits is tried next (`fit_cap`).
-        let climbing = last.is_none_or(|t| t.decision == Decision::Kept || t.did_not_fit)
-            || pointing_up.is_some();
-        let cap = worker_cap(cpus, nw, incumbent, model).min(unfit_cap(&tried, nw, incumbent));
-        if let Some((to, r, ci)) = pointing_up {
-            let next = (to * 2).min(cap);
-            if next > to && !was_tried("num_workers", &next.to_string()) {
-                return Some(Proposal {
-                    knob: "num_workers",
-                    value: next.to_string(),
-                    why: format!(
-                        "num_workers {to} measured ×{r:.2} with its {:.0}% interval [{:.2}, {:.2}] open: not proven, but pointing up, so the next count before giving up",
-                        decision.confidence * 100.0,
-                        ci[0],
-                        ci[1]
-                    ),
-                });
-            }
-        }
-        // One worker only overlaps loading with the step; two is the first real gain.
-        let next = match (nw, model) {
-            // The command's batches fit fewer: the most that fit.
-            (0, _) if (1..cpus.max(2)).contains(&cap) && incumbent.command_batches.is_some() => {
-                Some((
-                    cap,
-                    format!(
-                        "data_wait is {:.0}% of the step; the command runs {} training batches, so no more than {cap} worker(s) fit their first batches before the {} timed steps (a longer run in [bench] run measures more)",
-                        share * 100.0,
-                        incumbent.command_batches.unwrap_or(0),
-                        incumbent.steps.unwrap_or(0)
-                    ),
-                ))
-            }
-            (0, _) => Some((
-                cpus.max(2),
-                format!(
-                    "data_wait is {:.0}% of the step; start at the core count ({cpus}{})",
-                    share * 100.0,
-                    match incumbent.cores_limited_by.as_deref() {
-                        Some("affinity") => format!(
-                            ", the affinity mask's, of {} on the host",
-                            incumbent.cpu_count.unwrap_or(0)
-                        ),
-                        Some("cgroup_quota") => format!(
-                            ", the cgroup CPU quota's, of {} on the host",
-                            incumbent.cpu_count.unwrap_or(0)
-                        ),
-                        _ => String::new(),
-                    }
-                ),
-            )),
-            (_, Some(m)) if m.saturated() => None,
-            (_, Some(m)) => {
-                let wanted = m.workers_needed();
-                let need = wanted.min(cap);
-                // The count now was itself chosen with that headroom (or is
-                // the core count): wanting less than the headroom more is the
-                // estimate moving within its own margin, a close call that
-                // costs many runs to settle and is seldom kept.
-                (need as f64 >= nw as f64 * WORKER_HEADROOM).then(|| {
-                    let by_memory = memory_cap(nw, incumbent).filter(|(c, _)| *c == cap);
-                    // Cut short by memory: say how many would keep up.
-                    let keep_up = if by_memory.is_some() { wanted } else { need };
-                    let mut why = format!(
-                        "data_wait is {:.0}%: a worker takes {:.0} ms per batch and the step could take {:.1} ms, so about {keep_up} workers keep up (up to ×{:.1})",
-                        share * 100.0,
-                        m.batch_latency_s * 1e3,
-                        m.best_step_s() * 1e3,
-                        m.predicted_gain()
-                    );
-                    if need > (cpus * 8).clamp(8, 64) {
-                        why.push_str(&format!(
-                            "; past 8 per core: items wait, the cores could feed a faster step, and at {:.0} MB a worker memory allows it",
-                            incumbent.memory_per_worker().unwrap_or(0.0) / 1e6
-                        ));
-                        if let Some((_, free)) = by_memory.filter(|_| wanted <= need) {
-                            why.push_str(&format!(" ({})", free.describe()));
-                        }
-                    }
-                    // Which memory figure stopped the count short of what keeps up.
-                    if let Some((_, free)) = by_memory.filter(|_| wanted > need) {
-                        why.push_str(&format!(
-                            "; memory bounds it at {cap}, at {:.0} MB a worker: {}",
-                            incumbent.memory_per_worker().unwrap_or(0.0) / 1e6,
-                            free.describe()
-                        ));
-                    } else if wanted > need && epoch_cap(nw, incumbent) == Some(cap) {
-                        why.push_str(&format!(
-                            "; an epoch holds {cap} batches, so a worker past {cap} would have none to fetch"
-                        ));
-                    } else if wanted > need && fit_cap(nw, incumbent) == Some(cap) {
-                        why.push_str(&format!(
-                            "; the command runs {} training batches, so past {cap} workers their first batches and the {} timed steps do not fit (a longer run in [bench] run measures more)",
-                            incumbent.command_batches.unwrap_or(0),
-                            incumbent.steps.unwrap_or(0)
-                        ));
-                    } else if wanted > need && window_cap(nw, incumbent) == Some(cap) {
-                        why.push_str(&format!(
-                            "; past {cap} workers the {} timed steps could all be served from batches made ready before them (raise [bench] steps to measure more)",
-                            incumbent.steps.unwrap_or(0)
-                        ));
-                    }
-                    (need, why)
-                })
-            }
-            (_, None) => Some((
-                nw * 2,
-                format!(
-                    "data_wait still {:.0}% and the last step up paid",
-                    share * 100.0
-                ),
-            )),
-        };
-        if let Some((next, why)) = next {
-            if climbing && next <= cap && !was_tried("num_workers", &next.to_string()) {
-                return Some(Proposal {
-                    knob: "num_workers",
-                    value: next.to_string(),
-                    why,
-                });
-            }
-        }
-    }
-    if knobs.contains(&"pin_memory") && incumbent.is_cuda() {
-        let cur = current_value(site, incumbent, "pin_memory");
-        if cur.as_deref() != Some("True") && !was_tried("pin_memory", "True") {
-            return Some(Proposal {
-                knob: "pin_memory",
-                value: "True".into(),
-                why: "CUDA device: copies from pinned memory are faster".into(),
-            });
-        }
-    }
-    if nw > 0 {
-        // Prefetching more cannot create CPU, nor speed up the training
-        // process: not when either is the limit.
-        let saturated = model.is_some_and(|m| m.saturated());
-        let cur: u64 = current_value(site, incumbent, "prefetch_factor")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2);
-        // Nor when an epoch is so short that its batches are all requested at
-        // its start already: the wait left is the epoch's first batch.
-        let short_epochs = evidence::short_epochs(
-            incumbent.batches_per_epoch,
-            incumbent.epoch_starts_timed,
-            incumbent.steps,
-            nw,
-            cur,
-        );
-        // Nor when the step waits steadily: then the workers' rate is the
-        // limit, and a deeper queue does not raise it. Prefetching absorbs
-        // stalls (most steps wait little, a few wait long).
-        let steady = evidence::WaitShape::of(incumbent).is_some_and(|w| w.steady());
-        let next = (cur * 2).max(4);
-        // Nor past what the timed steps can tell apart (as for the workers,
-        // `window_cap`): with num_workers × prefetch_factor batches past the
-        // timed steps, all of them can be ready before those steps begin.
-        let beyond_window = window_steps(incumbent).is_some_and(|s| nw * next > s);
-        // Nor past the command's batches: the deeper first round must fit
-        // before the timed steps.
-        let beyond_fit = incumbent
-            .command_batches
-            .zip(incumbent.steps)
-            .is_some_and(|(b, s)| {
-                crate::bench::command::warmup_that_fits(b, u64::from(s))
-                    .is_none_or(|r| nw * next > r)
-            });
-        if knobs.contains(&"prefetch_factor")
-            && share >= stop_when_data_wait_below
-            && !saturated
-            && !short_epochs
-            && !steady
-            && !beyond_window
-            && !beyond_fit
-            && !tried.iter().any(|t| t.knob == "prefetch_factor")
-            && next <= 16
-        {
-            return Some(Proposal {
-                knob: "prefetch_factor",
-                value: next.to_string(),
-                why: "workers run ahead by more batches".into(),
-            });
-        }
-        // No epoch began during the measurement: it could not tell a difference.
-        if incumbent.epoch_starts_timed.is_none_or(|n| n > 0) {
-            if let Some(p) = persistent_proposal() {
-                return Some(p);
-            }
-        }
-    }
-    // The knobs are exhausted: overlap the items' waits inside each worker
-    // (one structural turn), then the cheapest setting that is as fast.
-    if let Some(p) = threads_proposal(incumbent, history, knobs, model) {
-        return Some(p);
-    }
-    cheaper_proposal(site, incumbent, history, knobs, decision.min_gain)
+    let s = LoaderState::of(incumbent, site, history, knobs, decision);
+    persistent::before_workers(&s)
+        .or_else(|| workers::proposal(&s))
+        .or_else(|| pin_memory::proposal(&s))
+        .or_else(|| prefetch::proposal(&s))
+        .or_else(|| persistent::after_prefetch(&s))
+        // The knobs are exhausted: overlap the items' waits inside each
+        // worker (one structural turn), then the cheapest setting that is as fast.
+        .or_else(|| threads_proposal(incumbent, history, knobs, s.model))
+        .or_else(|| cheaper_proposal(site, incumbent, history, knobs, decision.min_gain))
 }
 
 /// The structural turn, when the policy allows preprocessing changes, the
@@ -930,11 +722,11 @@ fn threads_proposal(
 mod tests {
     use super::*;
 
-    fn site(src: &str) -> CallSite {
+    pub(super) fn site(src: &str) -> CallSite {
         edit::scan_source("t.py", src).unwrap().remove(0)
     }
 
-    fn meas(nw: u64, share: f64, cuda: bool) -> Measurement {
+    pub(super) fn meas(nw: u64, share: f64, cuda: bool) -> Measurement {
         let mut m = Measurement {
             samples_per_sec: 100.0,
             data_wait_share: Some(share),
@@ -946,7 +738,7 @@ mod tests {
         m
     }
 
-    fn row(turn: u32, change: &str, d: Decision) -> TurnRow {
+    pub(super) fn row(turn: u32, change: &str, d: Decision) -> TurnRow {
         TurnRow {
             turn,
             change: change.into(),
@@ -1611,7 +1403,7 @@ mod tests {
 
     /// A measurement with the harness's loader figures, per step in ms over
     /// 100 timed steps; `others` is the cores other processes kept busy.
-    fn figures(
+    pub(super) fn figures(
         nw: u64,
         data_wait_ms: f64,
         train_ms: f64,
