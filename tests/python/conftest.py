@@ -45,7 +45,8 @@ def harness_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def H():
     """The harness module, imported under the name the instrument uses."""
-    spec = importlib.util.spec_from_file_location("tuneloop_harness", OWN_FILES["tuneloop_harness.py"])
+    path = OWN_FILES["tuneloop_harness.py"]
+    spec = importlib.util.spec_from_file_location("tuneloop_harness", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -176,36 +177,35 @@ def run_harness(H, torch, monkeypatch, capfd):
 PYTHON = sys.executable
 
 
-@pytest.fixture
-def run_command(harness_dir, tmp_path):
-    """``run_command(script_text, steps=, warmup=, env=)`` writes the script
-    as train.py in a project folder and runs ``python train.py`` there with
-    the instrumentation armed as the binary arms it. Gives back a Command."""
-    def run(script, steps=8, warmup=2, env=None, args=(), name="cmd", timeout=120):
-        project = tmp_path / name
-        project.mkdir()
-        (project / "train.py").write_text(textwrap.dedent(script))
-        result_dir = tmp_path / (name + "-result")
-        result_dir.mkdir()
-        full = dict(os.environ)
-        for k in list(full):
-            if k.startswith("TUNELOOP_") or k in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
-                del full[k]
-        full.update({
-            "PYTHONPATH": str(harness_dir),
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONHASHSEED": "0",
-            "TUNELOOP_RESULT_DIR": str(result_dir),
-            "TUNELOOP_STEPS": str(steps),
-            "TUNELOOP_WARMUP": str(warmup),
-            "TUNELOOP_PROJECT": str(project),
-        })
-        full.update(env or {})
-        p = subprocess.run([PYTHON, "train.py", *args], cwd=project, env=full,
-                           capture_output=True, text=True, timeout=timeout)
-        return Command(p, project, result_dir)
-    return run
+def run_command(harness_dir, base, script, steps=8, warmup=2, env=None, name="cmd",
+                timeout=120):
+    """Writes ``script`` as train.py in ``base/name`` and runs ``python
+    train.py`` there with the instrumentation armed as the binary arms it
+    (PYTHONPATH, TUNELOOP_*); ``env`` adds to or overrides that. Gives back
+    a Command."""
+    project = base / name
+    project.mkdir()
+    (project / "train.py").write_text(textwrap.dedent(script))
+    result_dir = base / (name + "-result")
+    result_dir.mkdir()
+    full = dict(os.environ)
+    for k in list(full):
+        if k.startswith("TUNELOOP_") or k in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+            del full[k]
+    full.update({
+        "PYTHONPATH": str(harness_dir),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "TUNELOOP_RESULT_DIR": str(result_dir),
+        "TUNELOOP_STEPS": str(steps),
+        "TUNELOOP_WARMUP": str(warmup),
+        "TUNELOOP_PROJECT": str(project),
+    })
+    full.update(env or {})
+    p = subprocess.run([PYTHON, "train.py"], cwd=project, env=full,
+                       capture_output=True, text=True, timeout=timeout)
+    return Command(p, project, result_dir)
 
 
 class Command:

@@ -105,7 +105,8 @@ def test_tuple_return(run_harness, managed_project):
     def build():
         data = TensorDataset(torch.randn(32, 3), torch.randint(0, 2, (32,)))
         model = torch.nn.Linear(3, 2)
-        return DataLoader(data, batch_size=8), model, torch.optim.SGD(model.parameters(), 0.1), "cpu"
+        opt = torch.optim.SGD(model.parameters(), 0.1)
+        return DataLoader(data, batch_size=8), model, opt, "cpu"
     '''
     r = run_harness(managed_project(body=body), STEPS, "3", WARMUP, "1").result
     assert r["samples"] == 24 and r["device"] == "cpu"
