@@ -57,12 +57,13 @@ def test_warmup_steps_are_not_timed(run_harness, managed_project):
 
 
 def test_epoch_restarts_inside_the_window(run_harness, managed_project):
-    # 12 items in batches of 4: 3 batches an epoch; 2 + 7 steps cross two epoch ends.
-    r = run_harness(managed_project(n=12, batch_size=4), STEPS, "7", WARMUP, "2").result
+    # 12 items in batches of 4: 3 batches an epoch. Of the epoch starts at
+    # steps 3 and 6 the first is in the warm-up of 4, the second is timed.
+    r = run_harness(managed_project(n=12, batch_size=4), STEPS, "5", WARMUP, "4").result
     assert r["batches_per_epoch"] == 3
     assert r["epochs"] == 3
-    assert r["epoch_starts_timed"] == 2
-    assert r["samples"] == 28
+    assert r["epoch_starts_timed"] == 1
+    assert r["samples"] == 20
     assert r["epoch_fill_s"] is not None and r["epoch_fill_s"] > 0
 
 

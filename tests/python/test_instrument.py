@@ -63,15 +63,20 @@ val = DataLoader(Items(8, float(E.get("TL_VAL_SLEEP", "0"))), batch_size=4)  # V
 model = nn.Linear(4, 3)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for epoch in range(int(E.get("TL_EPOCHS", "100"))):
-    for x, y in train:
+    for k, (x, y) in enumerate(train):
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
         time.sleep(float(E.get("TL_STEP_SLEEP", "0")))
+        if k == int(E.get("TL_VAL_AT", "-1")):  # a validation inside the epoch
+            with torch.no_grad():
+                for vx, _ in val:
+                    model(vx)
     with torch.no_grad():
         for x, y in val:
             model(x)
+    time.sleep(float(E.get("TL_EPOCH_SLEEP", "0")))  # a checkpoint: no loader's time
 print("SCRIPT_DONE")
 '''
 
@@ -103,10 +108,11 @@ def command(harness_dir, module_tmp):
 def timed(command):
     """The plain run: no workers, 4 x 3 ms of loading a batch, 30 ms a step,
     0.4 s of start-up before the loader is first iterated; three batches an
-    epoch, and after each epoch a validation loader that takes 0.8 s."""
+    epoch; a validation loader that takes 0.48 s after each epoch's second
+    batch and after each epoch, and a checkpoint of 0.6 s after each epoch."""
     return command("timed", steps=7, warmup=2,
                    env=env(n=12, item_sleep=0.003, step_sleep=0.03, startup_sleep=0.4,
-                           val_sleep=0.1))
+                           val_sleep=0.06, val_at=1, epoch_sleep=0.6))
 
 
 @pytest.fixture(scope="module")
@@ -189,11 +195,19 @@ def test_epoch_restarts_inside_the_window(timed):
     assert r["epoch_fill_s"] is not None
 
 
-def test_validation_between_epochs_is_cut_out(timed):
+def test_validation_inside_an_epoch_is_cut_out(timed):
+    # The window (batches 2 to 8) holds two validations inside an epoch
+    # (after batches 4 and 7): 0.96 s inside the timed steps' span, not in
+    # their time (about 0.3 s).
+    assert timed.result["wall_s"] < 1.0
+
+
+def test_validation_and_checkpoints_between_epochs_are_cut_out(timed):
     r = timed.result
-    # Each epoch end is followed by 2 x 4 x 0.1 s of validation, which is no
-    # step of the training loader: 1.6 s inside the window, not in its time.
-    assert r["wall_s"] < 1.2
+    # Each epoch end is followed by a validation of 0.48 s and a 0.6 s
+    # checkpoint, which are no step of the training loader: 2.2 s inside the
+    # window, not in its time (about 0.3 s).
+    assert r["wall_s"] < 1.0
     val = [d for d in r["loaders"] if d["site"] == timed.line_of("# VAL LOADER")]
     assert val and val[0]["training"] is False and val[0]["backward"] == 0
 
