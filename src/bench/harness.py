@@ -98,6 +98,10 @@ class Job:
         torch = self.torch
         if isinstance(batch, torch.Tensor):
             return batch.to(self.device, non_blocking=True)
+        if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+            # A namedtuple (default_collate keeps a dataset's): built from
+            # its fields, not from one iterable.
+            return type(batch)(*(self.to_device(b) for b in batch))
         if isinstance(batch, (list, tuple)):
             return type(batch)(self.to_device(b) for b in batch)
         if isinstance(batch, dict):

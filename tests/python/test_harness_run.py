@@ -150,3 +150,32 @@ def test_result_line_from_the_harness_file(harness_dir, managed_project):
     assert lines[0] == "building"
     assert [line for line in lines if line.startswith("TUNELOOP_")] == [lines[-1]]
     assert lines[-1].startswith("TUNELOOP_RESULT {")
+
+
+def test_ceiling_with_a_namedtuple_batch(run_harness, managed_project):
+    # default_collate keeps a dataset's namedtuple: the batch is one, and
+    # the ceiling moves it to the device whole.
+    body = '''\
+    from collections import namedtuple
+
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    Sample = namedtuple("Sample", "x y")
+
+    class Items(Dataset):
+        def __len__(self):
+            return 32
+
+        def __getitem__(self, i):
+            return Sample(torch.full((2,), float(i)), i % 2)
+
+    def build():
+        seen = []
+        return {"loader": DataLoader(Items(), batch_size=4),
+                "step": lambda b: seen.append(b.x)}
+    '''
+    out = run_harness(managed_project(body=body), STEPS, "3", WARMUP, "1", "--ceiling",
+                      "--ceiling-steps", "3")
+    assert out.code == 0, out.stdout
+    assert out.result["ceiling_sps"] > 0
