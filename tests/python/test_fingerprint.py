@@ -204,3 +204,18 @@ def test_unseeded_shuffle_draws_another_order(H, torch, watched):
     H.seed_all(torch)
     a = [next(iter(loader))[1].tolist() for _ in range(3)]
     assert len({tuple(x) for x in a}) > 1
+
+
+def test_persistent_workers_restart_the_indices_each_epoch(H, torch, watched):
+    # The iterator object is reused across epochs; its sampler iterator is not.
+    loader = watched.DataLoader(Items(n=8), batch_size=4, shuffle=True, num_workers=1,
+                                persistent_workers=True)
+    first = iter(loader)
+    for epoch in range(2):
+        it = iter(loader)
+        assert it is first
+        _, labels = next(it)
+        assert H.indices_of(it) == labels.tolist(), epoch
+        for _ in it:
+            pass
+    del first, it

@@ -312,3 +312,28 @@ def test_shallow_copy_makes_containers_anew(harness_dir, monkeypatch):
     assert copy["x"] is not batch["x"] and copy["x"][0] is t
     copy.pop("y")
     assert "y" in batch
+
+
+ARMED = """\
+import sys
+
+print(getattr(sys, "_tuneloop_armed", False), "tuneloop_instrument" in sys.modules)
+"""
+
+
+def test_armed_only_with_a_result_dir(command):
+    armed = command("armed", script=ARMED)
+    inert = command("inert", script=ARMED, env={"TUNELOOP_RESULT_DIR": ""})
+    assert armed.stdout.split() == ["True", "True"]
+    assert inert.stdout.split() == ["False", "False"]
+
+
+def test_a_failing_user_sitecustomize_is_reported_and_the_command_runs(command, module_tmp):
+    own = module_tmp / "bad-site"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("raise ValueError('broken start-up')\n")
+    run = command("badsite", script=ARMED,
+                  env={"PYTHONPATH": f"{command.harness_dir}{os.pathsep}{own}"})
+    assert run.rc == 0
+    assert "tuneloop: your sitecustomize raised ValueError: broken start-up" in run.stderr
+    assert run.stdout.split() == ["True", "True"]
