@@ -337,3 +337,19 @@ def test_a_failing_user_sitecustomize_is_reported_and_the_command_runs(command, 
     assert run.rc == 0
     assert "tuneloop: your sitecustomize raised ValueError: broken start-up" in run.stderr
     assert run.stdout.split() == ["True", "True"]
+
+
+NUMPY = """\
+import numpy as np
+
+print(repr(np.random.rand()))
+"""
+
+
+def test_numpy_seeded_when_the_script_imports_it(command):
+    import numpy as np
+
+    np.random.seed(0)
+    want = repr(np.random.rand())
+    runs = [command(f"numpy{k}", script=NUMPY) for k in range(2)]
+    assert [r.stdout.strip() for r in runs] == [want, want]
