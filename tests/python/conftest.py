@@ -43,9 +43,10 @@ def harness_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def H():
-    """The harness module, imported under the name the instrument uses."""
-    path = OWN_FILES["tuneloop_harness.py"]
+def H(harness_dir):
+    """The harness module, imported from the harness directory under the
+    name the instrument imports it by (no bytecode lands in src/)."""
+    path = harness_dir / "tuneloop_harness.py"
     spec = importlib.util.spec_from_file_location("tuneloop_harness", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
