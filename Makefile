@@ -7,7 +7,7 @@ CARGO ?= cargo
 BUILD_VENV ?= $(HOME)/.cache/tuneloop/build-venv
 export TUNELOOP_BUILD_VENV := $(BUILD_VENV)
 
-.PHONY: setup setup-venv setup-wheel-tools build wheel demo test clean-runs bench-decision bench-report bench-tuner bench-command gpu-check gpu-check-dry-run
+.PHONY: setup setup-venv setup-wheel-tools build wheel demo test pytest clean-runs bench-decision bench-report bench-tuner bench-command gpu-check gpu-check-dry-run
 
 # The tests need the venv and headless Chromium (for the HTML report); the
 # demo needs only the venv.
@@ -47,7 +47,13 @@ demo: setup-venv build
 # and the two builds never overwrite each other's binary.
 LIBTORCH_ENV = PATH="$(VENV)/bin:$$PATH" VIRTUAL_ENV="$(VENV)" LIBTORCH_USE_PYTORCH=1 CARGO_TARGET_DIR=target/libtorch
 
-test: setup
+# The Python side first (a minute): ruff over every .py of the repository
+# (ruff.toml), then the pytest suite of the harness and the instrumentation.
+pytest: setup-venv
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/python -m pytest tests/python -q
+
+test: setup pytest
 	$(CARGO) test --lib --bins --tests --no-fail-fast -- --test-threads 2
 	$(CARGO) check --benches
 	$(LIBTORCH_ENV) $(CARGO) test --features libtorch --lib probe

@@ -4,9 +4,10 @@ the median of the paired ratios (variant / baseline samples/sec).
 
 Two models: the compute_bound fixture's small conv net (batch 32 of 3x32x32,
 SGD with momentum) and a small transformer encoder (batch 16 of 64 tokens,
-AdamW), each cycling through 8 batches generated in memory. Each run seeds itself, times forward + backward + optimizer step on
-batches already in memory (compute-bound by construction), and records the
-first 5 losses, so the table also shows how far each change moves them.
+AdamW), each cycling through 8 batches generated in memory. Each run seeds
+itself, times forward + backward + optimizer step on batches already in
+memory (compute-bound by construction), and records the first 5 losses, so
+the table also shows how far each change moves them.
 
     python bench/compute_gains.py [--pairs 5] [--out bench/compute_gains.jsonl]
 
@@ -49,13 +50,19 @@ def child(model_name, change, steps, warmup):
 
         model = SmallConvNet()
         batches = [(torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))) for _ in range(8)]
-        make_opt = lambda params, **kw: torch.optim.SGD(params, lr=0.05, momentum=0.9, **kw)
+
+        def make_opt(params, **kw):
+            return torch.optim.SGD(params, lr=0.05, momentum=0.9, **kw)
     else:
-        layer = nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=256, batch_first=True)
+        layer = nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=256,
+                                           batch_first=True)
         model = nn.Sequential(nn.Embedding(1000, 128), nn.TransformerEncoder(layer, num_layers=2),
                               nn.Flatten(), nn.Linear(64 * 128, 10))
-        batches = [(torch.randint(0, 1000, (16, 64)), torch.randint(0, 10, (16,))) for _ in range(8)]
-        make_opt = lambda params, **kw: torch.optim.AdamW(params, lr=1e-4, **kw)
+        batches = [(torch.randint(0, 1000, (16, 64)), torch.randint(0, 10, (16,)))
+                   for _ in range(8)]
+
+        def make_opt(params, **kw):
+            return torch.optim.AdamW(params, lr=1e-4, **kw)
     if change == "channels_last":
         model = model.to(memory_format=torch.channels_last)
     if change == "autocast":
@@ -114,7 +121,8 @@ def main():
                         order.reverse()
                     got = {role: run(model_name, c, args.steps, warmup) for role, c in order}
                     pairs.append(got)
-                    f.write(json.dumps({"variant": name, "model": model_name, "pair": k, **got}) + "\n")
+                    row = {"variant": name, "model": model_name, "pair": k, **got}
+                    f.write(json.dumps(row) + "\n")
                     f.flush()
                 ratios = [p["var"]["sps"] / p["base"]["sps"] for p in pairs]
                 drift = max(abs(a - b) / abs(b) for a, b in

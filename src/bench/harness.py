@@ -98,6 +98,10 @@ class Job:
         torch = self.torch
         if isinstance(batch, torch.Tensor):
             return batch.to(self.device, non_blocking=True)
+        if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+            # A namedtuple (default_collate keeps a dataset's): built from
+            # its fields, not from one iterable.
+            return type(batch)(*(self.to_device(b) for b in batch))
         if isinstance(batch, (list, tuple)):
             return type(batch)(self.to_device(b) for b in batch)
         if isinstance(batch, dict):
@@ -168,8 +172,8 @@ class Distributed:
                       persistent_workers=old.persistent_workers, timeout=old.timeout)
         if old.num_workers > 0:
             kwargs["prefetch_factor"] = old.prefetch_factor
-        job.loader = DataLoader(old.dataset, sampler=DistributedSampler(old.dataset, shuffle=shuffle),
-                                **kwargs)
+        sampler = DistributedSampler(old.dataset, shuffle=shuffle)
+        job.loader = DataLoader(old.dataset, sampler=sampler, **kwargs)
 
     def combine(self, mine):
         """Gathers every rank's figures; rank 0 returns the combined result."""
@@ -761,7 +765,8 @@ def main():
     main_cpu_start = None
     busy_start = None
     step_waits = []  # each timed step's data_wait: steady waiting, or a few long stalls?
-    epoch_fills = []  # each timed epoch start: (wait for its first batch, machine CPU busy meanwhile)
+    # Each timed epoch start: (wait for its first batch, machine CPU busy meanwhile).
+    epoch_fills = []
     fetch_cpu = 0.0  # this thread's CPU inside next(): the loading itself without workers,
     # receiving a batch from a worker with them
     with ctx as prof:
@@ -814,7 +819,7 @@ def main():
     main_cpu = time.process_time() - main_cpu_start if main_cpu_start is not None else None
     busy_end = _machine_busy_s()
     machine_busy = (busy_end - busy_start
-                    if main_cpu_start is not None and busy_start is not None and busy_end is not None
+                    if None not in (main_cpu_start, busy_start, busy_end)
                     else None)
     workers = getattr(job.loader, "num_workers", 0) or 0
     # The workers' CPU before their memory: reading every worker's smaps

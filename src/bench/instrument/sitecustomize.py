@@ -17,8 +17,8 @@ def _run_the_users_own():
     here = os.path.dirname(os.path.abspath(__file__))
     rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
     try:
-        from importlib.machinery import PathFinder
         import importlib.util
+        from importlib.machinery import PathFinder
 
         spec = PathFinder.find_spec("sitecustomize", rest)
         if spec is None or spec.loader is None:

@@ -140,7 +140,8 @@ class Track:
         self.carry_cpu = 0.0
         self.epochs = 0
         self.epoch_starts = []    # batch index at which each later epoch began
-        self.fills = []           # per later epoch: (batch index, (wait for its first batch, machine busy meanwhile))
+        # Per later epoch: (batch index, (wait for its first batch, machine busy meanwhile)).
+        self.fills = []
         self.first_batch = None
         self.batch_size = None
         self.batch_bytes = None

@@ -1,0 +1,118 @@
+"""The harness's small figures, shared by both modes: batch size and bytes,
+the first losses, warm-up per worker, the usable cores (cgroup quota,
+affinity) and the epoch-fill medians."""
+
+import os
+
+import pytest
+
+
+def test_batch_size_and_bytes_of_nested_batches(H, torch):
+    batch = {"image": torch.zeros(8, 3, dtype=torch.uint8), "meta": [torch.zeros(8), "x"]}
+    assert H.batch_size_of(batch, torch) == 8
+    assert H.batch_bytes_of(batch, torch) == 8 * 3 + 8 * 4
+    assert H.batch_size_of((torch.tensor(5.0),), torch) == 1
+    assert H.batch_size_of("text", torch) == 1
+
+
+def test_losses_keep_the_first_n_and_mark_non_finite(H, torch):
+    losses = H.Losses(n=3)
+    for v in (2.0, float("nan"), float("inf"), 1.0):
+        losses.add((torch.tensor(v),), {}, torch)
+    assert losses.values == [2.0, None, None]
+    # A vector passed to backward is not a loss.
+    losses = H.Losses(n=3)
+    losses.add((torch.ones(2),), {}, torch)
+    losses.add((), {"tensors": [torch.tensor(0.5)]}, torch)
+    assert losses.values == [0.5]
+
+
+def test_watch_losses_sees_loss_backward(H, torch, monkeypatch):
+    monkeypatch.setattr(torch.autograd, "backward", torch.autograd.backward)
+    losses = H.Losses(n=2)
+    H.watch_losses(torch, losses)
+    w = torch.ones(1, requires_grad=True)
+    for k in range(3):
+        ((w * (k + 1)).sum()).backward()
+    assert losses.values == [1.0, 2.0]
+    assert w.grad.item() == 6.0  # the real backward still ran
+
+
+@pytest.mark.parametrize("workers, prefetch, warmup, want", [
+    (0, None, 5, 5),
+    (2, 2, 5, 8),
+    (4, 8, 5, 32),
+    (1, 2, 10, 10),
+])
+def test_warmup_for(H, workers, prefetch, warmup, want):
+    class Loader:
+        num_workers = workers
+        prefetch_factor = prefetch
+
+    assert H.warmup_for(Loader(), warmup) == want
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_cgroup_v2_quota_tightest_up_the_tree(H, tmp_path):
+    root = tmp_path / "cg"
+    write(root / "cpu.max", "max 100000\n")
+    write(root / "job" / "cpu.max", "300000 100000\n")
+    write(root / "job" / "step" / "cpu.max", "max 100000\n")
+    selfc = tmp_path / "self"
+    write(selfc, "0::/job/step\n")
+    assert H.cgroup_quota_cores(str(root), str(selfc)) == 3.0
+    write(root / "cpu.max", "150000 100000\n")  # the parent binds
+    assert H.cgroup_quota_cores(str(root), str(selfc)) == 1.5
+
+
+def test_cgroup_v1_quota(H, tmp_path):
+    root = tmp_path / "cg"
+    write(root / "cpu,cpuacct" / "cpu.cfs_quota_us", "-1\n")
+    write(root / "cpu,cpuacct" / "cpu.cfs_period_us", "100000\n")
+    write(root / "cpu,cpuacct" / "slurm" / "cpu.cfs_quota_us", "250000\n")
+    write(root / "cpu,cpuacct" / "slurm" / "cpu.cfs_period_us", "100000\n")
+    selfc = tmp_path / "self"
+    write(selfc, "4:cpu,cpuacct:/slurm\n")
+    assert H.cgroup_quota_cores(str(root), str(selfc)) == 2.5
+
+
+def test_no_quota(H, tmp_path):
+    selfc = tmp_path / "self"
+    write(selfc, "0::/\n")
+    write(tmp_path / "cg" / "cpu.max", "max 100000\n")
+    assert H.cgroup_quota_cores(str(tmp_path / "cg"), str(selfc)) is None
+
+
+def test_usable_cores_takes_the_smallest_limit(H, tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    selfc = tmp_path / "self"
+    write(selfc, "0::/\n")
+    write(tmp_path / "cg" / "cpu.max", "max 100000\n")
+    assert H.usable_cores(str(tmp_path / "cg"), str(selfc)) == (4.0, "affinity")
+    write(tmp_path / "cg" / "cpu.max", "50000 100000\n")
+    assert H.usable_cores(str(tmp_path / "cg"), str(selfc)) == (0.5, "cgroup_quota")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    write(tmp_path / "cg" / "cpu.max", "max 100000\n")
+    assert H.usable_cores(str(tmp_path / "cg"), str(selfc)) == (16.0, "cpu_count")
+
+
+def test_epoch_fill_figures_are_medians(H):
+    assert H.epoch_fill_figures([]) == {"epoch_fill_s": None, "epoch_fill_busy_s": None}
+    fills = [(0.1, 1.0), (0.3, None), (0.2, 3.0)]
+    assert H.epoch_fill_figures(fills) == {"epoch_fill_s": 0.2, "epoch_fill_busy_s": 2.0}
+
+
+def test_batches_per_epoch(H, torch):
+    from torch.utils.data import DataLoader, IterableDataset
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(range(10))
+
+    assert H.batches_per_epoch(DataLoader(list(range(10)), batch_size=4)) == 3
+    assert H.batches_per_epoch(DataLoader(Stream(), batch_size=4)) is None

@@ -1,0 +1,184 @@
+"""Managed mode end to end in this process: the harness's main() on a tiny
+project's build(), read back from its TUNELOOP_RESULT line the way the
+binary reads it (src/bench/mod.rs parse_managed)."""
+
+import subprocess
+import sys
+
+STEPS, WARMUP = "--steps", "--warmup"
+
+
+def test_counts_the_timed_steps_and_samples(run_harness, managed_project):
+    out = run_harness(managed_project(batch_size=4), STEPS, "6", WARMUP, "2")
+    assert out.code == 0, out.stdout
+    r = out.result
+    assert (r["steps"], r["warmup_steps"], r["batch_size"]) == (6, 2, 4)
+    assert r["samples"] == 24
+    assert r["samples_per_sec"] == r["samples"] / r["wall_s"]
+    assert r["batch_bytes"] == 4 * 4 * 4 + 4 * 8  # float32 rows, int64 labels
+    assert r["loader"] == {"num_workers": 0, "pin_memory": False, "prefetch_factor": None,
+                           "persistent_workers": False, "batch_size": 4}
+    assert r["profiled"] is False and r["world_size"] == 1 and r["ceiling_sps"] is None
+
+
+def test_splits_data_wait_from_the_step(run_harness, managed_project):
+    # Each batch waits 4 x 5 ms in the dataset; each step sleeps 40 ms.
+    project = managed_project(batch_size=4, item_sleep=0.005, step_sleep=0.04)
+    r = run_harness(project, STEPS, "5", WARMUP, "1").result
+    assert r["data_wait_s"] >= 5 * 4 * 0.005
+    assert r["train_step_s"] >= 5 * 0.04
+    assert r["data_wait_s"] < r["train_step_s"]
+    assert r["data_wait_s"] + r["train_step_s"] <= r["wall_s"] * 1.001
+    assert 0.1 < r["data_wait_share"] < 0.5
+    assert r["data_wait_step_median_s"] >= 4 * 0.005
+
+
+def test_warmup_steps_are_not_timed(run_harness, managed_project):
+    # The dataset is slow only for its first items (the first two batches,
+    # the warm-up): they must not be in the timed data_wait.
+    body = '''\
+    import time
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Slow(Dataset):
+        def __len__(self):
+            return 40
+        def __getitem__(self, i):
+            time.sleep(0.1 if i < 4 else 0)
+            return torch.zeros(2), 0
+
+    def build():
+        return {"loader": DataLoader(Slow(), batch_size=2), "step": lambda b: None}
+    '''
+    r = run_harness(managed_project(body=body), STEPS, "4", WARMUP, "2").result
+    assert r["warmup_steps"] == 2
+    assert r["data_wait_s"] < 0.1
+
+
+def test_epoch_restarts_inside_the_window(run_harness, managed_project):
+    # 12 items in batches of 4: 3 batches an epoch. Of the epoch starts at
+    # steps 3 and 6 the first is in the warm-up of 4, the second is timed.
+    r = run_harness(managed_project(n=12, batch_size=4), STEPS, "5", WARMUP, "4").result
+    assert r["batches_per_epoch"] == 3
+    assert r["epochs"] == 3
+    assert r["epoch_starts_timed"] == 1
+    assert r["samples"] == 20
+    assert r["epoch_fill_s"] is not None and r["epoch_fill_s"] > 0
+
+
+def test_many_workers_warm_up_longer(run_harness, managed_project):
+    r = run_harness(managed_project(workers=2), STEPS, "3", WARMUP, "1").result
+    assert r["warmup_steps"] == 2 * 4  # WARMUP_PER_WORKER a worker
+    assert r["live_workers"] == 2
+    assert r["loader"]["num_workers"] == 2
+
+
+def test_losses_of_the_first_steps(run_harness, managed_project):
+    r = run_harness(managed_project(), STEPS, "6", WARMUP, "1").result
+    assert len(r["losses"]) == 5
+    assert all(isinstance(v, float) and v > 0 for v in r["losses"])
+
+
+def test_same_data_same_fingerprint_whatever_the_workers(run_harness, managed_project):
+    a = run_harness(managed_project("a", workers=0), STEPS, "3", WARMUP, "1").result
+    b = run_harness(managed_project("b", workers=2), STEPS, "3", WARMUP, "1").result
+    c = run_harness(managed_project("c", scale=2.0), STEPS, "3", WARMUP, "1").result
+    assert a["data_identity"] == b["data_identity"]
+    assert a["fingerprint"] == b["fingerprint"]
+    assert a["data_identity"]["items"] is not None
+    assert c["data_identity"]["bytes"] != a["data_identity"]["bytes"]
+    assert c["data_identity"]["order"] == a["data_identity"]["order"]
+    assert c["fingerprint"] != a["fingerprint"]
+
+
+def test_a_loader_subclass_is_measured(run_harness, managed_project):
+    r = run_harness(managed_project(subclass=True), STEPS, "3", WARMUP, "1").result
+    assert r["samples"] == 12
+    assert r["data_identity"]["items"] is not None  # its indices are seen too
+
+
+def test_tuple_return(run_harness, managed_project):
+    body = '''\
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def build():
+        data = TensorDataset(torch.randn(32, 3), torch.randint(0, 2, (32,)))
+        model = torch.nn.Linear(3, 2)
+        opt = torch.optim.SGD(model.parameters(), 0.1)
+        return DataLoader(data, batch_size=8), model, opt, "cpu"
+    '''
+    r = run_harness(managed_project(body=body), STEPS, "3", WARMUP, "1").result
+    assert r["samples"] == 24 and r["device"] == "cpu"
+
+
+def test_ceiling_times_the_step_alone(run_harness, managed_project):
+    project = managed_project(item_sleep=0.01)
+    r = run_harness(project, STEPS, "3", WARMUP, "1", "--ceiling", "--ceiling-steps", "5").result
+    # Fed a batch already in memory the step outruns the 40 ms loader.
+    assert r["ceiling_sps"] is not None
+    assert r["ceiling_sps"] > r["samples_per_sec"]
+
+
+def test_profile_mode_writes_the_table(run_harness, managed_project, tmp_path):
+    table = tmp_path / "table.txt"
+    # The table keeps the 15 rows of most self CPU time: the ranges must
+    # take time of their own (sleeping inside them counts) to be among them.
+    project = managed_project(item_sleep=0.005, step_sleep=0.02)
+    out = run_harness(project, STEPS, "3", WARMUP, "1", "--mode", "profile",
+                      "--table-out", str(table))
+    assert out.result["profiled"] is True
+    text = table.read_text()
+    assert "data_wait" in text and "train_step" in text
+
+
+def test_result_line_from_the_harness_file(harness_dir, managed_project):
+    # As the binary runs it: `python tuneloop_harness.py --project P --entry M:F ...`.
+    project = managed_project(body='''\
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def build():
+        print("building")
+        data = TensorDataset(torch.randn(16, 2), torch.zeros(16, dtype=torch.long))
+        return {"loader": DataLoader(data, batch_size=4), "step": lambda b: None}
+    ''')
+    p = subprocess.run([sys.executable, str(harness_dir / "tuneloop_harness.py"),
+                        "--project", str(project), "--entry", "train:build",
+                        "--steps", "3", "--warmup", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == "building"
+    assert [line for line in lines if line.startswith("TUNELOOP_")] == [lines[-1]]
+    assert lines[-1].startswith("TUNELOOP_RESULT {")
+
+
+def test_ceiling_with_a_namedtuple_batch(run_harness, managed_project):
+    # default_collate keeps a dataset's namedtuple: the batch is one, and
+    # the ceiling moves it to the device whole.
+    body = '''\
+    from collections import namedtuple
+
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    Sample = namedtuple("Sample", "x y")
+
+    class Items(Dataset):
+        def __len__(self):
+            return 32
+
+        def __getitem__(self, i):
+            return Sample(torch.full((2,), float(i)), i % 2)
+
+    def build():
+        seen = []
+        return {"loader": DataLoader(Items(), batch_size=4),
+                "step": lambda b: seen.append(b.x)}
+    '''
+    out = run_harness(managed_project(body=body), STEPS, "3", WARMUP, "1", "--ceiling",
+                      "--ceiling-steps", "3")
+    assert out.code == 0, out.stdout
+    assert out.result["ceiling_sps"] > 0
