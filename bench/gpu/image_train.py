@@ -15,6 +15,7 @@ the default ``--workers 0`` the step mostly waits for data.
 Without torchvision it trains a small conv net instead and decodes with PIL
 and plain tensor ops; its first line says which model it trains.
 """
+
 import argparse
 import os
 import random
@@ -69,10 +70,14 @@ class ImageFiles(Dataset):
     def __init__(self, items, crop, latency_s, train=True):
         self.items, self.latency_s = items, latency_s
         if torchvision is not None:
-            aug = [transforms.RandomResizedCrop(crop), transforms.RandomHorizontalFlip()] if train \
+            aug = (
+                [transforms.RandomResizedCrop(crop), transforms.RandomHorizontalFlip()]
+                if train
                 else [transforms.Resize(crop), transforms.CenterCrop(crop)]
+            )
             self.transform = transforms.Compose(
-                aug + [transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
+                aug + [transforms.ToTensor(), transforms.Normalize(MEAN, STD)]
+            )
         else:
             self.transform = lambda img: fallback_transform(img, crop, train)
 
@@ -106,9 +111,16 @@ def build_model(name):
     if torchvision is not None and name != "small":
         return getattr(torchvision.models, name)(weights=None, num_classes=CLASSES), name
     net = nn.Sequential(
-        nn.Conv2d(3, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-        nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, CLASSES))
+        nn.Conv2d(3, 32, 3, stride=2, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 3, stride=2, padding=1),
+        nn.BatchNorm2d(64),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, CLASSES),
+    )
     return net, "small conv net" + (" (torchvision missing)" if torchvision is None else "")
 
 
@@ -119,8 +131,11 @@ def parse_args():
     ap.add_argument("--size", type=int, default=160, help="side of the stored images")
     ap.add_argument("--crop", type=int, default=128, help="side the model sees")
     ap.add_argument("--latency-ms", type=float, default=3.0, help="storage latency per image")
-    ap.add_argument("--model", default="resnet18",
-                    help="a torchvision.models name, or `small` (a 2-layer conv net)")
+    ap.add_argument(
+        "--model",
+        default="resnet18",
+        help="a torchvision.models name, or `small` (a 2-layer conv net)",
+    )
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
@@ -136,16 +151,24 @@ def main():
     write_images(args.data, args.images + n_val, args.size)
     items = list_images(args.data, args.images + n_val)
     latency = args.latency_ms / 1000
-    train_loader = DataLoader(ImageFiles(items[:args.images], args.crop, latency),
-                              batch_size=args.batch_size, shuffle=True, drop_last=True,
-                              num_workers=args.workers)
-    val_loader = DataLoader(ImageFiles(items[args.images:], args.crop, latency, train=False),
-                            batch_size=args.batch_size)
+    train_loader = DataLoader(
+        ImageFiles(items[: args.images], args.crop, latency),
+        batch_size=args.batch_size,
+        shuffle=True,
+        drop_last=True,
+        num_workers=args.workers,
+    )
+    val_loader = DataLoader(
+        ImageFiles(items[args.images :], args.crop, latency, train=False),
+        batch_size=args.batch_size,
+    )
     model, name = build_model(args.model)
     model = model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    print(f"model: {name}, device: {device}, images: {args.images}, workers: {args.workers}",
-          flush=True)
+    print(
+        f"model: {name}, device: {device}, images: {args.images}, workers: {args.workers}",
+        flush=True,
+    )
     for epoch in range(args.epochs):
         model.train()
         t0 = time.perf_counter()
@@ -164,8 +187,11 @@ def main():
                 x, y = x.to(device), y.to(device)
                 correct += (model(x).argmax(1) == y).sum().item()
         took = time.perf_counter() - t0
-        print(f"epoch {epoch}: loss {loss.item():.3f}, val acc {correct / n_val:.2f}, "
-              f"{args.images / took:.0f} samples/sec", flush=True)
+        print(
+            f"epoch {epoch}: loss {loss.item():.3f}, val acc {correct / n_val:.2f}, "
+            f"{args.images / took:.0f} samples/sec",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

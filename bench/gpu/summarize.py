@@ -13,6 +13,7 @@ there was none), and the user's command timed whole where it has one.
 
 Standard library only: it runs on whatever interpreter the check found.
 """
+
 import argparse
 import csv
 import json
@@ -37,7 +38,8 @@ CUDA_TURNS = {
 NON_BLOCKING_NOTE = (
     "tuneloop has no non_blocking turn: the managed harness copies every batch "
     "with non_blocking=True, and the check's scripts copy with "
-    "non_blocking=<loader>.pin_memory, so the pin_memory turn decides both")
+    "non_blocking=<loader>.pin_memory, so the pin_memory turn decides both"
+)
 
 
 def read_json(path):
@@ -122,36 +124,46 @@ def tuning(out, name, steps):
         return t
     device = device_of(bench)
     loader = rep.get("measured_loader")
-    t.update({
-        "device": device,
-        "run_id": rep.get("run_id"),
-        "baseline_sps": rep.get("baseline_sps"),
-        "final_sps": rep.get("final_sps"),
-        "speedup": rep.get("speedup"),
-        "speedup_ci": rep.get("speedup_ci"),
-        "ceiling_sps": rep.get("ceiling_sps"),
-        "final_share_of_ceiling": rep.get("final_share_of_ceiling"),
-        "baseline_data_wait_share": rep.get("baseline_data_wait_share"),
-        "final_data_wait_share": rep.get("final_data_wait_share"),
-        "stop_reason": rep.get("stop_reason"),
-        "interrupted": rep.get("interrupted"),
-        "wall_s": rep.get("wall_s"),
-        "bench_runs": rep.get("bench_runs"),
-        "measured_loader": loader,
-        "run_command": rep.get("run_command"),
-        "turns": [turn_row(x) for x in rep.get("turns", [])],
-        "cuda_turns": {k: cuda_turn(k, rep, device, loader) for k in CUDA_TURNS},
-        "compute_not_tried": rep.get("compute_not_tried", []),
-    })
+    t.update(
+        {
+            "device": device,
+            "run_id": rep.get("run_id"),
+            "baseline_sps": rep.get("baseline_sps"),
+            "final_sps": rep.get("final_sps"),
+            "speedup": rep.get("speedup"),
+            "speedup_ci": rep.get("speedup_ci"),
+            "ceiling_sps": rep.get("ceiling_sps"),
+            "final_share_of_ceiling": rep.get("final_share_of_ceiling"),
+            "baseline_data_wait_share": rep.get("baseline_data_wait_share"),
+            "final_data_wait_share": rep.get("final_data_wait_share"),
+            "stop_reason": rep.get("stop_reason"),
+            "interrupted": rep.get("interrupted"),
+            "wall_s": rep.get("wall_s"),
+            "bench_runs": rep.get("bench_runs"),
+            "measured_loader": loader,
+            "run_command": rep.get("run_command"),
+            "turns": [turn_row(x) for x in rep.get("turns", [])],
+            "cuda_turns": {k: cuda_turn(k, rep, device, loader) for k in CUDA_TURNS},
+            "compute_not_tried": rep.get("compute_not_tried", []),
+        }
+    )
     w = rep.get("whole_command")
     if name == "demo":
-        t["whole_command"] = {"applicable": False,
-                              "note": "managed mode: tuneloop imports build(); there is no command to time whole"}
+        t["whole_command"] = {
+            "applicable": False,
+            "note": "managed mode: tuneloop imports build(); there is no command to time whole",
+        }
     elif w is None:
         kept = any(x["kept"] for x in t["turns"])
-        t["whole_command"] = {"applicable": True, "timed": False, "note": (
-            "no whole_command in report.json (the run ended before it)" if kept else
-            "nothing was kept: the final is the baseline, nothing to time whole")}
+        t["whole_command"] = {
+            "applicable": True,
+            "timed": False,
+            "note": (
+                "no whole_command in report.json (the run ended before it)"
+                if kept
+                else "nothing was kept: the final is the baseline, nothing to time whole"
+            ),
+        }
     else:
         t["whole_command"] = {
             "applicable": True,
@@ -180,22 +192,28 @@ def markdown(s):
     m = s["machine"]
     gpu = m.get("gpu") or {}
     lines = [f"# GPU check ({s['mode']})", ""]
-    lines.append(f"- Total wall: {s['total_wall_s']:.0f} s (budget {s['budget_s']} s"
-                 f"{', within' if s['within_budget'] else ', OVER'}); essential steps "
-                 f"{'failed' if s['essential_failed'] else 'all passed'}.")
-    lines.append(f"- Machine: {gpu.get('name', 'no GPU')}"
-                 f"{', ' + str(gpu.get('memory_gib')) + ' GiB' if gpu else ''}; "
-                 f"{m.get('affinity', '?')} usable cores; Python {m.get('python', '?')}, "
-                 f"torch {m.get('torch', '?')} (CUDA {m.get('torch_cuda')}, cuDNN {m.get('cudnn')}), "
-                 f"torchvision {m.get('torchvision')}; tuneloop {s.get('tuneloop_version') or '?'}.")
+    lines.append(
+        f"- Total wall: {s['total_wall_s']:.0f} s (budget {s['budget_s']} s"
+        f"{', within' if s['within_budget'] else ', OVER'}); essential steps "
+        f"{'failed' if s['essential_failed'] else 'all passed'}."
+    )
+    lines.append(
+        f"- Machine: {gpu.get('name', 'no GPU')}"
+        f"{', ' + str(gpu.get('memory_gib')) + ' GiB' if gpu else ''}; "
+        f"{m.get('affinity', '?')} usable cores; Python {m.get('python', '?')}, "
+        f"torch {m.get('torch', '?')} (CUDA {m.get('torch_cuda')}, cuDNN {m.get('cudnn')}), "
+        f"torchvision {m.get('torchvision')}; tuneloop {s.get('tuneloop_version') or '?'}."
+    )
     if s.get("doctor_exit") is not None:
         lines.append(f"- `tuneloop doctor`: exit {s['doctor_exit']} (doctor.txt).")
     lines.append("")
     lines.append("| step | exit | wall s | limit s | note |")
     lines.append("|---|---|---|---|---|")
     for st in s["steps"]:
-        lines.append(f"| {st['step']}{' *' if st['essential'] else ''} | {st['exit']} | "
-                     f"{st['wall_s']:.1f} | {st['limit_s']:.0f} | {st['note']} |")
+        lines.append(
+            f"| {st['step']}{' *' if st['essential'] else ''} | {st['exit']} | "
+            f"{st['wall_s']:.1f} | {st['limit_s']:.0f} | {st['note']} |"
+        )
     lines.append("")
     lines.append("\\* essential")
     for name, t in s["tunings"].items():
@@ -203,33 +221,53 @@ def markdown(s):
         if not t["ran"]:
             lines.append(f"No report (start exited {t['start_exit']}); see logs/{name}-start.log.")
             continue
-        lines.append(f"- Device: {t['device']}; {t['bench_runs']} bench runs in {fmt(t['wall_s'], '.0f')} s; "
-                     f"stopped: {t['stop_reason']}{' (interrupted)' if t['interrupted'] else ''}.")
-        lines.append(f"- samples/sec: baseline {fmt(t['baseline_sps'])} → final {fmt(t['final_sps'])}, "
-                     f"×{fmt(t['speedup'], '.2f')} {ci(t['speedup_ci'])}; step-alone ceiling "
-                     f"{fmt(t['ceiling_sps'])} (final at {fmt(t['final_share_of_ceiling'] and 100 * t['final_share_of_ceiling'], '.0f')}%).")
-        lines.append(f"- data_wait share: {fmt(t['baseline_data_wait_share'], '.2f')} → "
-                     f"{fmt(t['final_data_wait_share'], '.2f')}; measured loader: {t['measured_loader']}.")
+        runs = f"{t['bench_runs']} bench runs in {fmt(t['wall_s'], '.0f')} s"
+        lines.append(
+            f"- Device: {t['device']}; {runs}; "
+            f"stopped: {t['stop_reason']}{' (interrupted)' if t['interrupted'] else ''}."
+        )
+        share = t["final_share_of_ceiling"]
+        lines.append(
+            f"- samples/sec: baseline {fmt(t['baseline_sps'])} → final {fmt(t['final_sps'])}, "
+            f"×{fmt(t['speedup'], '.2f')} {ci(t['speedup_ci'])}; step-alone ceiling "
+            f"{fmt(t['ceiling_sps'])} (final at {fmt(share and 100 * share, '.0f')}%)."
+        )
+        lines.append(
+            f"- data_wait share: {fmt(t['baseline_data_wait_share'], '.2f')} → "
+            f"{fmt(t['final_data_wait_share'], '.2f')}; measured loader: {t['measured_loader']}."
+        )
         w = t["whole_command"]
         if not w["applicable"]:
             lines.append(f"- Whole command: not applicable ({w['note']}).")
         elif w.get("timed"):
-            lines.append(f"- Whole command: {fmt(w['baseline_s'])} s → {fmt(w['final_s'])} s "
-                         f"(×{fmt(w['speedup'], '.2f')}, median of {len(w['rounds'])} rounds; "
-                         f"start-up {fmt(w['startup_s'])} s): `{w['final_command']}`.")
+            lines.append(
+                f"- Whole command: {fmt(w['baseline_s'])} s → {fmt(w['final_s'])} s "
+                f"(×{fmt(w['speedup'], '.2f')}, median of {len(w['rounds'])} rounds; "
+                f"start-up {fmt(w['startup_s'])} s): `{w['final_command']}`."
+            )
         else:
             lines.append(f"- Whole command: not timed ({w.get('not_timed') or w.get('note')}).")
-        lines += ["", "| turn | change | ratio | interval | runs | decision |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| turn | change | ratio | interval | runs | decision |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in t["turns"]:
-            lines.append(f"| {r['turn']} | {r['change']} | {fmt(r['ratio'], '.3f')} | {ci(r['ratio_ci'])} | "
-                         f"{r['runs']} | {r['decision']} |")
+            lines.append(
+                f"| {r['turn']} | {r['change']} | {fmt(r['ratio'], '.3f')} | {ci(r['ratio_ci'])} | "
+                f"{r['runs']} | {r['decision']} |"
+            )
         lines += ["", "CUDA turns:", ""]
         for k, c in t["cuda_turns"].items():
-            detail = "; ".join(f"turn {r['turn']} ×{fmt(r['ratio'], '.3f')} {ci(r['ratio_ci'])} {r['decision']}"
-                               for r in c["turns"])
+            detail = "; ".join(
+                f"turn {r['turn']} ×{fmt(r['ratio'], '.3f')} {ci(r['ratio_ci'])} {r['decision']}"
+                for r in c["turns"]
+            )
             note = c.get("note")
-            lines.append(f"- {k}: {c['status']}{' — ' + detail if detail else ''}"
-                         f"{' (' + note + ')' if note and c['applicable'] else ''}")
+            lines.append(
+                f"- {k}: {c['status']}{' — ' + detail if detail else ''}"
+                f"{' (' + note + ')' if note and c['applicable'] else ''}"
+            )
     return "\n".join(lines) + "\n"
 
 
