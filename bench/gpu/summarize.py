@@ -218,6 +218,9 @@ def markdown(s):
     lines.append("\\* essential")
     for name, t in s["tunings"].items():
         lines += ["", f"## {name}: {t['what']}", ""]
+        if not t["ran"] and t["start_exit"] is None:
+            lines.append("Not run (TL_ONLY named the other tuning).")
+            continue
         if not t["ran"]:
             lines.append(f"No report (start exited {t['start_exit']}); see logs/{name}-start.log.")
             continue
