@@ -55,7 +55,9 @@ impl LoaderModel {
     pub fn of(m: &Measurement, workers: u64, cores: u64) -> Option<LoaderModel> {
         let steps = f64::from(m.steps.filter(|&s| s > 0)?);
         let (dw, train) = (m.data_wait_s? / steps, m.train_step_s? / steps);
-        let (load_cpu, main_cpu) = (m.loader_cpu_s?, m.main_cpu_s?);
+        // The training process's CPU as the CPU limit counts it (on CUDA,
+        // at most one core over the steps: the rest is spinning threads).
+        let (load_cpu, main_cpu) = (m.loader_cpu_s?, crate::bench::limits::step_cpu_s(m)?);
         let step = dw + train;
         if step <= 0.0 || train <= 0.0 {
             return None;
@@ -464,6 +466,23 @@ mod tests {
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn on_cuda_the_model_counts_one_core_of_the_training_process() {
+        // No workers, 80 ms of data_wait and 20 ms of GPU step, 10 ms of
+        // loading CPU a step; the training process kept 8 cores busy through
+        // its 20 ms steps (its thread pool spinning). On CUDA the model
+        // counts one core of it, as the CPU limit does: 30 ms a step over 2
+        // cores, so no worker count could pass 15 ms a step.
+        let mut m = figures(0, 80.0, 20.0, 10.0, 160.0, 0.0);
+        m.device = Some("cuda:0".into());
+        let model = LoaderModel::of(&m, 0, 2).unwrap();
+        assert!(close(model.cpu_s, 0.015), "{model:?}");
+        // The same figures on the CPU: all 160 ms count.
+        m.device = Some("cpu".into());
+        let model = LoaderModel::of(&m, 0, 2).unwrap();
+        assert!(close(model.cpu_s, 0.085), "{model:?}");
     }
 
     #[test]

@@ -331,13 +331,30 @@ fn epoch_restarts(ms: &[Measurement], cores: f64) -> Option<EpochRestarts> {
 /// rank 0's share.
 pub fn cpu_s_per_sample(m: &Measurement) -> Option<f64> {
     // Every thread of the workers when the harness counted them.
-    let cpu = m.loader_threads_cpu_s.or(m.loader_cpu_s)? + m.main_cpu_s?;
+    let cpu = m.loader_threads_cpu_s.or(m.loader_cpu_s)? + step_cpu_s(m)?;
     let ranks = f64::from(m.world_size.unwrap_or(1).max(1));
     let samples = match m.samples {
         Some(s) => s as f64 / ranks,
         None => f64::from(m.steps?) * m.batch_size? as f64,
     };
     (samples > 0.0 && cpu > 0.0).then(|| cpu / samples)
+}
+
+/// The training process's CPU seconds outside `next()` that count as the
+/// samples' cost. On CUDA one host thread drives the step, so at most one
+/// core over the step's time: more is the intra-op thread pool spinning on
+/// after in-process loading (on an H200 at num_workers=0, a ResNet-18 script
+/// that never sets `torch.set_num_threads` kept 8.2 of 16 cores busy through
+/// GPU steps, and the CPU limit read 188 samples/s where 16 workers ran
+/// 613-735; bench/RESULTS.md, "The GPU check on one H200"). On the CPU the
+/// step's threads compute, and all of their time counts.
+pub fn step_cpu_s(m: &Measurement) -> Option<f64> {
+    let main = m.main_cpu_s?;
+    let on_cuda = m.device.as_deref().is_some_and(|d| d.starts_with("cuda"));
+    Some(match m.train_step_s {
+        Some(step) if on_cuda && step > 0.0 => main.min(step),
+        _ => main,
+    })
 }
 
 /// samples/sec of the training step itself in one measurement, beside its
@@ -450,6 +467,31 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(cpu_s_per_sample(&contract), None);
+    }
+
+    #[test]
+    fn on_cuda_the_training_process_counts_one_core_over_its_steps() {
+        // The H200 run's baseline at num_workers=0 (profiled run): 0.75 s of
+        // loading, 29.8 s of the training process over a 3.63 s step time.
+        let mut x = m(0.75, 29.8, Some(16.0), Some("cpu_count"));
+        x.samples = Some(320);
+        x.train_step_s = Some(3.63);
+        x.device = Some("cuda:0".into());
+        let cost = cpu_s_per_sample(&x).unwrap();
+        assert!((cost - (0.75 + 3.63) / 320.0).abs() < 1e-12, "{cost}");
+        // A step that used less than a core keeps what it used.
+        x.main_cpu_s = Some(2.0);
+        assert!((cpu_s_per_sample(&x).unwrap() - 2.75 / 320.0).abs() < 1e-12);
+        // On the CPU the step's threads compute: all of their time counts.
+        let mut cpu = x.clone();
+        cpu.main_cpu_s = Some(29.8);
+        cpu.device = Some("cpu".into());
+        assert!((cpu_s_per_sample(&cpu).unwrap() - 30.55 / 320.0).abs() < 1e-12);
+        // No step time (an older harness): the figure as measured.
+        let mut old = x.clone();
+        old.main_cpu_s = Some(29.8);
+        old.train_step_s = None;
+        assert!((cpu_s_per_sample(&old).unwrap() - 30.55 / 320.0).abs() < 1e-12);
     }
 
     #[test]
