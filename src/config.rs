@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{place, ConfigError, Position};
-use crate::knob::ComputeKnob;
+use crate::knob::{ComputeKnob, LoaderKnob, DATA_PRESERVING};
 
 pub const WORKSPACE_FILE: &str = "tuneloop.toml";
 pub const DEFAULT_POLICY_TOML: &str = include_str!("../policies/default.toml");
@@ -262,12 +262,7 @@ impl Default for LoopPolicy {
     fn default() -> Self {
         LoopPolicy {
             max_iterations: 10,
-            knobs: vec![
-                "num_workers".into(),
-                "pin_memory".into(),
-                "prefetch_factor".into(),
-                "persistent_workers".into(),
-            ],
+            knobs: DATA_PRESERVING.iter().map(|k| k.to_string()).collect(),
             max_consecutive_reverts: 3,
             max_total_usd: 5.0,
             max_wall_s: 0,
@@ -394,19 +389,13 @@ impl Policy {
         if d.baseline_runs < 1 {
             return Err(bad("decision.baseline_runs", "must be at least 1".into()));
         }
-        const KNOBS: [&str; 5] = [
-            "num_workers",
-            "pin_memory",
-            "prefetch_factor",
-            "persistent_workers",
-            "preprocessing",
-        ];
         for k in &self.loop_.knobs {
-            if !KNOBS.contains(&k.as_str()) {
+            if LoaderKnob::parse(k).is_none() {
+                let known: Vec<&str> = LoaderKnob::ALL.iter().map(|k| k.name()).collect();
                 return Err(bad_at(
                     "loop.knobs",
                     Some(k),
-                    format!("unknown knob `{k}`; known: {}", KNOBS.join(", ")),
+                    format!("unknown knob `{k}`; known: {}", known.join(", ")),
                 ));
             }
         }

@@ -11,10 +11,10 @@ use std::fmt;
 /// what the model is fed (same items, same order), so a turn that changes
 /// the first batches' fingerprint is rejected.
 pub const DATA_PRESERVING: [&str; 4] = [
-    "num_workers",
-    "pin_memory",
-    "prefetch_factor",
-    "persistent_workers",
+    LoaderKnob::NumWorkers.name(),
+    LoaderKnob::PinMemory.name(),
+    LoaderKnob::PrefetchFactor.name(),
+    LoaderKnob::PersistentWorkers.name(),
 ];
 
 /// The DataLoader family.
@@ -77,7 +77,9 @@ impl LoaderKnob {
         LoaderKnob::Preprocessing,
     ];
 
-    pub fn name(self) -> &'static str {
+    /// The knob's name in policy files, records and prose; for the four
+    /// DataLoader settings it is also the loader's keyword argument.
+    pub const fn name(self) -> &'static str {
         match self {
             LoaderKnob::NumWorkers => "num_workers",
             LoaderKnob::PinMemory => "pin_memory",
@@ -85,6 +87,15 @@ impl LoaderKnob {
             LoaderKnob::PersistentWorkers => "persistent_workers",
             LoaderKnob::Preprocessing => "preprocessing",
         }
+    }
+
+    pub fn parse(name: &str) -> Option<LoaderKnob> {
+        LoaderKnob::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Whether this knob's name is `name` (a record's or a policy's string).
+    pub fn is(self, name: &str) -> bool {
+        self.name() == name
     }
 }
 
@@ -102,7 +113,7 @@ impl ComputeKnob {
         ComputeKnob::Compile,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             ComputeKnob::NumThreads => "num_threads",
             ComputeKnob::ChannelsLast => "channels_last",
@@ -191,6 +202,12 @@ impl Knob {
 }
 
 impl fmt::Display for Knob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for LoaderKnob {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
