@@ -244,8 +244,10 @@ impl Default for AgentPolicy {
 #[serde(default)]
 pub struct LoopPolicy {
     pub max_iterations: u32,
-    /// What the agent may change: num_workers, pin_memory, prefetch_factor,
-    /// persistent_workers, preprocessing.
+    /// What the agent may change: the names of loader knobs
+    /// ([`LoaderKnob::name`]), kept as written so that an unknown one is
+    /// refused by [`Policy::validate`] at its line; read them as knobs with
+    /// [`LoopPolicy::loader_knobs`] and [`LoopPolicy::allows`].
     pub knobs: Vec<String>,
     pub max_consecutive_reverts: u32,
     /// Stop when the agent's summed cost reaches this (USD); 0 = no limit.
@@ -256,6 +258,21 @@ pub struct LoopPolicy {
     pub force: bool,
     /// Let a preprocessing change alter the data the model sees (flagged in the report).
     pub allow_data_change: bool,
+}
+
+impl LoopPolicy {
+    /// The loader knobs the policy lets a turn change, in its order.
+    pub fn loader_knobs(&self) -> Vec<LoaderKnob> {
+        self.knobs
+            .iter()
+            .filter_map(|k| LoaderKnob::parse(k))
+            .collect()
+    }
+
+    /// Whether the policy lets a turn change `knob`.
+    pub fn allows(&self, knob: LoaderKnob) -> bool {
+        self.knobs.iter().any(|k| knob.is(k))
+    }
 }
 
 impl Default for LoopPolicy {

@@ -13,7 +13,7 @@ use crate::bench::identity::{self, Part, Reproduced};
 use crate::bench::stats::Verdict;
 use crate::bench::Measurement;
 use crate::config::Policy;
-use crate::knob::DATA_PRESERVING;
+use crate::knob::{LoaderKnob, DATA_PRESERVING};
 use crate::turn::{Decision, TurnRow};
 
 /// Above this share of its ceiling, an incumbent says more about the noise
@@ -308,7 +308,7 @@ pub fn judge(
             ),
         };
     }
-    if knob == "preprocessing" && data_changed && !policy.loop_.allow_data_change {
+    if LoaderKnob::Preprocessing.is(knob) && data_changed && !policy.loop_.allow_data_change {
         return Judgement {
             decision: Decision::Rejected,
             reason: format!(

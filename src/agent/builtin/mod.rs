@@ -229,9 +229,8 @@ impl BuiltinAgent {
         let knobs: Vec<LoaderKnob> = ctx
             .policy
             .loop_
-            .knobs
-            .iter()
-            .filter_map(|s| LoaderKnob::parse(s))
+            .loader_knobs()
+            .into_iter()
             .filter(|k| !not_editable.iter().any(|o| k.is(&o.knob)))
             .filter(|k| *k != LoaderKnob::Preprocessing || dataset_file.is_some())
             .collect();
