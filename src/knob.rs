@@ -97,7 +97,36 @@ impl LoaderKnob {
     pub fn is(self, name: &str) -> bool {
         self.name() == name
     }
+
+    /// The four DataLoader settings: preprocessing is no keyword.
+    pub fn is_setting(self) -> bool {
+        self != LoaderKnob::Preprocessing
+    }
+
+    /// The DataLoader settings, in [`LoaderKnob::ALL`]'s order.
+    pub fn settings() -> impl Iterator<Item = LoaderKnob> {
+        LoaderKnob::ALL.into_iter().filter(|k| k.is_setting())
+    }
+
+    /// The field of HuggingFace's `TrainingArguments` (and option of its
+    /// `HfArgumentParser`) that sets this loader setting:
+    /// `dataloader_num_workers`.
+    pub fn hf_argument(self) -> String {
+        format!("{HF_PREFIX}{}", self.name())
+    }
+
+    /// The loader setting a `TrainingArguments` field sets, if it is one.
+    pub fn from_hf_argument(field: &str) -> Option<LoaderKnob> {
+        field
+            .strip_prefix(HF_PREFIX)
+            .and_then(LoaderKnob::parse)
+            .filter(|k| k.is_setting())
+    }
 }
+
+/// HuggingFace names the DataLoader's settings in `TrainingArguments` with
+/// this prefix.
+const HF_PREFIX: &str = "dataloader_";
 
 impl ComputeKnob {
     /// In the order the builtin agent tries them: the cheap, numerics-
@@ -246,6 +275,28 @@ mod tests {
         for k in DATA_PRESERVING {
             assert!(matches!(Knob::parse(k), Some(Knob::Loader(_))), "{k}");
         }
+    }
+
+    #[test]
+    fn a_training_arguments_field_names_its_loader_setting_and_no_other() {
+        for k in LoaderKnob::settings() {
+            assert_eq!(LoaderKnob::from_hf_argument(&k.hf_argument()), Some(k));
+        }
+        assert_eq!(
+            LoaderKnob::NumWorkers.hf_argument(),
+            "dataloader_num_workers"
+        );
+        // Not a loader setting, or not a TrainingArguments field.
+        assert_eq!(LoaderKnob::from_hf_argument("dataloader_drop_last"), None);
+        assert_eq!(
+            LoaderKnob::from_hf_argument("dataloader_preprocessing"),
+            None
+        );
+        assert_eq!(LoaderKnob::from_hf_argument("num_workers"), None);
+        assert_eq!(
+            LoaderKnob::settings().map(|k| k.name()).collect::<Vec<_>>(),
+            DATA_PRESERVING
+        );
     }
 
     #[test]
