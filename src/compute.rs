@@ -118,11 +118,7 @@ pub fn pending(policy: &Policy, rows: &[TurnRow], incumbent: &Measurement) -> Ve
 /// wall time), at least one.
 pub fn thread_target(m: &Measurement) -> Option<u32> {
     let cores = m.usable_cores.or(m.cpu_count.map(f64::from))?;
-    let workers = m
-        .loader
-        .get("num_workers")
-        .and_then(|v| v.as_u64())
-        .unwrap_or(0);
+    let workers = m.num_workers().unwrap_or(0);
     let busy = match (workers, m.loader_cpu_s, m.wall_s) {
         (w, Some(cpu), Some(wall)) if w > 0 && wall > 0.0 => cpu / wall,
         _ => 0.0,

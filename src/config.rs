@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{place, ConfigError, Position};
-use crate::knob::ComputeKnob;
+use crate::knob::{ComputeKnob, LoaderKnob, DATA_PRESERVING};
 
 pub const WORKSPACE_FILE: &str = "tuneloop.toml";
 pub const DEFAULT_POLICY_TOML: &str = include_str!("../policies/default.toml");
@@ -244,8 +244,10 @@ impl Default for AgentPolicy {
 #[serde(default)]
 pub struct LoopPolicy {
     pub max_iterations: u32,
-    /// What the agent may change: num_workers, pin_memory, prefetch_factor,
-    /// persistent_workers, preprocessing.
+    /// What the agent may change: the names of loader knobs
+    /// ([`LoaderKnob::name`]), kept as written so that an unknown one is
+    /// refused by [`Policy::validate`] at its line; read them as knobs with
+    /// [`LoopPolicy::loader_knobs`] and [`LoopPolicy::allows`].
     pub knobs: Vec<String>,
     pub max_consecutive_reverts: u32,
     /// Stop when the agent's summed cost reaches this (USD); 0 = no limit.
@@ -258,16 +260,26 @@ pub struct LoopPolicy {
     pub allow_data_change: bool,
 }
 
+impl LoopPolicy {
+    /// The loader knobs the policy lets a turn change, in its order.
+    pub fn loader_knobs(&self) -> Vec<LoaderKnob> {
+        self.knobs
+            .iter()
+            .filter_map(|k| LoaderKnob::parse(k))
+            .collect()
+    }
+
+    /// Whether the policy lets a turn change `knob`.
+    pub fn allows(&self, knob: LoaderKnob) -> bool {
+        self.knobs.iter().any(|k| knob.is(k))
+    }
+}
+
 impl Default for LoopPolicy {
     fn default() -> Self {
         LoopPolicy {
             max_iterations: 10,
-            knobs: vec![
-                "num_workers".into(),
-                "pin_memory".into(),
-                "prefetch_factor".into(),
-                "persistent_workers".into(),
-            ],
+            knobs: DATA_PRESERVING.iter().map(|k| k.to_string()).collect(),
             max_consecutive_reverts: 3,
             max_total_usd: 5.0,
             max_wall_s: 0,
@@ -394,19 +406,13 @@ impl Policy {
         if d.baseline_runs < 1 {
             return Err(bad("decision.baseline_runs", "must be at least 1".into()));
         }
-        const KNOBS: [&str; 5] = [
-            "num_workers",
-            "pin_memory",
-            "prefetch_factor",
-            "persistent_workers",
-            "preprocessing",
-        ];
         for k in &self.loop_.knobs {
-            if !KNOBS.contains(&k.as_str()) {
+            if LoaderKnob::parse(k).is_none() {
+                let known: Vec<&str> = LoaderKnob::ALL.iter().map(|k| k.name()).collect();
                 return Err(bad_at(
                     "loop.knobs",
                     Some(k),
-                    format!("unknown knob `{k}`; known: {}", KNOBS.join(", ")),
+                    format!("unknown knob `{k}`; known: {}", known.join(", ")),
                 ));
             }
         }

@@ -13,7 +13,7 @@ use crate::bench::identity::{self, Part, Reproduced};
 use crate::bench::stats::Verdict;
 use crate::bench::Measurement;
 use crate::config::Policy;
-use crate::knob::DATA_PRESERVING;
+use crate::knob::{Knob, LoaderKnob, DATA_PRESERVING};
 use crate::turn::{Decision, TurnRow};
 
 /// Above this share of its ceiling, an incumbent says more about the noise
@@ -297,8 +297,11 @@ pub fn judge(
     // A loader setting or a compute change (threads, autocast, …) never
     // touches the dataset: different first batches mean the change did more
     // than it says.
-    let must_keep_data =
-        DATA_PRESERVING.contains(&knob) || crate::knob::ComputeKnob::parse(knob).is_some();
+    let must_keep_data = match Knob::parse(knob) {
+        Some(Knob::Loader(k)) => k.is_setting(),
+        Some(Knob::Compute(_)) => true,
+        None => false,
+    };
     if must_keep_data && data_changed {
         return Judgement {
             decision: Decision::Rejected,
@@ -308,7 +311,7 @@ pub fn judge(
             ),
         };
     }
-    if knob == "preprocessing" && data_changed && !policy.loop_.allow_data_change {
+    if LoaderKnob::Preprocessing.is(knob) && data_changed && !policy.loop_.allow_data_change {
         return Judgement {
             decision: Decision::Rejected,
             reason: format!(

@@ -11,10 +11,10 @@ use std::fmt;
 /// what the model is fed (same items, same order), so a turn that changes
 /// the first batches' fingerprint is rejected.
 pub const DATA_PRESERVING: [&str; 4] = [
-    "num_workers",
-    "pin_memory",
-    "prefetch_factor",
-    "persistent_workers",
+    LoaderKnob::NumWorkers.name(),
+    LoaderKnob::PinMemory.name(),
+    LoaderKnob::PrefetchFactor.name(),
+    LoaderKnob::PersistentWorkers.name(),
 ];
 
 /// The DataLoader family.
@@ -77,7 +77,9 @@ impl LoaderKnob {
         LoaderKnob::Preprocessing,
     ];
 
-    pub fn name(self) -> &'static str {
+    /// The knob's name in policy files, records and prose; for the four
+    /// DataLoader settings it is also the loader's keyword argument.
+    pub const fn name(self) -> &'static str {
         match self {
             LoaderKnob::NumWorkers => "num_workers",
             LoaderKnob::PinMemory => "pin_memory",
@@ -86,7 +88,45 @@ impl LoaderKnob {
             LoaderKnob::Preprocessing => "preprocessing",
         }
     }
+
+    pub fn parse(name: &str) -> Option<LoaderKnob> {
+        LoaderKnob::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Whether this knob's name is `name` (a record's or a policy's string).
+    pub fn is(self, name: &str) -> bool {
+        self.name() == name
+    }
+
+    /// The four DataLoader settings: preprocessing is no keyword.
+    pub fn is_setting(self) -> bool {
+        self != LoaderKnob::Preprocessing
+    }
+
+    /// The DataLoader settings, in [`LoaderKnob::ALL`]'s order.
+    pub fn settings() -> impl Iterator<Item = LoaderKnob> {
+        LoaderKnob::ALL.into_iter().filter(|k| k.is_setting())
+    }
+
+    /// The field of HuggingFace's `TrainingArguments` (and option of its
+    /// `HfArgumentParser`) that sets this loader setting:
+    /// `dataloader_num_workers`.
+    pub fn hf_argument(self) -> String {
+        format!("{HF_PREFIX}{}", self.name())
+    }
+
+    /// The loader setting a `TrainingArguments` field sets, if it is one.
+    pub fn from_hf_argument(field: &str) -> Option<LoaderKnob> {
+        field
+            .strip_prefix(HF_PREFIX)
+            .and_then(LoaderKnob::parse)
+            .filter(|k| k.is_setting())
+    }
 }
+
+/// HuggingFace names the DataLoader's settings in `TrainingArguments` with
+/// this prefix.
+const HF_PREFIX: &str = "dataloader_";
 
 impl ComputeKnob {
     /// In the order the builtin agent tries them: the cheap, numerics-
@@ -102,7 +142,7 @@ impl ComputeKnob {
         ComputeKnob::Compile,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             ComputeKnob::NumThreads => "num_threads",
             ComputeKnob::ChannelsLast => "channels_last",
@@ -196,6 +236,12 @@ impl fmt::Display for Knob {
     }
 }
 
+impl fmt::Display for LoaderKnob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl fmt::Display for ComputeKnob {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -229,6 +275,28 @@ mod tests {
         for k in DATA_PRESERVING {
             assert!(matches!(Knob::parse(k), Some(Knob::Loader(_))), "{k}");
         }
+    }
+
+    #[test]
+    fn a_training_arguments_field_names_its_loader_setting_and_no_other() {
+        for k in LoaderKnob::settings() {
+            assert_eq!(LoaderKnob::from_hf_argument(&k.hf_argument()), Some(k));
+        }
+        assert_eq!(
+            LoaderKnob::NumWorkers.hf_argument(),
+            "dataloader_num_workers"
+        );
+        // Not a loader setting, or not a TrainingArguments field.
+        assert_eq!(LoaderKnob::from_hf_argument("dataloader_drop_last"), None);
+        assert_eq!(
+            LoaderKnob::from_hf_argument("dataloader_preprocessing"),
+            None
+        );
+        assert_eq!(LoaderKnob::from_hf_argument("num_workers"), None);
+        assert_eq!(
+            LoaderKnob::settings().map(|k| k.name()).collect::<Vec<_>>(),
+            DATA_PRESERVING
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::edit;
+use crate::knob::LoaderKnob;
 use crate::store::FileSet;
 
 /// Files bigger than this are tracked by size and time only (not restorable).
@@ -485,7 +486,7 @@ pub fn check_turn(
             }
         };
         if edit::non_call_changes(&old, &new, &s_old, &s_new) {
-            if !knobs.iter().any(|k| k == "preprocessing") {
+            if !knobs.iter().any(|k| LoaderKnob::Preprocessing.is(k)) {
                 return Verdict::Rejected {
                     reason: format!("{file} changed outside DataLoader arguments (training step, model, data code)"),
                     change: format!("code edit in {file}"),
@@ -526,7 +527,7 @@ pub fn check_turn(
         let (file, change, line) = preprocessing.remove(0);
         return Verdict::OneChange {
             file,
-            knob: "preprocessing".into(),
+            knob: LoaderKnob::Preprocessing.name().into(),
             change,
             line,
         };

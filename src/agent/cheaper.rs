@@ -9,6 +9,7 @@
 //! Pure: the one-line change descriptions of the history are all it reads.
 
 use super::evidence::WORKER_HEADROOM;
+use crate::knob::LoaderKnob;
 use crate::turn::{Decision, TurnRow};
 
 /// One change, read back from its one-line form ("num_workers 16 → 8").
@@ -32,12 +33,17 @@ impl Change {
             to: to.split_once(" (").map_or(to, |(v, _)| v).to_string(),
         })
     }
+
+    /// The loader knob changed, if the line names one.
+    pub fn loader_knob(&self) -> Option<LoaderKnob> {
+        LoaderKnob::parse(&self.knob)
+    }
 }
 
 /// A cheaper setting to try.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Neighbour {
-    pub knob: &'static str,
+    pub knob: LoaderKnob,
     /// The value to write; `None` drops the argument (back to the default).
     pub value: Option<String>,
     pub why: String,
@@ -71,13 +77,17 @@ pub fn is_cheaper(change: &str) -> bool {
     let Some(c) = Change::parse(change) else {
         return false;
     };
-    match c.knob.as_str() {
-        "num_workers" => matches!((workers(&c.from), workers(&c.to)), (Some(a), Some(b)) if b < a),
-        "prefetch_factor" => {
+    match c.loader_knob() {
+        Some(LoaderKnob::NumWorkers) => {
+            matches!((workers(&c.from), workers(&c.to)), (Some(a), Some(b)) if b < a)
+        }
+        Some(LoaderKnob::PrefetchFactor) => {
             matches!((prefetch(&c.from), prefetch(&c.to)), (Some(a), Some(b)) if b < a)
         }
-        "persistent_workers" | "pin_memory" => truthy(&c.from) && !truthy(&c.to),
-        _ => false,
+        Some(LoaderKnob::PersistentWorkers | LoaderKnob::PinMemory) => {
+            truthy(&c.from) && !truthy(&c.to)
+        }
+        Some(LoaderKnob::Preprocessing) | None => false,
     }
 }
 
@@ -101,7 +111,7 @@ pub fn is_cheaper(change: &str) -> bool {
 /// value in the incumbent's DataLoader call ("(default)" when it is not written).
 pub fn neighbours(
     history: &[TurnRow],
-    current: impl Fn(&str) -> String,
+    current: impl Fn(LoaderKnob) -> String,
     min_workers: u64,
     min_gain: f64,
 ) -> Vec<Neighbour> {
@@ -109,28 +119,30 @@ pub fn neighbours(
         .iter()
         .filter_map(|r| Some((Change::parse(&r.change)?, r)))
         .collect();
-    let tried = |knob: &str, to: &str| changes.iter().any(|(c, _)| c.knob == knob && c.to == to);
+    let tried =
+        |knob: LoaderKnob, to: &str| changes.iter().any(|(c, _)| knob.is(&c.knob) && c.to == to);
+    let workers_change = |c: &Change| LoaderKnob::NumWorkers.is(&c.knob);
     let mut out = Vec::new();
 
-    let now = workers(&current("num_workers"));
+    let now = workers(&current(LoaderKnob::NumWorkers));
     // The last step up that was kept (not a cheaper one): where it started.
     let step_up = changes.iter().rev().find(|(c, r)| {
         r.decision == Decision::Kept
-            && c.knob == "num_workers"
+            && workers_change(c)
             && matches!((workers(&c.from), workers(&c.to)), (Some(a), Some(b)) if b > a)
     });
     if let (Some(n), Some((c, row))) = (now, step_up) {
         // The highest cheaper count already found slower than kept ones.
         let too_slow = changes
             .iter()
-            .filter(|(c, r)| c.knob == "num_workers" && r.decision == Decision::Reverted)
+            .filter(|(c, r)| workers_change(c) && r.decision == Decision::Reverted)
             .filter_map(|(c, _)| Some((workers(&c.from)?, workers(&c.to)?)))
             .filter(|(a, b)| b < a && *b < n)
             .map(|(_, b)| b)
             .max();
         let cheaper_tried = changes
             .iter()
-            .any(|(c, r)| c.knob == "num_workers" && is_cheaper(&r.change));
+            .any(|(c, r)| workers_change(c) && is_cheaper(&r.change));
         if let Some(from) = workers(&c.from) {
             // Below this many, the step up's own ratio says no count can be as fast.
             let by_ratio = row
@@ -150,7 +162,7 @@ pub fn neighbours(
             .into_iter()
             .flatten()
             .map(|(m, first)| (m.max(min_workers), first))
-            .find(|(m, _)| *m > floor && *m < n && !tried("num_workers", &m.to_string()));
+            .find(|(m, _)| *m > floor && *m < n && !tried(LoaderKnob::NumWorkers, &m.to_string()));
             if let Some((mid, first)) = pick {
                 let toward = if first {
                     "a quarter fewer: the headroom the climb sizes its counts with".to_string()
@@ -168,7 +180,7 @@ pub fn neighbours(
                     }
                 };
                 out.push(Neighbour {
-                        knob: "num_workers",
+                        knob: LoaderKnob::NumWorkers,
                         value: Some(mid.to_string()),
                         why: format!(
                             "cheaper neighbour: {mid} workers instead of {n} ({toward}), kept if no more than min_gain slower"
@@ -177,10 +189,10 @@ pub fn neighbours(
             }
         }
     }
-    for knob in ["persistent_workers", "prefetch_factor"] {
+    for knob in [LoaderKnob::PersistentWorkers, LoaderKnob::PrefetchFactor] {
         let kept = changes
             .iter()
-            .any(|(c, r)| r.decision == Decision::Kept && c.knob == knob);
+            .any(|(c, r)| r.decision == Decision::Kept && knob.is(&c.knob));
         let value = current(knob);
         if kept && value != "(default)" && !tried(knob, "(default)") {
             out.push(Neighbour {
@@ -252,9 +264,9 @@ mod tests {
         );
     }
 
-    fn at(n: &'static str) -> impl Fn(&str) -> String {
-        move |k: &str| {
-            if k == "num_workers" {
+    fn at(n: &'static str) -> impl Fn(LoaderKnob) -> String {
+        move |k: LoaderKnob| {
+            if k == LoaderKnob::NumWorkers {
                 n.to_string()
             } else {
                 "(default)".to_string()
@@ -275,14 +287,16 @@ mod tests {
             row(3, "num_workers 2 → 16", Decision::Kept),
             row(4, "prefetch_factor (default) → 4", Decision::Reverted),
         ];
-        let cur = |k: &str| match k {
+        let cur = |k: LoaderKnob| match k.name() {
             "num_workers" => "16".to_string(),
             "persistent_workers" => "True".to_string(),
             _ => "(default)".to_string(),
         };
         let n = neighbours(&h, cur, 2, 0.03);
-        let got: Vec<(&str, Option<&str>)> =
-            n.iter().map(|n| (n.knob, n.value.as_deref())).collect();
+        let got: Vec<(&str, Option<&str>)> = n
+            .iter()
+            .map(|n| (n.knob.name(), n.value.as_deref()))
+            .collect();
         assert_eq!(
             got,
             vec![("num_workers", Some("13")), ("persistent_workers", None)]
@@ -297,7 +311,7 @@ mod tests {
             "persistent_workers True → (default)",
             Decision::Reverted,
         ));
-        let cur13 = |k: &str| match k {
+        let cur13 = |k: LoaderKnob| match k.name() {
             "num_workers" => "13".to_string(),
             "persistent_workers" => "True".to_string(),
             _ => "(default)".to_string(),
@@ -312,7 +326,10 @@ mod tests {
             neighbours(&h, cur, 14, 0.03)[0].value.as_deref(),
             Some("14")
         );
-        assert_eq!(neighbours(&h, cur, 16, 0.03)[0].knob, "persistent_workers");
+        assert_eq!(
+            neighbours(&h, cur, 16, 0.03)[0].knob.name(),
+            "persistent_workers"
+        );
         // One step up from none to the core count: 2 → 1 on one core (a
         // quarter fewer rounds back to 2: halfway), not on two.
         let h3 = vec![row(1, "num_workers (default) → 2", Decision::Kept)];
@@ -322,7 +339,7 @@ mod tests {
         );
         assert!(neighbours(&h3, at("2"), 2, 0.03).is_empty());
         // Nothing kept: no neighbours.
-        assert!(neighbours(&[], |_| "(default)".into(), 1, 0.03).is_empty());
+        assert!(neighbours(&[], |_: LoaderKnob| "(default)".into(), 1, 0.03).is_empty());
     }
 
     #[test]
@@ -344,7 +361,7 @@ mod tests {
                 Decision::Reverted,
             ),
         ];
-        let cur = |k: &str| match k {
+        let cur = |k: LoaderKnob| match k.name() {
             "num_workers" => "25".to_string(),
             "persistent_workers" => "True".to_string(),
             _ => "(default)".to_string(),
@@ -358,7 +375,7 @@ mod tests {
             &format!("num_workers 25 → 20 {at_flag}"),
             Decision::KeptCheaper,
         ));
-        let cur20 = |k: &str| match k {
+        let cur20 = |k: LoaderKnob| match k.name() {
             "num_workers" => "20".to_string(),
             "persistent_workers" => "True".to_string(),
             _ => "(default)".to_string(),

@@ -15,6 +15,7 @@
 //! new bound on a knob a new arm in [`Evidence::outlook`].
 
 use crate::bench::Measurement;
+use crate::knob::LoaderKnob;
 
 /// Spend a turn on more workers (or on prefetching) only when the figures
 /// promise at least this speed-up: a smaller one is a close call that costs
@@ -258,7 +259,7 @@ pub enum Outlook {
 /// One knob and what the figures say it could give.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KnobOutlook {
-    pub knob: String,
+    pub knob: LoaderKnob,
     pub outlook: Outlook,
     /// num_workers: about how many workers keep up with the fastest step.
     pub workers_needed: Option<u64>,
@@ -297,7 +298,7 @@ impl Evidence {
     pub fn of(m: &Measurement, incumbent_sps: f64, ceiling_sps: Option<f64>) -> Evidence {
         let workers = m.num_workers().unwrap_or(0);
         let cores = cores_per_rank(m);
-        let flag = |k: &str| m.loader.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
+        let flag = |k| m.loader_value(k).and_then(|v| v.as_bool()).unwrap_or(false);
         Evidence {
             incumbent_sps,
             ceiling_sps: ceiling_sps.filter(|c| c.is_finite() && *c > 0.0),
@@ -312,12 +313,11 @@ impl Evidence {
             batches_per_epoch: m.batches_per_epoch,
             steps: m.steps,
             prefetch_factor: m
-                .loader
-                .get("prefetch_factor")
+                .loader_value(LoaderKnob::PrefetchFactor)
                 .and_then(|v| v.as_u64())
                 .unwrap_or(2),
-            persistent_workers: flag("persistent_workers"),
-            pin_memory: flag("pin_memory"),
+            persistent_workers: flag(LoaderKnob::PersistentWorkers),
+            pin_memory: flag(LoaderKnob::PinMemory),
         }
     }
 
@@ -352,13 +352,13 @@ impl Evidence {
     }
 
     /// What `knob` could give at most, by the figures.
-    pub fn outlook(&self, knob: &str) -> KnobOutlook {
+    pub fn outlook(&self, knob: LoaderKnob) -> KnobOutlook {
         let saturated = self.model.filter(|m| m.saturated());
         let bound = |o: Option<f64>| o.map(Outlook::AtMost).unwrap_or(Outlook::Unknown);
         let window = window_workers(self.epoch_starts, self.steps, self.prefetch_factor);
         let mut needed = None;
         let outlook = match knob {
-            "num_workers" => match (saturated, self.model, self.batches_per_epoch) {
+            LoaderKnob::NumWorkers => match (saturated, self.model, self.batches_per_epoch) {
                 (Some(m), ..) => Outlook::Saturated(m.predicted_gain()),
                 (None, _, Some(b)) if self.workers >= b => Outlook::EpochCovered(b),
                 (None, ..) if window.is_some_and(|w| self.workers >= w) => {
@@ -377,11 +377,13 @@ impl Evidence {
                 }
                 (None, None, _) => bound(self.loader_bound()),
             },
-            "pin_memory" if !self.cuda => Outlook::NoCuda,
-            "pin_memory" if self.pin_memory => Outlook::AlreadySet,
-            "pin_memory" => bound(self.loader_bound()),
-            "prefetch_factor" | "persistent_workers" if self.workers == 0 => Outlook::NeedsWorkers,
-            "prefetch_factor" => {
+            LoaderKnob::PinMemory if !self.cuda => Outlook::NoCuda,
+            LoaderKnob::PinMemory if self.pin_memory => Outlook::AlreadySet,
+            LoaderKnob::PinMemory => bound(self.loader_bound()),
+            LoaderKnob::PrefetchFactor | LoaderKnob::PersistentWorkers if self.workers == 0 => {
+                Outlook::NeedsWorkers
+            }
+            LoaderKnob::PrefetchFactor => {
                 if let Some(m) = saturated {
                     Outlook::Saturated(m.predicted_gain())
                 } else if self.wait.is_some_and(|w| w.steady()) {
@@ -406,16 +408,15 @@ impl Evidence {
                     bound(min_of(stalls, self.loader_bound()))
                 }
             }
-            "persistent_workers" if self.persistent_workers => Outlook::AlreadySet,
-            "persistent_workers" if self.epoch_starts == Some(0) => Outlook::NoEpochSeen,
-            "persistent_workers" => bound(self.loader_bound()),
+            LoaderKnob::PersistentWorkers if self.persistent_workers => Outlook::AlreadySet,
+            LoaderKnob::PersistentWorkers if self.epoch_starts == Some(0) => Outlook::NoEpochSeen,
+            LoaderKnob::PersistentWorkers => bound(self.loader_bound()),
             // Cheaper items lower the CPU floor too: only the training step
             // and the ceiling bound it.
-            "preprocessing" => bound(min_of(self.ceiling_gain(), self.no_wait_gain())),
-            _ => Outlook::Unknown,
+            LoaderKnob::Preprocessing => bound(min_of(self.ceiling_gain(), self.no_wait_gain())),
         };
         KnobOutlook {
-            knob: knob.to_string(),
+            knob,
             outlook,
             workers_needed: needed,
         }
@@ -497,12 +498,12 @@ mod tests {
         assert!(close(model.batch_latency_s, 0.070), "{model:?}");
         assert!(close(model.best_step_s(), 0.005), "{model:?}");
         // The ceiling (×4) is tighter than the model (×7).
-        let nw = e.outlook("num_workers");
+        let nw = e.outlook(LoaderKnob::NumWorkers);
         assert_eq!(nw.outlook, Outlook::AtMost(4.0));
         assert_eq!(nw.workers_needed, Some(18));
         // Without a ceiling the model's bound stands.
         let e = Evidence::of(&m, 900.0, None);
-        match e.outlook("num_workers").outlook {
+        match e.outlook(LoaderKnob::NumWorkers).outlook {
             Outlook::AtMost(g) => assert!(close(g, 7.0), "{g}"),
             o => panic!("{o:?}"),
         }
@@ -512,14 +513,14 @@ mod tests {
         short.batches_per_epoch = Some(12);
         assert_eq!(
             Evidence::of(&short, 900.0, None)
-                .outlook("num_workers")
+                .outlook(LoaderKnob::NumWorkers)
                 .workers_needed,
             Some(12)
         );
         short.loader.insert("num_workers".into(), 12.into());
         assert_eq!(
             Evidence::of(&short, 900.0, None)
-                .outlook("num_workers")
+                .outlook(LoaderKnob::NumWorkers)
                 .outlook,
             Outlook::EpochCovered(12)
         );
@@ -529,13 +530,13 @@ mod tests {
         window.steps = Some(20);
         window.epoch_starts_timed = Some(0);
         let needed = Evidence::of(&window, 900.0, None)
-            .outlook("num_workers")
+            .outlook(LoaderKnob::NumWorkers)
             .workers_needed;
         assert_eq!(needed, Some(10));
         window.loader.insert("num_workers".into(), 10.into());
         assert_eq!(
             Evidence::of(&window, 900.0, None)
-                .outlook("num_workers")
+                .outlook(LoaderKnob::NumWorkers)
                 .outlook,
             Outlook::WindowCovered(20)
         );
@@ -543,12 +544,12 @@ mod tests {
         window.epoch_starts_timed = Some(1);
         assert_ne!(
             Evidence::of(&window, 900.0, None)
-                .outlook("num_workers")
+                .outlook(LoaderKnob::NumWorkers)
                 .outlook,
             Outlook::WindowCovered(20)
         );
         // Preprocessing is bounded by the training step alone: 35 / 5.
-        match e.outlook("preprocessing").outlook {
+        match e.outlook(LoaderKnob::Preprocessing).outlook {
             Outlook::AtMost(g) => assert!(close(g, 7.0), "{g}"),
             o => panic!("{o:?}"),
         }
@@ -564,11 +565,11 @@ mod tests {
         let e = Evidence::of(&figures(2, 7.0, 4.5, 19.0, 4.6, 0.0), 1000.0, None);
         assert!(e.model.unwrap().cpu_bound());
         assert!(matches!(
-            e.outlook("num_workers").outlook,
+            e.outlook(LoaderKnob::NumWorkers).outlook,
             Outlook::Saturated(_)
         ));
         assert!(matches!(
-            e.outlook("prefetch_factor").outlook,
+            e.outlook(LoaderKnob::PrefetchFactor).outlook,
             Outlook::Saturated(_)
         ));
     }
@@ -577,24 +578,32 @@ mod tests {
     fn knobs_that_cannot_act_say_why() {
         let mut m = figures(0, 30.0, 5.0, 2.0, 5.5, 0.0);
         let e = Evidence::of(&m, 900.0, None);
-        assert_eq!(e.outlook("pin_memory").outlook, Outlook::NoCuda);
-        assert_eq!(e.outlook("prefetch_factor").outlook, Outlook::NeedsWorkers);
+        assert_eq!(e.outlook(LoaderKnob::PinMemory).outlook, Outlook::NoCuda);
         assert_eq!(
-            e.outlook("persistent_workers").outlook,
+            e.outlook(LoaderKnob::PrefetchFactor).outlook,
+            Outlook::NeedsWorkers
+        );
+        assert_eq!(
+            e.outlook(LoaderKnob::PersistentWorkers).outlook,
             Outlook::NeedsWorkers
         );
         m.loader.insert("num_workers".into(), 4.into());
         let e = Evidence::of(&m, 900.0, None);
         assert_eq!(
-            e.outlook("persistent_workers").outlook,
+            e.outlook(LoaderKnob::PersistentWorkers).outlook,
             Outlook::NoEpochSeen
         );
         m.loader.insert("persistent_workers".into(), true.into());
         let e = Evidence::of(&m, 900.0, None);
-        assert_eq!(e.outlook("persistent_workers").outlook, Outlook::AlreadySet);
+        assert_eq!(
+            e.outlook(LoaderKnob::PersistentWorkers).outlook,
+            Outlook::AlreadySet
+        );
         m.device = Some("cuda:0".into());
         assert!(matches!(
-            Evidence::of(&m, 900.0, None).outlook("pin_memory").outlook,
+            Evidence::of(&m, 900.0, None)
+                .outlook(LoaderKnob::PinMemory)
+                .outlook,
             Outlook::AtMost(_)
         ));
     }
@@ -606,11 +615,14 @@ mod tests {
         m.data_wait_step_median_s = Some(0.0028);
         let e = Evidence::of(&m, 900.0, None);
         assert!(e.wait.unwrap().steady());
-        assert_eq!(e.outlook("prefetch_factor").outlook, Outlook::SteadyWait);
+        assert_eq!(
+            e.outlook(LoaderKnob::PrefetchFactor).outlook,
+            Outlook::SteadyWait
+        );
         // Stalls: 2.8 ms of the wait lie above the median step's 0.2 ms.
         m.data_wait_step_median_s = Some(0.0002);
         let e = Evidence::of(&m, 900.0, None);
-        match e.outlook("prefetch_factor").outlook {
+        match e.outlook(LoaderKnob::PrefetchFactor).outlook {
             Outlook::AtMost(g) => assert!(close(g, 8.0 / 5.2), "{g}"),
             o => panic!("{o:?}"),
         }
@@ -618,7 +630,7 @@ mod tests {
         m.epoch_starts_timed = Some(4);
         assert_eq!(
             Evidence::of(&m, 900.0, None)
-                .outlook("prefetch_factor")
+                .outlook(LoaderKnob::PrefetchFactor)
                 .outlook,
             Outlook::ShortEpochs
         );
@@ -627,14 +639,14 @@ mod tests {
         m.batches_per_epoch = Some(100);
         assert_ne!(
             Evidence::of(&m, 900.0, None)
-                .outlook("prefetch_factor")
+                .outlook(LoaderKnob::PrefetchFactor)
                 .outlook,
             Outlook::ShortEpochs
         );
         m.batches_per_epoch = Some(32);
         assert_eq!(
             Evidence::of(&m, 900.0, None)
-                .outlook("prefetch_factor")
+                .outlook(LoaderKnob::PrefetchFactor)
                 .outlook,
             Outlook::ShortEpochs
         );
@@ -650,9 +662,12 @@ mod tests {
         let e = Evidence::of(&m, 500.0, None);
         assert_eq!(e.model, None);
         assert_eq!(e.cpu, None);
-        assert_eq!(e.outlook("num_workers").outlook, Outlook::Unknown);
+        assert_eq!(e.outlook(LoaderKnob::NumWorkers).outlook, Outlook::Unknown);
         let e = Evidence::of(&m, 500.0, Some(2000.0));
-        assert_eq!(e.outlook("num_workers").outlook, Outlook::AtMost(4.0));
+        assert_eq!(
+            e.outlook(LoaderKnob::NumWorkers).outlook,
+            Outlook::AtMost(4.0)
+        );
     }
 
     #[test]

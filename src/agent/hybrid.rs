@@ -13,6 +13,7 @@
 //! Each turn's `agent.backend` records which agent made it.
 
 use crate::config::Policy;
+use crate::knob::LoaderKnob;
 use crate::turn::TurnRow;
 
 use super::builtin::BuiltinAgent;
@@ -44,7 +45,7 @@ pub struct HandoffFacts {
 impl HandoffFacts {
     pub fn of(policy: &Policy, ctx: &TurnContext<'_>) -> HandoffFacts {
         HandoffFacts {
-            preprocessing_allowed: policy.loop_.knobs.iter().any(|k| k == "preprocessing"),
+            preprocessing_allowed: policy.loop_.allows(LoaderKnob::Preprocessing),
             data_wait_share: ctx.incumbent.data_wait_share,
             stop_when_data_wait_below: policy.decision.stop_when_data_wait_below,
             incumbent_sps: ctx.incumbent_sps,
@@ -105,7 +106,7 @@ pub fn handoff(f: &HandoffFacts) -> Result<(), NoHandoff> {
 /// a call budget no larger than what is left of the run's.
 pub fn structural_policy(policy: &Policy, spent_usd: f64) -> Policy {
     let mut p = policy.clone();
-    p.loop_.knobs = vec!["preprocessing".into()];
+    p.loop_.knobs = vec![LoaderKnob::Preprocessing.name().into()];
     if p.loop_.max_total_usd > 0.0 {
         let left = (p.loop_.max_total_usd - spent_usd).max(0.01);
         p.agent.max_budget_usd = Some(p.agent.max_budget_usd.map_or(left, |b| b.min(left)));
@@ -118,7 +119,7 @@ impl HybridAgent {
         HybridAgent {
             builtin: BuiltinAgent::new(ws),
             claude: ClaudeAgent::new(policy, ws),
-            structural: policy.loop_.knobs.iter().any(|k| k == "preprocessing"),
+            structural: policy.loop_.allows(LoaderKnob::Preprocessing),
         }
     }
 

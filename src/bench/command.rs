@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use super::{ending_text, tail_n, Bencher, Measurement, Mode};
 use crate::error::BenchError;
+use crate::knob::{LoaderKnob, DATA_PRESERVING};
 use crate::process::{self, Ending, Interrupt, Spec};
 
 /// Files written next to the harness for command mode (name, text).
@@ -699,8 +700,12 @@ impl RankFiles {
         Some(ShortRun {
             reached: u32::try_from(reached).ok()?,
             warmup_used,
-            workers: settings["num_workers"].as_u64().unwrap_or(0),
-            prefetch: settings["prefetch_factor"].as_u64().unwrap_or(2),
+            workers: settings[LoaderKnob::NumWorkers.name()]
+                .as_u64()
+                .unwrap_or(0),
+            prefetch: settings[LoaderKnob::PrefetchFactor.name()]
+                .as_u64()
+                .unwrap_or(2),
         })
     }
 
@@ -786,16 +791,11 @@ pub fn loader_summary(m: &Measurement) -> Option<String> {
         .filter(|o| o != site)
         .map(|o| format!(", built at {o}"))
         .unwrap_or_default();
-    let settings = [
-        "num_workers",
-        "pin_memory",
-        "prefetch_factor",
-        "persistent_workers",
-    ]
-    .iter()
-    .filter_map(|k| m.loader.get(*k).map(|x| format!("{k}={x}")))
-    .collect::<Vec<_>>()
-    .join(", ");
+    let settings = DATA_PRESERVING
+        .iter()
+        .filter_map(|k| m.loader.get(*k).map(|x| format!("{k}={x}")))
+        .collect::<Vec<_>>()
+        .join(", ");
     Some(format!("{site}{origin} ({settings})"))
 }
 

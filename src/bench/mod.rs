@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Workspace;
 use crate::error::BenchError;
+use crate::knob::LoaderKnob;
 use crate::process::{self, Ending, Interrupt, Spec};
 
 pub const HARNESS_PY: &str = include_str!("harness.py");
@@ -181,8 +182,14 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// A loader knob's value as the harness read it off the training loader.
+    pub fn loader_value(&self, knob: LoaderKnob) -> Option<&serde_json::Value> {
+        self.loader.get(knob.name())
+    }
+
     pub fn num_workers(&self) -> Option<u64> {
-        self.loader.get("num_workers").and_then(|v| v.as_u64())
+        self.loader_value(LoaderKnob::NumWorkers)
+            .and_then(|v| v.as_u64())
     }
     /// Cores other processes kept busy over the timed steps: the machine's
     /// busy time less this job's own loading and training CPU, per second.

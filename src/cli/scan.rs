@@ -7,6 +7,7 @@ use anyhow::Result;
 use super::scan_view;
 use crate::edit;
 use crate::error::exit;
+use crate::knob::LoaderKnob;
 
 pub(super) fn scan(files: &[PathBuf], json_out: bool) -> Result<i32> {
     let scanned = scan_view::scan_files(files)?;
@@ -23,22 +24,27 @@ pub(super) fn scan(files: &[PathBuf], json_out: bool) -> Result<i32> {
 
 fn hints(s: &edit::CallSite) -> Vec<String> {
     let mut h = Vec::new();
-    let get = |k: &str| s.kwargs.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let get = |k: LoaderKnob| {
+        s.kwargs
+            .get(k.name())
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
     if s.has_spread {
         h.push(
             "arguments come from **kwargs too: a knob set in that dict must not also be written here (Python refuses the same keyword twice); tuneloop edits it in the dict"
                 .into(),
         );
     }
-    match get("num_workers").as_deref() {
+    match get(LoaderKnob::NumWorkers).as_deref() {
         None | Some("0") => h.push("num_workers is 0 (the default): data loads in the training process; try the core count".into()),
         Some(_) => {
-            if get("persistent_workers").is_none() {
+            if get(LoaderKnob::PersistentWorkers).is_none() {
                 h.push("persistent_workers not set: workers restart every epoch".into());
             }
         }
     }
-    if get("pin_memory").is_none() {
+    if get(LoaderKnob::PinMemory).is_none() {
         h.push("pin_memory not set: matters only when batches are copied to a GPU".into());
     }
     h

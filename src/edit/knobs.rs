@@ -54,7 +54,7 @@ use super::scan::{
 use super::spread::{self, Spread};
 use super::types::Target;
 use super::wrap::{self, Wrapper};
-use super::DATA_PRESERVING;
+use crate::knob::LoaderKnob;
 // The shared types have their own module; `edit::knobs::…` paths keep working.
 pub use super::types::{
     KnobOrigin, KnobSite, NotEditable, PythonEdit, ReadFile, SiteKind, Source, SourceChange,
@@ -657,12 +657,11 @@ fn site_of(
     facts: &FileFacts,
     read: ReadFile<'_>,
 ) -> KnobSite {
-    let knobs = DATA_PRESERVING
-        .iter()
+    let knobs = LoaderKnob::settings()
         .map(|knob| {
             let kw = match kind {
                 SiteKind::DataLoader => knob.to_string(),
-                SiteKind::TrainingArguments => format!("dataloader_{knob}"),
+                SiteKind::TrainingArguments => knob.hf_argument(),
             };
             let value = keyword_value(call, src, &kw);
             let (expr, source, wrapper) = match value {
@@ -704,10 +703,9 @@ fn site_of(
 /// `HfArgumentParser((…, TrainingArguments))`: the `dataloader_*` fields are
 /// options of the user's command ([`super::cli_knobs`]).
 fn hf_parser_site(file: &str, src: &str, call: Node<'_>, read: ReadFile<'_>) -> KnobSite {
-    let knobs = DATA_PRESERVING
-        .iter()
+    let knobs = LoaderKnob::settings()
         .map(|knob| {
-            let field = format!("dataloader_{knob}");
+            let field = knob.hf_argument();
             let options = cli_knobs::hf_options(&field);
             let source = cli_knobs::command_source(
                 file,
@@ -1224,14 +1222,16 @@ pub fn python_edit(file: &str, old: &str, new: &str, read: ReadFile<'_>) -> Pyth
                 }
                 CallRole::TrainingArguments => {
                     at_source = true;
-                    let knob = c.name().strip_prefix("dataloader_").unwrap_or("");
-                    if !DATA_PRESERVING.contains(&knob) {
+                    let Some(knob) = LoaderKnob::from_hf_argument(c.name()) else {
+                        let fields: Vec<String> =
+                            LoaderKnob::settings().map(|k| k.hf_argument()).collect();
                         return PythonEdit::Rejected(format!(
-                            "{file}:{line}: `{}` of {} is not a DataLoader knob (only dataloader_num_workers, dataloader_pin_memory, dataloader_prefetch_factor, dataloader_persistent_workers)",
+                            "{file}:{line}: `{}` of {} is not a DataLoader knob (only {})",
                             c.name(),
-                            old_site.callee
+                            old_site.callee,
+                            fields.join(", ")
                         ));
-                    }
+                    };
                     changes.push(SourceChange {
                         file: file.to_string(),
                         knob: knob.to_string(),

@@ -40,6 +40,7 @@ use std::path::Path;
 use crate::bench::Measurement;
 use crate::config::{DecisionPolicy, Workspace};
 use crate::edit::{self, CallSite, KnobSite, SiteKind};
+use crate::knob::LoaderKnob;
 use crate::turn::{AgentInfo, Decision, TurnRow};
 
 use super::evidence;
@@ -113,8 +114,7 @@ fn fit_cap(nw: u64, m: &Measurement) -> Option<u64> {
 }
 
 fn prefetch_of(m: &Measurement) -> u64 {
-    m.loader
-        .get("prefetch_factor")
+    m.loader_value(LoaderKnob::PrefetchFactor)
         .and_then(|v| v.as_u64())
         .unwrap_or(2)
 }
@@ -164,7 +164,7 @@ pub struct BuiltinAgent {
 /// One knob setting the agent would write.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Proposal {
-    pub knob: &'static str,
+    pub knob: LoaderKnob,
     pub value: String,
     pub why: String,
 }
@@ -226,14 +226,13 @@ impl BuiltinAgent {
         let not_editable = site.not_editable(&ctx.ws.file.project.editable);
         // The structural turn needs a dataset class to add the method to.
         let dataset_file = self.find_dataset(ctx.project_root, &ctx.ws.file.project.editable);
-        let knobs: Vec<&str> = ctx
+        let knobs: Vec<LoaderKnob> = ctx
             .policy
             .loop_
-            .knobs
-            .iter()
-            .map(|s| s.as_str())
-            .filter(|k| !not_editable.iter().any(|o| o.knob == *k))
-            .filter(|k| *k != "preprocessing" || dataset_file.is_some())
+            .loader_knobs()
+            .into_iter()
+            .filter(|k| !not_editable.iter().any(|o| k.is(&o.knob)))
+            .filter(|k| *k != LoaderKnob::Preprocessing || dataset_file.is_some())
             .collect();
         let next = match ctx.only_cheaper {
             true => cheaper_proposal(
@@ -282,7 +281,7 @@ impl BuiltinAgent {
             }
             return report;
         };
-        if p.knob == "preprocessing" {
+        if p.knob == LoaderKnob::Preprocessing {
             self.add_threads(ctx, dataset_file, &p, &mut report);
             report.info.exit_code = Some(if report.failure.is_some() { 1 } else { 0 });
             report.info.duration_ms = started.elapsed().as_millis() as u64;
@@ -293,7 +292,7 @@ impl BuiltinAgent {
         let written = if p.value == "(default)" {
             drop_knob(&site, p.knob, &read)
         } else {
-            edit::knobs::set_knob(&site, p.knob, &p.value, &read)
+            edit::knobs::set_knob(&site, p.knob.name(), &p.value, &read)
         };
         match written {
             Ok((file, new_src)) => {
@@ -302,7 +301,7 @@ impl BuiltinAgent {
                 {
                     report.failure = Some(format!("cannot write {file}: {e}"));
                 } else {
-                    let origin = site.origin(p.knob);
+                    let origin = site.origin(p.knob.name());
                     report.summary = match origin.map(|o| &o.source) {
                         Some(edit::Source::Keyword) | None => format!(
                             "set {}={} in {}:{} ({})",
@@ -460,24 +459,25 @@ pub fn measured_knob_site(
 /// call itself holds it, else the default written where the value is defined.
 fn drop_knob(
     site: &KnobSite,
-    knob: &str,
+    knob: LoaderKnob,
     read: edit::knobs::ReadFile<'_>,
 ) -> Result<(String, String), String> {
-    if let (Some(o), Some(call), SiteKind::DataLoader) = (site.origin(knob), &site.call, site.kind)
+    if let (Some(o), Some(call), SiteKind::DataLoader) =
+        (site.origin(knob.name()), &site.call, site.kind)
     {
         if matches!(o.source, edit::Source::Keyword) {
             let src = read(&site.file).ok_or_else(|| format!("cannot read {}", site.file))?;
-            return edit::set_kwarg(&src, call, knob, None)
+            return edit::set_kwarg(&src, call, knob.name(), None)
                 .map(|out| (site.file.clone(), out))
                 .map_err(|e| format!("cannot edit {}: {e}", site.at()));
         }
     }
     let default = match knob {
-        "num_workers" => "0",
-        "prefetch_factor" => "2",
+        LoaderKnob::NumWorkers => "0",
+        LoaderKnob::PrefetchFactor => "2",
         _ => "False",
     };
-    edit::knobs::set_knob(site, knob, default, read)
+    edit::knobs::set_knob(site, knob.name(), default, read)
 }
 
 /// One history row's change, read back from its one-line form
@@ -492,6 +492,13 @@ pub(super) struct Tried {
     /// Its measurement failed because the command ended first (too few
     /// steps): a bound on the count, not a verdict on it.
     pub did_not_fit: bool,
+}
+
+impl Tried {
+    /// Whether the row changed this knob.
+    pub fn is(&self, knob: LoaderKnob) -> bool {
+        knob.is(&self.knob)
+    }
 }
 
 fn tried(history: &[TurnRow]) -> Vec<Tried> {
@@ -517,7 +524,7 @@ fn tried(history: &[TurnRow]) -> Vec<Tried> {
 fn unfit_cap(tried: &[Tried], nw: u64, m: &Measurement) -> u64 {
     let Some(unfit) = tried
         .iter()
-        .filter(|t| t.knob == "num_workers" && t.did_not_fit)
+        .filter(|t| t.is(LoaderKnob::NumWorkers) && t.did_not_fit)
         .filter_map(|t| t.to.parse::<u64>().ok())
         .min()
     else {
@@ -529,8 +536,8 @@ fn unfit_cap(tried: &[Tried], nw: u64, m: &Measurement) -> u64 {
     }
 }
 
-fn current_value(site: &CallSite, m: &Measurement, knob: &str) -> Option<String> {
-    if let Some(v) = m.loader.get(knob) {
+fn current_value(site: &CallSite, m: &Measurement, knob: LoaderKnob) -> Option<String> {
+    if let Some(v) = m.loader_value(knob) {
         return Some(match v {
             serde_json::Value::Bool(true) => "True".into(),
             serde_json::Value::Bool(false) => "False".into(),
@@ -539,7 +546,7 @@ fn current_value(site: &CallSite, m: &Measurement, knob: &str) -> Option<String>
         });
     }
     site.kwargs
-        .get(knob)
+        .get(knob.name())
         .and_then(|v| v.as_str())
         .map(|s| s.to_string())
 }
@@ -550,7 +557,7 @@ pub fn next_proposal(
     incumbent: &Measurement,
     site: &CallSite,
     history: &[TurnRow],
-    knobs: &[&str],
+    knobs: &[LoaderKnob],
     stop_when_data_wait_below: f64,
 ) -> Option<Proposal> {
     let decision = DecisionPolicy {
@@ -566,17 +573,17 @@ fn cheaper_proposal(
     site: &CallSite,
     incumbent: &Measurement,
     history: &[TurnRow],
-    knobs: &[&str],
+    knobs: &[LoaderKnob],
     min_gain: f64,
 ) -> Option<Proposal> {
-    let current = |knob: &str| {
+    let current = |knob: LoaderKnob| {
         let written = site
             .kwargs
-            .get(knob)
+            .get(knob.name())
             .and_then(|v| v.as_str())
             .map(str::to_string);
         match knob {
-            "num_workers" => current_value(site, incumbent, knob).or(written),
+            LoaderKnob::NumWorkers => current_value(site, incumbent, knob).or(written),
             _ => written,
         }
         .unwrap_or_else(|| "(default)".into())
@@ -599,7 +606,7 @@ fn cheaper_proposal(
 pub(super) struct LoaderState<'a> {
     pub incumbent: &'a Measurement,
     pub site: &'a CallSite,
-    pub knobs: &'a [&'a str],
+    pub knobs: &'a [LoaderKnob],
     pub decision: &'a DecisionPolicy,
     pub tried: Vec<Tried>,
     /// The cores one rank's loader may use: the job's (affinity mask, cgroup
@@ -617,12 +624,12 @@ impl<'a> LoaderState<'a> {
         incumbent: &'a Measurement,
         site: &'a CallSite,
         history: &[TurnRow],
-        knobs: &'a [&'a str],
+        knobs: &'a [LoaderKnob],
         decision: &'a DecisionPolicy,
     ) -> LoaderState<'a> {
         let ranks = incumbent.world_size.unwrap_or(1).max(1) as u64;
         let cpus = ((incumbent.job_cores().unwrap_or(1.0) / ranks as f64).round() as u64).max(1);
-        let nw: u64 = current_value(site, incumbent, "num_workers")
+        let nw: u64 = current_value(site, incumbent, LoaderKnob::NumWorkers)
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
         LoaderState {
@@ -639,17 +646,17 @@ impl<'a> LoaderState<'a> {
     }
 
     /// The policy lets the agent change this knob.
-    pub fn allows(&self, knob: &str) -> bool {
+    pub fn allows(&self, knob: LoaderKnob) -> bool {
         self.knobs.contains(&knob)
     }
 
     /// A turn already wrote this value of this knob.
-    pub fn was_tried(&self, knob: &str, value: &str) -> bool {
-        self.tried.iter().any(|t| t.knob == knob && t.to == value)
+    pub fn was_tried(&self, knob: LoaderKnob, value: &str) -> bool {
+        self.tried.iter().any(|t| t.is(knob) && t.to == value)
     }
 
     /// The knob's value now, as the loader saw it or the call writes it.
-    pub fn current(&self, knob: &str) -> Option<String> {
+    pub fn current(&self, knob: LoaderKnob) -> Option<String> {
         current_value(self.site, self.incumbent, knob)
     }
 }
@@ -661,7 +668,7 @@ pub fn next_proposal_for(
     incumbent: &Measurement,
     site: &CallSite,
     history: &[TurnRow],
-    knobs: &[&str],
+    knobs: &[LoaderKnob],
     decision: &DecisionPolicy,
 ) -> Option<Proposal> {
     // Once a cheaper neighbour has been tried, the climb is over: only the
@@ -688,10 +695,10 @@ pub fn next_proposal_for(
 fn threads_proposal(
     incumbent: &Measurement,
     history: &[TurnRow],
-    knobs: &[&str],
+    knobs: &[LoaderKnob],
     model: Option<LoaderModel>,
 ) -> Option<Proposal> {
-    if !knobs.contains(&"preprocessing")
+    if !knobs.contains(&LoaderKnob::Preprocessing)
         || history.iter().any(|r| r.change.contains("__getitems__"))
     {
         return None;
@@ -708,7 +715,7 @@ fn threads_proposal(
         incumbent.batch_size.unwrap_or(16),
     );
     Some(Proposal {
-        knob: "preprocessing",
+        knob: LoaderKnob::Preprocessing,
         value: threads.to_string(),
         why: format!(
             "items mostly wait: a worker takes {:.0} ms per batch for {:.1} ms of CPU, so {threads} threads per worker overlap the waits",
@@ -761,10 +768,10 @@ mod tests {
     /// (fewer workers, a kept setting dropped).
     fn assert_climb_over(p: Option<Proposal>) {
         if let Some(p) = p {
-            let change = format!("{} 99 → {}", p.knob, p.value);
+            let change = format!("{} 99 → {}", p.knob.name(), p.value);
             assert!(
                 p.why.starts_with("cheaper neighbour")
-                    && (p.knob != "num_workers" || cheaper::is_cheaper(&change)),
+                    && (p.knob.name() != "num_workers" || cheaper::is_cheaper(&change)),
                 "{p:?}"
             );
         }
@@ -783,7 +790,7 @@ mod tests {
         m.epoch_starts_timed = Some(4);
         let p = next_proposal(&m, &s16, &h, &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "13"),
             "{}",
             p.why
@@ -796,7 +803,7 @@ mod tests {
         let wants_more = figures(13, 30.0, 5.0, 2.0, 5.5, 0.0);
         let p = next_proposal(&wants_more, &s13, &h2, &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "7"),
             "{}",
             p.why
@@ -805,7 +812,7 @@ mod tests {
         h2.push(row(5, "num_workers 13 → 7", Decision::Reverted));
         let p = next_proposal(&wants_more, &s13, &h2, &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "10"),
             "{}",
             p.why
@@ -814,30 +821,30 @@ mod tests {
         h2.push(row(6, "num_workers 13 → 10", Decision::Reverted));
         let p = next_proposal(&wants_more, &s13, &h2, &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("persistent_workers", "(default)"),
             "{}",
             p.why
         );
         // Only the policy's knobs.
         assert_eq!(
-            next_proposal(&wants_more, &s13, &h2, &["num_workers"], 0.1),
+            next_proposal(&wants_more, &s13, &h2, &[LoaderKnob::NumWorkers], 0.1),
             None
         );
     }
 
-    const ALL: [&str; 4] = [
-        "num_workers",
-        "pin_memory",
-        "prefetch_factor",
-        "persistent_workers",
+    const ALL: [LoaderKnob; 4] = [
+        LoaderKnob::NumWorkers,
+        LoaderKnob::PinMemory,
+        LoaderKnob::PrefetchFactor,
+        LoaderKnob::PersistentWorkers,
     ];
 
     #[test]
     fn starts_num_workers_at_the_core_count() {
         let s = site("DataLoader(ds, batch_size=8)\n");
         let p = next_proposal(&meas(0, 0.9, false), &s, &[], &ALL, 0.1).unwrap();
-        assert_eq!((p.knob, p.value.as_str()), ("num_workers", "2"));
+        assert_eq!((p.knob.name(), p.value.as_str()), ("num_workers", "2"));
     }
 
     #[test]
@@ -853,7 +860,7 @@ mod tests {
         ]
         .concat();
         let p = next_proposal(&meas(4, 0.6, false), &s4, &h2, &ALL, 0.1).unwrap();
-        assert_eq!(p.knob, "prefetch_factor");
+        assert_eq!(p.knob.name(), "prefetch_factor");
     }
 
     #[test]
@@ -904,7 +911,7 @@ mod tests {
         let m = meas(0, 0.9, false);
         let p = next_proposal(&m, &s, std::slice::from_ref(&open), &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "4"),
             "{}",
             p.why
@@ -916,7 +923,7 @@ mod tests {
         flat.ratio = Some(1.01);
         flat.ratio_ci = Some([0.94, 1.08]);
         assert_ne!(
-            next_proposal(&m, &s, &[flat], &ALL, 0.1).map(|p| p.knob),
+            next_proposal(&m, &s, &[flat], &ALL, 0.1).map(|p| p.knob.name()),
             Some("num_workers")
         );
         // A stricter policy (min_gain 20%) does not read ×1.14 as pointing up.
@@ -926,7 +933,8 @@ mod tests {
             ..DecisionPolicy::default()
         };
         assert_ne!(
-            next_proposal_for(&m, &s, std::slice::from_ref(&open), &ALL, &strict).map(|p| p.knob),
+            next_proposal_for(&m, &s, std::slice::from_ref(&open), &ALL, &strict)
+                .map(|p| p.knob.name()),
             Some("num_workers")
         );
         // The next count also points up but is not proven: on to 8; then the
@@ -953,7 +961,7 @@ mod tests {
         // Without memory figures: 8 per core, the climb is over.
         assert_eq!(worker_cap(2, 16, &m, LoaderModel::of(&m, 16, 2)), 16);
         assert_ne!(
-            next_proposal(&m, &s, &h, &ALL, 0.1).map(|p| p.knob),
+            next_proposal(&m, &s, &h, &ALL, 0.1).map(|p| p.knob.name()),
             Some("num_workers")
         );
         // 30 MB a worker (PSS), 8 GB free: room for far more.
@@ -964,7 +972,7 @@ mod tests {
         let model = LoaderModel::of(&m, 16, 2).unwrap();
         assert_eq!(worker_cap(2, 16, &m, Some(model)), 149);
         let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
-        assert_eq!(p.knob, "num_workers", "{}", p.why);
+        assert_eq!(p.knob.name(), "num_workers", "{}", p.why);
         assert_eq!(p.value, model.workers_needed().to_string(), "{}", p.why);
         assert!(p.why.contains("past 8 per core"), "{}", p.why);
         assert!(p.why.contains("30 MB a worker"), "{}", p.why);
@@ -974,7 +982,7 @@ mod tests {
         assert_eq!(worker_cap(2, 16, &short, Some(model)), 40);
         let p = next_proposal(&short, &s, &h, &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "40"),
             "{}",
             p.why
@@ -991,8 +999,9 @@ mod tests {
         assert_eq!(worker_cap(2, 16, &short, Some(model)), 16);
         let p = next_proposal(&short, &s, &h, &ALL, 0.1);
         assert!(
-            p.as_ref()
-                .is_none_or(|p| p.knob != "num_workers" || p.value.parse::<u64>().unwrap() < 16),
+            p.as_ref().is_none_or(
+                |p| p.knob.name() != "num_workers" || p.value.parse::<u64>().unwrap() < 16
+            ),
             "{p:?}"
         );
         // Little free memory: no more than it allows, even below 8 per core.
@@ -1034,7 +1043,7 @@ mod tests {
         assert_eq!(worker_cap(2, 14, &m, model), 20);
         let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "20"),
             "{}",
             p.why
@@ -1084,7 +1093,7 @@ mod tests {
         let m = short_command(Some(60));
         let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "9"),
             "{}",
             p.why
@@ -1098,7 +1107,7 @@ mod tests {
         // A resumed run that has not met the command's end yet: half way.
         let p = next_proposal(&short_command(None), &s, &h, &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "9"),
             "{}",
             p.why
@@ -1108,7 +1117,10 @@ mod tests {
         crashed.reason = "bench failed (candidate): crashed (signal 9)".into();
         let h = vec![row(1, "num_workers (default) → 2", Decision::Kept), crashed];
         let p = next_proposal(&m, &s, &h, &ALL, 0.1);
-        assert!(p.as_ref().is_none_or(|p| p.knob != "num_workers"), "{p:?}");
+        assert!(
+            p.as_ref().is_none_or(|p| p.knob.name() != "num_workers"),
+            "{p:?}"
+        );
     }
 
     #[test]
@@ -1122,7 +1134,7 @@ mod tests {
         m.command_batches = Some(16);
         let p = next_proposal(&m, &s, &[failed], &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "1"),
             "{}",
             p.why
@@ -1164,8 +1176,8 @@ mod tests {
         ];
         let p = next_proposal(&at, &s14, &h, &ALL, 0.1);
         assert!(
-            p.as_ref().is_none_or(|p| p.knob != "prefetch_factor"
-                && !(p.knob == "num_workers" && p.value.parse::<u64>().unwrap_or(0) > 14)),
+            p.as_ref().is_none_or(|p| p.knob.name() != "prefetch_factor"
+                && !(p.knob.name() == "num_workers" && p.value.parse::<u64>().unwrap_or(0) > 14)),
             "{p:?}"
         );
     }
@@ -1185,7 +1197,7 @@ mod tests {
         assert!(model.cpu_bound(), "{model:?}");
         assert!(worker_cap(2, 16, &m, Some(model)) > 16);
         let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
-        assert_eq!(p.knob, "num_workers", "{}", p.why);
+        assert_eq!(p.knob.name(), "num_workers", "{}", p.why);
         assert_eq!(p.value, model.workers_needed().to_string(), "{}", p.why);
         assert!(model.workers_needed() > 20, "{model:?}");
         // Once the cores are nearly all busy (the step within ×1.15 of what
@@ -1205,7 +1217,11 @@ mod tests {
     /// must come only once all of that is spent, and nothing but them after.
     #[test]
     fn the_cheaper_neighbours_come_only_once_the_climb_is_exhausted() {
-        let knobs: Vec<&str> = ALL.iter().copied().chain(["preprocessing"]).collect();
+        let knobs: Vec<LoaderKnob> = ALL
+            .iter()
+            .copied()
+            .chain([LoaderKnob::Preprocessing])
+            .collect();
         let mut nw: u64 = 0;
         let mut persistent = false;
         let call = |nw: u64, persistent: bool| {
@@ -1227,16 +1243,16 @@ mod tests {
             let Some(p) = next_proposal(&m, &s, &history, &knobs, 0.1) else {
                 break;
             };
-            let from = match p.knob {
+            let from = match p.knob.name() {
                 "num_workers" => nw.to_string(),
                 "prefetch_factor" => "2".into(),
                 "persistent_workers" if persistent => "True".into(),
                 _ => "(default)".into(),
             };
-            let change = if p.knob == "preprocessing" {
+            let change = if p.knob.name() == "preprocessing" {
                 "preprocessing in Items.__getitems__ (train.py:8)".to_string()
             } else {
-                format!("{} {from} → {}", p.knob, p.value)
+                format!("{} {from} → {}", p.knob.name(), p.value)
             };
             let cheaper = cheaper::is_cheaper(&change);
             if cheaper {
@@ -1250,7 +1266,7 @@ mod tests {
             }
             let mut r = row(turn, &change, Decision::Reverted);
             (r.ratio, r.ratio_ci) = (Some(1.0), Some([0.98, 1.02]));
-            if p.knob == "num_workers" && !cheaper {
+            if p.knob.name() == "num_workers" && !cheaper {
                 steps_up += 1;
                 match steps_up {
                     // ×1.14, [0.94, 1.36]: not proven, pointing up.
@@ -1259,11 +1275,11 @@ mod tests {
                     _ => {}
                 }
             }
-            if p.knob == "persistent_workers" && !cheaper {
+            if p.knob.name() == "persistent_workers" && !cheaper {
                 r.decision = Decision::Kept;
                 persistent = true;
             }
-            if r.decision.is_kept() && p.knob == "num_workers" {
+            if r.decision.is_kept() && p.knob.name() == "num_workers" {
                 nw = p.value.parse().unwrap();
             }
             history.push(r);
@@ -1317,7 +1333,7 @@ mod tests {
         assert!(free_machine > 26);
         let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "26"),
             "{}",
             p.why
@@ -1341,7 +1357,11 @@ mod tests {
 
     #[test]
     fn the_structural_turn_comes_when_items_wait_and_the_knobs_are_exhausted() {
-        let with_pre: Vec<&str> = ALL.iter().copied().chain(["preprocessing"]).collect();
+        let with_pre: Vec<LoaderKnob> = ALL
+            .iter()
+            .copied()
+            .chain([LoaderKnob::Preprocessing])
+            .collect();
         // 16 workers at the cap, steady waiting: no knob left.
         let s = site("DataLoader(ds, num_workers=16)\n");
         let h = vec![row(1, "num_workers 2 → 16", Decision::Kept)];
@@ -1353,7 +1373,7 @@ mod tests {
         // With it: 128 ms a batch for 2 ms of CPU → 16 threads (the most).
         let p = next_proposal(&m, &s, &h, &with_pre, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("preprocessing", "16"),
             "{}",
             p.why
@@ -1371,7 +1391,7 @@ mod tests {
         let mut busy = figures(16, 3.0, 5.0, 100.0, 5.5, 0.0);
         busy.data_wait_step_median_s = Some(0.0028);
         assert_ne!(
-            next_proposal(&busy, &s, &h, &with_pre, 0.1).map(|p| p.knob),
+            next_proposal(&busy, &s, &h, &with_pre, 0.1).map(|p| p.knob.name()),
             Some("preprocessing")
         );
     }
@@ -1381,9 +1401,9 @@ mod tests {
         let s = site("DataLoader(ds, num_workers=2)\n");
         let h = vec![row(1, "num_workers 2 → 4", Decision::Reverted)];
         let cpu = next_proposal(&meas(2, 0.5, false), &s, &h, &ALL, 0.1).unwrap();
-        assert_ne!(cpu.knob, "pin_memory");
+        assert_ne!(cpu.knob, LoaderKnob::PinMemory);
         let gpu = next_proposal(&meas(2, 0.5, true), &s, &h, &ALL, 0.1).unwrap();
-        assert_eq!(gpu.knob, "pin_memory");
+        assert_eq!(gpu.knob, LoaderKnob::PinMemory);
     }
 
     #[test]
@@ -1396,7 +1416,13 @@ mod tests {
         assert_eq!(next_proposal(&meas(2, 0.5, false), &s, &h, &ALL, 0.1), None);
         let s0 = site("DataLoader(ds)\n");
         assert_eq!(
-            next_proposal(&meas(0, 0.9, false), &s0, &[], &["pin_memory"], 0.1),
+            next_proposal(
+                &meas(0, 0.9, false),
+                &s0,
+                &[],
+                &[LoaderKnob::PinMemory],
+                0.1
+            ),
             None
         );
     }
@@ -1448,7 +1474,7 @@ mod tests {
         // 18 wanted, capped at 8 per core on 2 cores.
         let p = next_proposal(&figures(2, 30.0, 5.0, 2.0, 5.5, 0.0), &s, &h, &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "16"),
             "{}",
             p.why
@@ -1456,7 +1482,7 @@ mod tests {
         // A smaller shortfall asks for fewer: 2 × 16 ms / 6.25 ms × 1.25 → 7.
         let p = next_proposal(&figures(2, 11.5, 4.5, 8.0, 4.5, 0.0), &s, &h, &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "7"),
             "{}",
             p.why
@@ -1464,7 +1490,7 @@ mod tests {
         // At the cap the climb is over; prefetching may still help.
         let s16 = site("DataLoader(ds, num_workers=16)\n");
         let p = next_proposal(&figures(16, 3.0, 5.0, 2.0, 5.5, 0.0), &s16, &h, &ALL, 0.1).unwrap();
-        assert_eq!(p.knob, "prefetch_factor");
+        assert_eq!(p.knob.name(), "prefetch_factor");
     }
 
     #[test]
@@ -1513,13 +1539,13 @@ mod tests {
         assert_eq!(model.workers_needed(), 22, "{model:?}");
         assert!(!model.saturated(), "{model:?}");
         let p = next_proposal(&m, &s, &h, &ALL, 0.1);
-        assert_ne!(p.map(|p| p.knob), Some("num_workers"));
+        assert_ne!(p.map(|p| p.knob.name()), Some("num_workers"));
         // From the core count, twice as many is well past the headroom: tried.
         let s2 = site("DataLoader(ds, num_workers=2)\n");
         let h2 = vec![row(1, "num_workers (default) → 2", Decision::Kept)];
         let p = next_proposal(&figures(2, 2.0, 5.0, 2.0, 5.0, 0.0), &s2, &h2, &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "4"),
             "{}",
             p.why
@@ -1538,13 +1564,13 @@ mod tests {
         // Most steps wait nothing and a few wait long: a deeper queue helps.
         m.data_wait_step_median_s = Some(0.0002);
         let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
-        assert_eq!((p.knob, p.value.as_str()), ("prefetch_factor", "4"));
+        assert_eq!((p.knob.name(), p.value.as_str()), ("prefetch_factor", "4"));
         // 16 × 4 batches in flight cover 40 timed steps with no epoch start
         // among them: they could all be ready before the steps begin.
         let mut few = m.clone();
         few.steps = Some(40);
         assert_ne!(
-            next_proposal(&few, &s, &h, &ALL, 0.1).map(|p| p.knob),
+            next_proposal(&few, &s, &h, &ALL, 0.1).map(|p| p.knob.name()),
             Some("prefetch_factor")
         );
         // An epoch start among them measures the refill too.
@@ -1558,7 +1584,7 @@ mod tests {
         ));
         let s_alive = site("DataLoader(ds, num_workers=16, persistent_workers=True)\n");
         assert_eq!(
-            next_proposal(&few, &s_alive, &kept_alive, &ALL, 0.1).map(|p| p.knob),
+            next_proposal(&few, &s_alive, &kept_alive, &ALL, 0.1).map(|p| p.knob.name()),
             Some("prefetch_factor")
         );
     }
@@ -1576,7 +1602,10 @@ mod tests {
         let mut m = figures(16, 3.0, 5.0, 2.0, 5.5, 0.0);
         m.epoch_starts_timed = Some(3);
         let p = next_proposal(&m, &s16, &h, &ALL, 0.1).unwrap();
-        assert_eq!((p.knob, p.value.as_str()), ("persistent_workers", "True"));
+        assert_eq!(
+            (p.knob.name(), p.value.as_str()),
+            ("persistent_workers", "True")
+        );
         // Tried and reverted at 16 as well: not a third time.
         let h2 = [
             h.clone(),
@@ -1588,7 +1617,7 @@ mod tests {
         ]
         .concat();
         assert_ne!(
-            next_proposal(&m, &s16, &h2, &ALL, 0.1).map(|p| p.knob),
+            next_proposal(&m, &s16, &h2, &ALL, 0.1).map(|p| p.knob.name()),
             Some("persistent_workers")
         );
         // Not when the count grew by less than double (2 → 3).
@@ -1601,7 +1630,7 @@ mod tests {
         let mut m3 = figures(3, 3.0, 5.0, 2.0, 5.5, 0.0);
         m3.epoch_starts_timed = Some(3);
         assert_ne!(
-            next_proposal(&m3, &s3, &h3, &ALL, 0.1).map(|p| p.knob),
+            next_proposal(&m3, &s3, &h3, &ALL, 0.1).map(|p| p.knob.name()),
             Some("persistent_workers")
         );
         // Workers set in the file (4) and reverted there: the count before
@@ -1611,7 +1640,7 @@ mod tests {
             row(2, "num_workers 4 → 16", Decision::Kept),
         ];
         let p = next_proposal(&m, &s16, &h4, &ALL, 0.1).unwrap();
-        assert_eq!(p.knob, "persistent_workers");
+        assert_eq!(p.knob.name(), "persistent_workers");
     }
 
     #[test]
@@ -1626,7 +1655,7 @@ mod tests {
         assert!(model.workers_needed() > 16, "{model:?}");
         assert_eq!(
             next_proposal(&m, &s, &h, &ALL, 0.1).unwrap().knob,
-            "prefetch_factor"
+            LoaderKnob::PrefetchFactor
         );
     }
 
@@ -1636,7 +1665,7 @@ mod tests {
         let h = vec![row(1, "num_workers (default) → 2", Decision::Kept)];
         let alone =
             next_proposal(&figures(2, 11.5, 4.5, 8.0, 4.5, 0.0), &s, &h, &ALL, 0.1).unwrap();
-        assert_eq!(alone.knob, "num_workers");
+        assert_eq!(alone.knob, LoaderKnob::NumWorkers);
         // Others kept 1.2 of the 2 cores busy: 12.5 ms of CPU a step on 0.8 free cores.
         let shared = figures(2, 11.5, 4.5, 8.0, 4.5, 1.2);
         let m = LoaderModel::of(&shared, 2, 2).unwrap();
@@ -1651,7 +1680,10 @@ mod tests {
         let mut m = figures(2, 30.0, 5.0, 2.0, 5.5, 0.0);
         m.epoch_starts_timed = Some(3);
         let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
-        assert_eq!((p.knob, p.value.as_str()), ("persistent_workers", "True"));
+        assert_eq!(
+            (p.knob.name(), p.value.as_str()),
+            ("persistent_workers", "True")
+        );
         assert!(p.why.contains("3 epochs"), "{}", p.why);
         // Once they persist, the climb goes on.
         let sp = site("DataLoader(ds, num_workers=2, persistent_workers=True)\n");
@@ -1665,7 +1697,7 @@ mod tests {
         ]
         .concat();
         let p = next_proposal(&m, &sp, &h2, &ALL, 0.1).unwrap();
-        assert_eq!((p.knob, p.value.as_str()), ("num_workers", "16"));
+        assert_eq!((p.knob.name(), p.value.as_str()), ("num_workers", "16"));
         // At the cap, with epochs of 25 batches (100 steps, 4 epoch starts) and
         // 16 workers asking for 2 each, every batch is requested at the epoch's
         // start already: no prefetch turn.
@@ -1682,7 +1714,7 @@ mod tests {
         m16.epoch_starts_timed = Some(1);
         assert_eq!(
             next_proposal(&m16, &s16, &h3, &ALL, 0.1).unwrap().knob,
-            "prefetch_factor"
+            LoaderKnob::PrefetchFactor
         );
         // Without workers there is nothing to keep alive: the core count first.
         let s0 = site("DataLoader(ds)\n");
@@ -1704,7 +1736,7 @@ mod tests {
         assert!(m.data_wait_share.unwrap() < CLIMB_WHILE_DATA_WAIT_ABOVE);
         let p = next_proposal(&m, &s, &h, &ALL, 0.1).unwrap();
         assert_eq!(
-            (p.knob, p.value.as_str()),
+            (p.knob.name(), p.value.as_str()),
             ("num_workers", "8"),
             "{}",
             p.why
@@ -1713,7 +1745,7 @@ mod tests {
         let m = figures(5, 0.9, 6.8, 3.0, 6.0, 0.0);
         assert!(LoaderModel::of(&m, 5, 2).unwrap().saturated());
         let more = |p: Option<Proposal>| {
-            p.is_some_and(|p| p.knob == "num_workers" && p.value.parse::<u64>().unwrap() > 5)
+            p.is_some_and(|p| p.knob.name() == "num_workers" && p.value.parse::<u64>().unwrap() > 5)
         };
         assert!(!more(next_proposal(&m, &s, &h, &ALL, 0.1)));
         // Without the figures (contract mode), a fifth is still the floor.
@@ -1731,7 +1763,7 @@ mod tests {
         let s = site("DataLoader(ds, num_workers=2)\n");
         let h = vec![row(1, "num_workers 0 → 2", Decision::Kept)];
         let p = next_proposal(&meas(2, 0.05, false), &s, &h, &ALL, 0.1).unwrap();
-        assert_eq!(p.knob, "persistent_workers");
+        assert_eq!(p.knob.name(), "persistent_workers");
     }
 
     #[test]
@@ -1786,7 +1818,7 @@ mod tests {
     }
 
     /// Run one builtin turn on a project folder with a tuneloop.toml.
-    fn propose_in(dir: &Path, m: &Measurement, knobs: &[&str]) -> AgentReport {
+    fn propose_in(dir: &Path, m: &Measurement, knobs: &[LoaderKnob]) -> AgentReport {
         let ws = crate::config::Workspace::load(dir).unwrap();
         let mut policy = crate::config::Policy::default();
         policy.loop_.knobs = knobs.iter().map(|k| k.to_string()).collect();
@@ -1857,7 +1889,7 @@ mod tests {
         let mut m = figures(9, 20.0, 5.0, 1.0, 5.0, 0.0);
         m.steps = Some(40);
         m.command_batches = Some(64);
-        let r = propose_in(d.path(), &m, &["num_workers"]);
+        let r = propose_in(d.path(), &m, &[LoaderKnob::NumWorkers]);
         assert!(r.exhausted, "{r:?}");
         assert!(
             r.summary.contains("the command's 64 training batches fit the first batches of no more than 11 workers before the 40 timed steps"),
@@ -1867,7 +1899,7 @@ mod tests {
         // Without a known length, nothing is said of it.
         m.command_batches = None;
         m.steps = Some(20);
-        let r = propose_in(d.path(), &m, &["num_workers"]);
+        let r = propose_in(d.path(), &m, &[LoaderKnob::NumWorkers]);
         assert!(!r.summary.contains("training batches fit"), "{}", r.summary);
     }
 
@@ -1881,7 +1913,7 @@ mod tests {
             "[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\nentry = \"train:build\"\n",
         )
         .unwrap();
-        let r = propose_in(d.path(), &meas(0, 0.8, false), &["num_workers"]);
+        let r = propose_in(d.path(), &meas(0, 0.8, false), &[LoaderKnob::NumWorkers]);
         assert!(r.exhausted, "{r:?}");
         assert!(
             r.summary

@@ -6,6 +6,7 @@
 //! count has doubled.
 
 use super::{LoaderState, Proposal, Tried};
+use crate::knob::LoaderKnob;
 
 /// Before the climb: workers that start again every epoch are kept first.
 pub(super) fn before_workers(s: &LoaderState<'_>) -> Option<Proposal> {
@@ -22,12 +23,12 @@ pub(super) fn after_prefetch(s: &LoaderState<'_>) -> Option<Proposal> {
 /// persistent_workers=True, when the policy allows it, it is not set, and it
 /// was not tried (or is worth trying again).
 fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
-    let cur = s.current("persistent_workers");
-    (s.allows("persistent_workers")
+    let cur = s.current(LoaderKnob::PersistentWorkers);
+    (s.allows(LoaderKnob::PersistentWorkers)
         && cur.as_deref() != Some("True")
-        && (!s.was_tried("persistent_workers", "True") || worth_again(&s.tried, s.nw)))
+        && (!s.was_tried(LoaderKnob::PersistentWorkers, "True") || worth_again(&s.tried, s.nw)))
     .then(|| Proposal {
-        knob: "persistent_workers",
+        knob: LoaderKnob::PersistentWorkers,
         value: "True".into(),
         why: match s.incumbent.epoch_starts_timed {
             Some(1) => "an epoch began during the measurement, starting the workers again".into(),
@@ -46,7 +47,7 @@ fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
 pub(super) fn worth_again(tried: &[Tried], nw: u64) -> bool {
     let Some(at) = tried
         .iter()
-        .rposition(|t| t.knob == "persistent_workers" && !t.decision.is_kept())
+        .rposition(|t| t.is(LoaderKnob::PersistentWorkers) && !t.decision.is_kept())
     else {
         return false;
     };
@@ -57,7 +58,7 @@ pub(super) fn worth_again(tried: &[Tried], nw: u64) -> bool {
             v.parse::<u64>().ok()
         }
     };
-    let workers = |t: &&Tried| t.knob == "num_workers";
+    let workers = |t: &&Tried| t.is(LoaderKnob::NumWorkers);
     // The count when it was tried: set by the last kept change before it, or
     // else what the first change after it started from.
     let then = match tried[..at]
@@ -95,7 +96,7 @@ mod tests {
 
     fn both(m: &Measurement, history: &[TurnRow]) -> (Option<Proposal>, Option<Proposal>) {
         let (s, d) = (site(SRC), DecisionPolicy::default());
-        let knobs = [LoaderKnob::PersistentWorkers.name()];
+        let knobs = [LoaderKnob::PersistentWorkers];
         let st = LoaderState::of(m, &s, history, &knobs, &d);
         (before_workers(&st), after_prefetch(&st))
     }
@@ -104,7 +105,7 @@ mod tests {
     fn epochs_restarting_the_workers_bring_it_before_more_workers() {
         let (before, after) = both(&with_epochs(4, Some(2)), &[]);
         let p = before.expect("before the climb");
-        assert_eq!(p.knob, LoaderKnob::PersistentWorkers.name());
+        assert_eq!(p.knob, LoaderKnob::PersistentWorkers);
         assert!(p.why.starts_with("2 epochs began"), "{}", p.why);
         assert!(after.is_some());
         // No epoch seen: not before the climb, nor after (no difference to see).

@@ -6,6 +6,7 @@
 
 use super::{window_steps, LoaderState, Proposal};
 use crate::agent::evidence;
+use crate::knob::LoaderKnob;
 
 /// A deeper prefetch, when it can help.
 pub(super) fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
@@ -16,7 +17,7 @@ pub(super) fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
     // process: not when either is the limit.
     let saturated = s.model.is_some_and(|m| m.saturated());
     let cur: u64 = s
-        .current("prefetch_factor")
+        .current(LoaderKnob::PrefetchFactor)
         .and_then(|v| v.parse().ok())
         .unwrap_or(2);
     // Nor when an epoch is so short that its batches are all requested at
@@ -47,18 +48,18 @@ pub(super) fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
             crate::bench::command::warmup_that_fits(b, u64::from(steps))
                 .is_none_or(|r| s.nw * next > r)
         });
-    if s.allows("prefetch_factor")
+    if s.allows(LoaderKnob::PrefetchFactor)
         && s.share >= s.decision.stop_when_data_wait_below
         && !saturated
         && !short_epochs
         && !steady
         && !beyond_window
         && !beyond_fit
-        && !s.tried.iter().any(|t| t.knob == "prefetch_factor")
+        && !s.tried.iter().any(|t| t.is(LoaderKnob::PrefetchFactor))
         && next <= 16
     {
         return Some(Proposal {
-            knob: "prefetch_factor",
+            knob: LoaderKnob::PrefetchFactor,
             value: next.to_string(),
             why: "workers run ahead by more batches".into(),
         });
@@ -77,7 +78,7 @@ mod tests {
 
     fn propose(m: &Measurement, src: &str, history: &[TurnRow]) -> Option<Proposal> {
         let (s, d) = (site(src), DecisionPolicy::default());
-        let knobs = [LoaderKnob::PrefetchFactor.name()];
+        let knobs = [LoaderKnob::PrefetchFactor];
         proposal(&LoaderState::of(m, &s, history, &knobs, &d))
     }
 
@@ -87,7 +88,7 @@ mod tests {
         let p = propose(&meas(2, 0.5, false), src, &[]).unwrap();
         assert_eq!(
             (p.knob, p.value.as_str()),
-            (LoaderKnob::PrefetchFactor.name(), "4")
+            (LoaderKnob::PrefetchFactor, "4")
         );
         // From 4 it doubles; past 16 never.
         let deep = "DataLoader(ds, num_workers=2, prefetch_factor=4)\n";

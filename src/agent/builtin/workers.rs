@@ -12,6 +12,7 @@ use super::{
 };
 use crate::agent::evidence::WORKER_HEADROOM;
 use crate::bench::stats;
+use crate::knob::LoaderKnob;
 use crate::turn::Decision;
 
 /// The next worker count, when the climb goes on.
@@ -19,10 +20,10 @@ pub(super) fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
     let (cpus, stop_when_data_wait_below) = (s.cpus, s.decision.stop_when_data_wait_below);
     let worth_climbing = s.share >= CLIMB_WHILE_DATA_WAIT_ABOVE.max(stop_when_data_wait_below)
         || (s.share >= stop_when_data_wait_below && s.model.is_some_and(|m| !m.saturated()));
-    if !s.allows("num_workers") || !worth_climbing {
+    if !s.allows(LoaderKnob::NumWorkers) || !worth_climbing {
         return None;
     }
-    let last = s.tried.iter().rev().find(|t| t.knob == "num_workers");
+    let last = s.tried.iter().rev().find(|t| t.is(LoaderKnob::NumWorkers));
     // A step reverted with its median past 1 + min_gain but its interval
     // open is evidence of direction, not a wall: the next count is tried
     // before the climb ends (a noisy box can need more pairs than allowed).
@@ -40,9 +41,9 @@ pub(super) fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
         worker_cap(s.cpus, s.nw, s.incumbent, s.model).min(unfit_cap(&s.tried, s.nw, s.incumbent));
     if let Some((to, r, ci)) = pointing_up {
         let next = (to * 2).min(cap);
-        if next > to && !s.was_tried("num_workers", &next.to_string()) {
+        if next > to && !s.was_tried(LoaderKnob::NumWorkers, &next.to_string()) {
             return Some(Proposal {
-                    knob: "num_workers",
+                    knob: LoaderKnob::NumWorkers,
                     value: next.to_string(),
                     why: format!(
                         "num_workers {to} measured ×{r:.2} with its {:.0}% interval [{:.2}, {:.2}] open: not proven, but pointing up, so the next count before giving up",
@@ -148,9 +149,9 @@ pub(super) fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
             )),
         };
     if let Some((next, why)) = next {
-        if climbing && next <= cap && !s.was_tried("num_workers", &next.to_string()) {
+        if climbing && next <= cap && !s.was_tried(LoaderKnob::NumWorkers, &next.to_string()) {
             return Some(Proposal {
-                knob: "num_workers",
+                knob: LoaderKnob::NumWorkers,
                 value: next.to_string(),
                 why,
             });
@@ -170,17 +171,14 @@ mod tests {
 
     fn propose(m: &Measurement, src: &str, history: &[TurnRow]) -> Option<Proposal> {
         let (s, d) = (site(src), DecisionPolicy::default());
-        let knobs = [LoaderKnob::NumWorkers.name()];
+        let knobs = [LoaderKnob::NumWorkers];
         proposal(&LoaderState::of(m, &s, history, &knobs, &d))
     }
 
     #[test]
     fn the_climb_starts_at_the_core_count_and_doubles_while_kept() {
         let p = propose(&meas(0, 0.8, false), "DataLoader(ds)\n", &[]).unwrap();
-        assert_eq!(
-            (p.knob, p.value.as_str()),
-            (LoaderKnob::NumWorkers.name(), "2")
-        );
+        assert_eq!((p.knob, p.value.as_str()), (LoaderKnob::NumWorkers, "2"));
         assert!(p.why.contains("start at the core count (2)"), "{}", p.why);
         // Without the loader's figures: twice the count after a kept step.
         let h = [row(1, "num_workers (default) → 2", Decision::Kept)];
@@ -198,7 +196,7 @@ mod tests {
         assert_eq!(propose(&meas(2, 0.8, false), src, &h), None);
         assert_eq!(propose(&meas(2, 0.05, false), src, &[]), None);
         let (m, s, d) = (meas(0, 0.8, false), site(src), DecisionPolicy::default());
-        let knobs = [LoaderKnob::PinMemory.name()];
+        let knobs = [LoaderKnob::PinMemory];
         assert_eq!(proposal(&LoaderState::of(&m, &s, &[], &knobs, &d)), None);
     }
 

@@ -7,19 +7,11 @@ use std::path::{Path, PathBuf};
 
 use crate::agent::evidence::{Evidence, Outlook};
 use crate::edit::CallSite;
+use crate::knob::LoaderKnob;
 use crate::turn::{Decision, TurnRow};
 
 /// Claude Code refuses piped stdin above 10 × 1024 × 1024 UTF-16 code units.
 pub const STDIN_CAP_UTF16: usize = 10 * 1024 * 1024;
-
-/// The knobs in the article's order.
-pub const ARTICLE_ORDER: [&str; 5] = [
-    "num_workers",
-    "pin_memory",
-    "prefetch_factor",
-    "persistent_workers",
-    "preprocessing",
-];
 
 /// How the profiler table reaches the agent.
 #[derive(Clone, Debug, PartialEq)]
@@ -155,7 +147,7 @@ pub fn render(template: &str, f: &PromptFacts) -> String {
 }
 
 fn preprocessing_rule(knobs: &[String], ja: bool) -> String {
-    let on = knobs.iter().any(|k| k == "preprocessing");
+    let on = knobs.iter().any(|k| LoaderKnob::Preprocessing.is(k));
     match (on, ja) {
         (true, false) => "- one spot of preprocessing in the dataset's code (one hunk).".into(),
         (true, true) => "- データセットのコードの前処理1か所(1ハンク)を変える".into(),
@@ -167,37 +159,37 @@ fn preprocessing_rule(knobs: &[String], ja: bool) -> String {
 }
 
 fn knobs(allowed: &[String], ja: bool) -> String {
-    let hint = |k: &str| -> &str {
+    let hint = |k: LoaderKnob| -> &str {
+        use LoaderKnob::*;
         match (k, ja) {
-            ("num_workers", false) => {
+            (NumWorkers, false) => {
                 "worker processes that load batches in parallel; start near the CPU core count"
             }
-            ("num_workers", true) => {
+            (NumWorkers, true) => {
                 "並列にバッチを読むワーカープロセスの数。CPU コア数の近くから始める"
             }
-            ("pin_memory", false) => "True only when batches are copied to a CUDA device",
-            ("pin_memory", true) => "バッチを CUDA デバイスへ送るときだけ True",
-            ("prefetch_factor", false) => "batches each worker loads ahead (needs num_workers > 0)",
-            ("prefetch_factor", true) => "各ワーカーが先読みするバッチ数(num_workers > 0 が必要)",
-            ("persistent_workers", false) => {
+            (PinMemory, false) => "True only when batches are copied to a CUDA device",
+            (PinMemory, true) => "バッチを CUDA デバイスへ送るときだけ True",
+            (PrefetchFactor, false) => "batches each worker loads ahead (needs num_workers > 0)",
+            (PrefetchFactor, true) => "各ワーカーが先読みするバッチ数(num_workers > 0 が必要)",
+            (PersistentWorkers, false) => {
                 "True keeps workers alive between epochs (needs num_workers > 0)"
             }
-            ("persistent_workers", true) => {
+            (PersistentWorkers, true) => {
                 "True でエポック間もワーカーを生かしておく(num_workers > 0 が必要)"
             }
-            ("preprocessing", false) => {
+            (Preprocessing, false) => {
                 "one spot of the dataset's per-item work (decode once, cache, vectorise)"
             }
-            ("preprocessing", true) => {
+            (Preprocessing, true) => {
                 "データセットの1件ごとの処理1か所(デコードを1回に、キャッシュ、ベクトル化)"
             }
-            _ => "",
         }
     };
     let mut lines = Vec::new();
-    for k in ARTICLE_ORDER
-        .iter()
-        .filter(|k| allowed.iter().any(|a| a == *k))
+    for k in LoaderKnob::ALL
+        .into_iter()
+        .filter(|k| allowed.iter().any(|a| k.is(a)))
     {
         lines.push(format!("{}. `{k}`: {}", lines.len() + 1, hint(k)));
     }
@@ -491,12 +483,11 @@ fn diagnosis(f: &PromptFacts, ja: bool) -> String {
     } else {
         "- what each allowed knob could give at most, by these figures:".into()
     });
-    let allowed: Vec<&str> = ARTICLE_ORDER
-        .iter()
-        .copied()
-        .filter(|k| f.knobs.iter().any(|a| a == k))
+    let allowed: Vec<LoaderKnob> = LoaderKnob::ALL
+        .into_iter()
+        .filter(|k| f.knobs.iter().any(|a| k.is(a)))
         .collect();
-    for k in &allowed {
+    for &k in &allowed {
         let o = e.outlook(k);
         out.push(format!(
             "  - `{k}`: {}",
@@ -513,20 +504,20 @@ fn diagnosis(f: &PromptFacts, ja: bool) -> String {
     out.join("\n")
 }
 
-fn outlook_text(o: &Outlook, needed: Option<u64>, knob: &str, ja: bool) -> String {
+fn outlook_text(o: &Outlook, needed: Option<u64>, knob: LoaderKnob, ja: bool) -> String {
     match (o, ja) {
         (Outlook::AtMost(g), false) => {
             let tail = match (knob, needed) {
-                ("num_workers", Some(n)) => format!(" (about {n} workers keep up)"),
-                ("preprocessing", _) => " (if loading cost nothing: the wait gone, the ceiling the limit)".into(),
+                (LoaderKnob::NumWorkers, Some(n)) => format!(" (about {n} workers keep up)"),
+                (LoaderKnob::Preprocessing, _) => " (if loading cost nothing: the wait gone, the ceiling the limit)".into(),
                 _ => String::new(),
             };
             format!("up to {}{tail}", gain(*g))
         }
         (Outlook::AtMost(g), true) => {
             let tail = match (knob, needed) {
-                ("num_workers", Some(n)) => format!("(ワーカーおよそ {n} で追いつく)"),
-                ("preprocessing", _) => "(読み込みが無料になり待ちが消えた場合。上限は天井)".into(),
+                (LoaderKnob::NumWorkers, Some(n)) => format!("(ワーカーおよそ {n} で追いつく)"),
+                (LoaderKnob::Preprocessing, _) => "(読み込みが無料になり待ちが消えた場合。上限は天井)".into(),
                 _ => String::new(),
             };
             format!("最大 {}{tail}", gain(*g))
@@ -812,13 +803,13 @@ mod tests {
     #[test]
     fn workers_the_timed_steps_cannot_tell_apart_are_named_in_both_languages() {
         let o = Outlook::WindowCovered(40);
-        let en = outlook_text(&o, None, "num_workers", false);
+        let en = outlook_text(&o, None, LoaderKnob::NumWorkers, false);
         assert!(
             en.contains("no epoch start among the 40 timed steps"),
             "{en}"
         );
         assert!(en.contains("[bench] steps"), "{en}");
-        let ja = outlook_text(&o, None, "num_workers", true);
+        let ja = outlook_text(&o, None, LoaderKnob::NumWorkers, true);
         assert!(ja.contains("計測する 40 ステップ"), "{ja}");
     }
 
@@ -841,7 +832,7 @@ mod tests {
     #[test]
     fn the_diagnosis_carries_the_ceiling_the_per_batch_figures_and_each_knobs_bound() {
         let (sites, hist, _) = setup();
-        let knobs: Vec<String> = ARTICLE_ORDER.iter().map(|k| k.to_string()).collect();
+        let knobs: Vec<String> = LoaderKnob::ALL.iter().map(|k| k.to_string()).collect();
         let e = evidence();
         for (lang, tpl) in [
             ("en", crate::agent::assets::PROMPT_EN),
@@ -868,7 +859,7 @@ mod tests {
             ] {
                 assert!(out.contains(want), "{lang}: {want} missing in\n{out}");
             }
-            for k in ARTICLE_ORDER {
+            for k in LoaderKnob::ALL {
                 assert!(
                     out.matches(&format!("`{k}`")).count() >= 2,
                     "{lang}: no bound for {k}\n{out}"
