@@ -196,17 +196,17 @@ pub fn plan(
         let made = worth_trying(knob, &src).and_then(|()| match knob {
             ComputeKnob::NumThreads => {
                 let want = threads.ok_or("the cores the job may use are unknown")?;
-                let now = text::threads_call(&src)?.map(|(_, n)| n);
+                let now = text::threads_call(&src).map_err(|e| e.to_string())?.map(|(_, n)| n);
                 // Unset, torch takes about the cores: worth a turn only below them.
                 let cores = incumbent.usable_cores.unwrap_or(f64::from(want)).round() as u32;
                 if now.is_none() && want >= cores {
                     return Err(format!("torch's default already uses the {cores} cores"));
                 }
-                text::apply(knob, &src, want, device)
+                text::apply(knob, &src, want, device).map_err(|e| e.to_string())
             }
             // foreach is already the default on CUDA.
             ComputeKnob::ForeachOptimizer if cuda => Err("foreach is the default on CUDA".into()),
-            _ => text::apply(knob, &src, 1, device),
+            _ => text::apply(knob, &src, 1, device).map_err(|e| e.to_string()),
         });
         match made {
             Ok(new_src) => plan.ready.push((knob, new_src)),

@@ -292,7 +292,7 @@ impl BuiltinAgent {
         let written = if p.value == "(default)" {
             drop_knob(&site, p.knob, &read)
         } else {
-            edit::knobs::set_knob(&site, p.knob.name(), &p.value, &read)
+            edit::knobs::set_knob(&site, p.knob.name(), &p.value, &read).map_err(|e| e.to_string())
         };
         match written {
             Ok((file, new_src)) => {
@@ -477,7 +477,7 @@ fn drop_knob(
         LoaderKnob::PrefetchFactor => "2",
         _ => "False",
     };
-    edit::knobs::set_knob(site, knob.name(), default, read)
+    edit::knobs::set_knob(site, knob.name(), default, read).map_err(|e| e.to_string())
 }
 
 /// One history row's change, read back from its one-line form
