@@ -612,4 +612,25 @@ mod tests {
         assert_eq!(as_word("8"), "8");
         assert_eq!(as_word("'a'"), "a");
     }
+
+    /// The verdicts' words are the rejection reasons verification records:
+    /// pinned as they were written when they were strings.
+    #[test]
+    fn verdicts_keep_their_recorded_words() {
+        use CommandEditError as E;
+        let s = |t: &str| t.to_string();
+        for (e, words) in [
+            (E::NotAnArray, "tuneloop.toml changed, and its [bench] run is no longer an array of strings"),
+            (E::BeyondTheCommand, "tuneloop.toml changed beyond the [bench] run command; only the argument that passes a knob's value may change"),
+            (E::NoWordChanged, "tuneloop.toml changed, but no word of [bench] run did"),
+            (E::SeveralWordsChanged { count: 2 }, "2 words of [bench] run in tuneloop.toml changed; a turn changes one knob's argument"),
+            (E::NotAKnobWord { word: 3, was: s("train.py") }, "word 3 of [bench] run (`train.py`) changed, but it passes no DataLoader knob's value"),
+            (E::BeyondTheValue { was: s("-j2"), now: s("-k2"), flag: s("-j") }, "`-j2` in [bench] run became `-k2`: only the value after -j may change"),
+            (E::WrapperRefuses { flag: s("-j"), to: s("0"), why: s("`max(1, ·)` turns 0 into 1") }, "-j 0 in [bench] run: `max(1, ·)` turns 0 into 1"),
+            (E::NotAKnobFlag { flag: s("--epochs"), to: s("3") }, "`--epochs 3` was added to [bench] run, but --epochs sets no DataLoader knob the command leaves unset"),
+            (E::WordsAddedOrLost, "[bench] run in tuneloop.toml gained or lost words; a turn changes one knob's argument"),
+        ] {
+            assert_eq!(e.to_string(), words);
+        }
+    }
 }

@@ -2386,6 +2386,91 @@ trainer.train()
         assert!(matches!(&s.origin("num_workers").unwrap().source,
             Source::Config { file, key, .. } if file == "conf/train.yaml" && key == "loader.num_workers"));
     }
+
+    /// The refusals' words are the reasons the builtin agent and
+    /// verification record: pinned as they were written when they were
+    /// strings, and the wrapped error kept as the source.
+    #[test]
+    fn refusals_keep_their_recorded_words() {
+        use std::error::Error as _;
+        let s = |t: &str| t.to_string();
+        let config = SetKnobError::Config {
+            file: s("c.toml"),
+            source: ConfigValueError::TomlNull,
+        };
+        assert_eq!(
+            config.to_string(),
+            "cannot edit c.toml: TOML has no null: remove the key instead of setting None"
+        );
+        assert!(config.source().is_some());
+        let keyword = SetKnobError::Keyword {
+            at: s("t.py:3"),
+            source: RewriteError::EmptyValue {
+                name: s("num_workers"),
+            },
+        };
+        assert_eq!(
+            keyword.to_string(),
+            "cannot edit t.py:3: the value for `num_workers` is empty"
+        );
+        assert!(keyword.source().is_some());
+        let gone = DefinitionGone {
+            file: s("config.py"),
+            name: s("cfg.num_workers"),
+        };
+        for (e, words) in [
+            (SetKnobError::NotAKnob { knob: s("epochs") }, "`epochs` is not a DataLoader knob"),
+            (SetKnobError::Unreadable { file: s("a.py") }, "cannot read a.py"),
+            (
+                SetKnobError::WrapperRefuses { knob: s("num_workers"), at: s("t.py:3"), value: s("0"), why: s("`max(1, ·)` turns 0 into 1") },
+                "num_workers at t.py:3 cannot be set to 0: `max(1, ·)` turns 0 into 1; choose a value the wrapper keeps, or write the knob as a literal",
+            ),
+            (
+                SetKnobError::FlagDefault { file: s("t.py"), source: RewriteError::InvalidName(s("1x")) },
+                "cannot edit the flag's default in t.py: `1x` is not a valid Python keyword-argument name",
+            ),
+            (SetKnobError::NotAConfigFile { file: s("a.ini") }, "a.ini is not a config file"),
+            (SetKnobError::Python(gone), "config.py no longer defines `cfg.num_workers` once (it changed since it was read)"),
+            (
+                SetKnobError::CommandWordMoved { file: s("tuneloop.toml"), expected: s("-j2"), word: 4 },
+                "[bench] run in tuneloop.toml no longer passes `-j2` as word 4 (it changed since it was read)",
+            ),
+            (SetKnobError::RunWords(RunWordsError::NoRunArray), "tuneloop.toml has no [bench] run array of strings"),
+            (
+                SetKnobError::Unresolved { knob: s("num_workers"), at: s("t.py:3"), reason: s("`n` is computed") },
+                "num_workers at t.py:3 is not editable: `n` is computed; write the value as a literal, a flag default, a config value or a literal of the project's own modules",
+            ),
+        ] {
+            assert_eq!(e.to_string(), words);
+        }
+        let f = || s("c.yaml");
+        for (e, words) in [
+            (ValueEditError::NotAConfigFile { file: f() }, "c.yaml is not a config file"),
+            (ValueEditError::NoKnobReadsIt { file: f() }, "c.yaml changed, but no DataLoader knob reads its value from it"),
+            (ValueEditError::KeyGone { file: f(), key: s("data.workers"), knob: s("num_workers") }, "c.yaml: the key `data.workers` that feeds num_workers is gone"),
+            (ValueEditError::KeyNotLocated { file: f(), key: s("data.workers") }, "c.yaml: `data.workers` cannot be located"),
+            (ValueEditError::NoKnobValueChanged { file: f() }, "c.yaml changed, but no value that feeds a DataLoader knob did"),
+            (ValueEditError::BeyondKnobValues { file: f() }, "c.yaml changed beyond the values that feed DataLoader knobs"),
+            (
+                ValueEditError::DefinitionGone { file: s("config.py"), name: s("NW"), knobs: s("num_workers, prefetch_factor") },
+                "config.py: `NW`, which feeds num_workers, prefetch_factor, is gone or defined more than once",
+            ),
+            (
+                ValueEditError::NotALiteral { file: s("config.py"), line: 8, name: s("NW"), text: s("os.cpu_count()") },
+                "config.py:8: `NW` is no longer a literal (os.cpu_count()); a turn writes a value",
+            ),
+            (
+                ValueEditError::FeedsSeveralKnobs { file: s("config.py"), line: 8, name: s("NW"), knobs: s("num_workers, prefetch_factor") },
+                "config.py:8: `NW` feeds several knobs (num_workers, prefetch_factor)",
+            ),
+            (
+                ValueEditError::BeyondTheseValues { file: s("config.py"), changes: s("a; b") },
+                "config.py changed beyond the values that feed DataLoader knobs (a; b)",
+            ),
+        ] {
+            assert_eq!(e.to_string(), words);
+        }
+    }
 }
 
 /// Knobs passed through a `**name` spread of a dict literal ([`super::spread`]).
