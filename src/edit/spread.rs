@@ -479,7 +479,7 @@ fn call_at(root: Node<'_>, start: usize) -> Option<Node<'_>> {
     Some(node)
 }
 
-/// Why [`set_entry`] cannot set a key in the spread dict: the file moved
+/// Why `set_entry` cannot set a key in the spread dict: the file moved
 /// on since it was scanned, the key's source cannot be edited, or the edit
 /// would break the file. `file` is the script's path as scanned.
 #[derive(Debug, Error)]
