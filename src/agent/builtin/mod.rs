@@ -214,7 +214,7 @@ impl BuiltinAgent {
         ) {
             Ok(t) => t,
             Err(e) => {
-                report.failure = Some(e);
+                report.failure = Some(e.to_string());
                 return report;
             }
         };
@@ -389,7 +389,7 @@ impl BuiltinAgent {
         root: &Path,
         editable: &[String],
         call_site: Option<&str>,
-    ) -> Result<KnobSite, String> {
+    ) -> Result<KnobSite, SiteError> {
         measured_knob_site(root, editable, self.preferred_file.as_ref(), call_site)
     }
 }
@@ -411,6 +411,26 @@ fn loader_left_why(m: &Measurement, not_editable: &[edit::knobs::NotEditable]) -
     )
 }
 
+/// Why no call with knobs to tune was found; its text is the turn's
+/// recorded failure.
+#[derive(Debug, thiserror::Error)]
+pub enum SiteError {
+    #[error("cannot read {file}: {err}")]
+    Read {
+        file: String,
+        #[source]
+        err: std::io::Error,
+    },
+    #[error("cannot parse {file}: {err}")]
+    Parse {
+        file: String,
+        #[source]
+        err: edit::ScanError,
+    },
+    #[error("no DataLoader call found in the editable files")]
+    NoLoader,
+}
+
 /// The call whose knobs to tune (see [`BuiltinAgent::find_site`]), also what
 /// the report names as where the measured loader's knobs are set.
 pub fn measured_knob_site(
@@ -418,7 +438,7 @@ pub fn measured_knob_site(
     editable: &[String],
     preferred_file: Option<&String>,
     call_site: Option<&str>,
-) -> Result<KnobSite, String> {
+) -> Result<KnobSite, SiteError> {
     let mut order: Vec<&String> = Vec::new();
     if let Some(p) = preferred_file {
         order.push(p);
@@ -430,9 +450,16 @@ pub fn measured_knob_site(
         if !f.ends_with(".py") {
             continue;
         }
-        let src =
-            std::fs::read_to_string(root.join(f)).map_err(|e| format!("cannot read {f}: {e}"))?;
-        all.extend(edit::knob_sites(f, &src, &read).map_err(|e| format!("cannot parse {f}: {e}"))?);
+        let src = std::fs::read_to_string(root.join(f)).map_err(|err| SiteError::Read {
+            file: f.clone(),
+            err,
+        })?;
+        all.extend(
+            edit::knob_sites(f, &src, &read).map_err(|err| SiteError::Parse {
+                file: f.clone(),
+                err,
+            })?,
+        );
     }
     let loader = |s: &&KnobSite| s.kind == SiteKind::DataLoader;
     let training_args = |s: &&KnobSite| s.kind == SiteKind::TrainingArguments;
@@ -453,7 +480,7 @@ pub fn measured_knob_site(
         .or_else(|| all.iter().find(loader))
         .or_else(|| all.iter().find(training_args))
         .cloned()
-        .ok_or_else(|| "no DataLoader call found in the editable files".into())
+        .ok_or(SiteError::NoLoader)
 }
 
 /// Drops a knob back to the library's default: the keyword removed where the
@@ -1750,6 +1777,19 @@ mod tests {
             (t[0].from.as_str(), t[0].to.as_str()),
             ("(default)", "True")
         );
+    }
+
+    #[test]
+    fn no_site_to_tune_says_why() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("model.py"), "import torch\nx = 1\n").unwrap();
+        let e = measured_knob_site(d.path(), &["model.py".to_string()], None, None).unwrap_err();
+        assert!(matches!(e, SiteError::NoLoader), "{e:?}");
+        assert_eq!(e.to_string(), "no DataLoader call found in the editable files");
+        let e = measured_knob_site(d.path(), &["gone.py".to_string()], None, None).unwrap_err();
+        assert!(matches!(&e, SiteError::Read { file, .. } if file == "gone.py"), "{e:?}");
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(e.to_string().starts_with("cannot read gone.py: "), "{e}");
     }
 
     #[test]
