@@ -291,7 +291,7 @@ impl BuiltinAgent {
         let read = edit::knobs::read_under(ctx.project_root);
         // "(default)" drops the setting (a cheaper neighbour).
         let written = if p.value == "(default)" {
-            drop_knob(&site, p.knob, &read)
+            drop_knob(&site, p.knob, &read).map_err(|e| e.to_string())
         } else {
             edit::knobs::set_knob(&site, p.knob, &p.value, &read)
         };
@@ -483,20 +483,37 @@ pub fn measured_knob_site(
         .ok_or(SiteError::NoLoader)
 }
 
+/// Why a knob could not be dropped back to its default; its text is the
+/// turn's recorded failure.
+#[derive(Debug, thiserror::Error)]
+enum DropError {
+    #[error("cannot read {0}")]
+    Unreadable(String),
+    #[error("cannot edit {at}: {err}")]
+    Rewrite {
+        at: String,
+        #[source]
+        err: edit::RewriteError,
+    },
+    /// Writing the default where the value is defined failed (the editor's words).
+    #[error("{0}")]
+    Set(String),
+}
+
 /// Drops a knob back to the library's default: the keyword removed where the
 /// call itself holds it, else the default written where the value is defined.
 fn drop_knob(
     site: &KnobSite,
     knob: &str,
     read: edit::knobs::ReadFile<'_>,
-) -> Result<(String, String), String> {
+) -> Result<(String, String), DropError> {
     if let (Some(o), Some(call), SiteKind::DataLoader) = (site.origin(knob), &site.call, site.kind)
     {
         if matches!(o.source, edit::Source::Keyword) {
-            let src = read(&site.file).ok_or_else(|| format!("cannot read {}", site.file))?;
+            let src = read(&site.file).ok_or_else(|| DropError::Unreadable(site.file.clone()))?;
             return edit::set_kwarg(&src, call, knob, None)
                 .map(|out| (site.file.clone(), out))
-                .map_err(|e| format!("cannot edit {}: {e}", site.at()));
+                .map_err(|err| DropError::Rewrite { at: site.at(), err });
         }
     }
     let default = match knob {
@@ -504,7 +521,7 @@ fn drop_knob(
         "prefetch_factor" => "2",
         _ => "False",
     };
-    edit::knobs::set_knob(site, knob, default, read)
+    edit::knobs::set_knob(site, knob, default, read).map_err(DropError::Set)
 }
 
 /// One history row's change, read back from its one-line form
@@ -1777,6 +1794,26 @@ mod tests {
             (t[0].from.as_str(), t[0].to.as_str()),
             ("(default)", "True")
         );
+    }
+
+    #[test]
+    fn a_knob_that_cannot_be_dropped_says_why() {
+        let src = "from torch.utils.data import DataLoader\nl = DataLoader(ds, num_workers=4)\n";
+        let none = |_: &str| None;
+        let sites = edit::knob_sites("train.py", src, &none).unwrap();
+        let e = drop_knob(&sites[0], "num_workers", &none).unwrap_err();
+        assert!(matches!(&e, DropError::Unreadable(f) if f == "train.py"), "{e:?}");
+        assert_eq!(e.to_string(), "cannot read train.py");
+        // The file changed since it was scanned: the call is not there any more.
+        let changed = |_: &str| Some("x = 1\n".to_string());
+        let e = drop_knob(&sites[0], "num_workers", &changed).unwrap_err();
+        assert!(matches!(e, DropError::Rewrite { .. }), "{e:?}");
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(e.to_string().starts_with("cannot edit train.py:2: "), "{e}");
+        // And the file as scanned: the keyword goes.
+        let same = |_: &str| Some(src.to_string());
+        let (file, out) = drop_knob(&sites[0], "num_workers", &same).unwrap();
+        assert_eq!((file.as_str(), out.contains("num_workers")), ("train.py", false));
     }
 
     #[test]
