@@ -1833,18 +1833,18 @@ mod tests {
         let src = "from torch.utils.data import DataLoader\nl = DataLoader(ds, num_workers=4)\n";
         let none = |_: &str| None;
         let sites = edit::knob_sites("train.py", src, &none).unwrap();
-        let e = drop_knob(&sites[0], "num_workers", &none).unwrap_err();
+        let e = drop_knob(&sites[0], LoaderKnob::NumWorkers, &none).unwrap_err();
         assert!(matches!(&e, DropError::Unreadable(f) if f == "train.py"), "{e:?}");
         assert_eq!(e.to_string(), "cannot read train.py");
         // The file changed since it was scanned: the call is not there any more.
         let changed = |_: &str| Some("x = 1\n".to_string());
-        let e = drop_knob(&sites[0], "num_workers", &changed).unwrap_err();
+        let e = drop_knob(&sites[0], LoaderKnob::NumWorkers, &changed).unwrap_err();
         assert!(matches!(e, DropError::Rewrite { .. }), "{e:?}");
         assert!(std::error::Error::source(&e).is_some());
         assert!(e.to_string().starts_with("cannot edit train.py:2: "), "{e}");
         // And the file as scanned: the keyword goes.
         let same = |_: &str| Some(src.to_string());
-        let (file, out) = drop_knob(&sites[0], "num_workers", &same).unwrap();
+        let (file, out) = drop_knob(&sites[0], LoaderKnob::NumWorkers, &same).unwrap();
         assert_eq!((file.as_str(), out.contains("num_workers")), ("train.py", false));
     }
 
