@@ -126,16 +126,35 @@ pub fn thread_target(m: &Measurement) -> Option<u32> {
     Some(((cores - busy).round() as i64).clamp(1, cores.round().max(1.0) as i64) as u32)
 }
 
+/// Why the builtin agent passes over a compute knob; its text is what the
+/// agent's summary and the report say.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PassedOver {
+    #[error("no editable script imports torch or builds an optimizer ([project] editable)")]
+    NoScript,
+    #[error("no 2-d convolution in the script")]
+    NoConvolution,
+    #[error("the cores the job may use are unknown")]
+    CoresUnknown,
+    #[error("torch's default already uses the {cores} cores")]
+    DefaultUsesCores { cores: u32 },
+    #[error("foreach is the default on CUDA")]
+    ForeachDefaultOnCuda,
+    /// The script has no place the change can be written (the editor's words).
+    #[error(transparent)]
+    NoPlace(#[from] text::ComputeRefusal),
+}
+
 /// Whether a model-level change has something to act on in `src`:
 /// channels_last only pays for convolutions.
-fn worth_trying(knob: ComputeKnob, src: &str) -> Result<(), String> {
+fn worth_trying(knob: ComputeKnob, src: &str) -> Result<(), PassedOver> {
     match knob {
         ComputeKnob::ChannelsLast
             if !["Conv2d", "conv2d", "torchvision.models", "resnet", "ResNet"]
                 .iter()
                 .any(|w| src.contains(w)) =>
         {
-            Err("no 2-d convolution in the script".into())
+            Err(PassedOver::NoConvolution)
         }
         _ => Ok(()),
     }
@@ -156,7 +175,7 @@ pub struct Plan {
     /// the script's new text.
     pub ready: Vec<(ComputeKnob, String)>,
     /// The knobs passed over, with why.
-    pub skipped: Vec<(ComputeKnob, String)>,
+    pub skipped: Vec<(ComputeKnob, PassedOver)>,
 }
 
 /// The builtin agent's [`Plan`] for the project as it is on disk.
@@ -179,13 +198,7 @@ pub fn plan(
     let Some((file, src)) = found else {
         plan.skipped = pending
             .into_iter()
-            .map(|k| {
-                (
-                    k,
-                    "no editable script imports torch or builds an optimizer ([project] editable)"
-                        .to_string(),
-                )
-            })
+            .map(|k| (k, PassedOver::NoScript))
             .collect();
         return plan;
     };
@@ -195,18 +208,20 @@ pub fn plan(
     for knob in pending {
         let made = worth_trying(knob, &src).and_then(|()| match knob {
             ComputeKnob::NumThreads => {
-                let want = threads.ok_or("the cores the job may use are unknown")?;
-                let now = text::threads_call(&src).map_err(|e| e.to_string())?.map(|(_, n)| n);
+                let want = threads.ok_or(PassedOver::CoresUnknown)?;
+                let now = text::threads_call(&src)
+                    .map_err(PassedOver::NoPlace)?
+                    .map(|(_, n)| n);
                 // Unset, torch takes about the cores: worth a turn only below them.
                 let cores = incumbent.usable_cores.unwrap_or(f64::from(want)).round() as u32;
                 if now.is_none() && want >= cores {
-                    return Err(format!("torch's default already uses the {cores} cores"));
+                    return Err(PassedOver::DefaultUsesCores { cores });
                 }
-                text::apply(knob, &src, want, device).map_err(|e| e.to_string())
+                text::apply(knob, &src, want, device).map_err(PassedOver::NoPlace)
             }
             // foreach is already the default on CUDA.
-            ComputeKnob::ForeachOptimizer if cuda => Err("foreach is the default on CUDA".into()),
-            _ => text::apply(knob, &src, 1, device).map_err(|e| e.to_string()),
+            ComputeKnob::ForeachOptimizer if cuda => Err(PassedOver::ForeachDefaultOnCuda),
+            _ => text::apply(knob, &src, 1, device).map_err(PassedOver::NoPlace),
         });
         match made {
             Ok(new_src) => plan.ready.push((knob, new_src)),
@@ -248,7 +263,7 @@ pub fn not_tried(
             let why = if k.cuda_only() && !on_cuda(incumbent) {
                 format!("CUDA only, and the job ran on {device}")
             } else if let Some((_, why)) = skipped {
-                why.clone()
+                why.to_string()
             } else {
                 ended.to_string()
             };
@@ -399,6 +414,35 @@ mod tests {
         let (off, _) =
             Policy::parse("[compute]\nknobs = []\n", std::path::Path::new("p.toml")).unwrap();
         assert!(pending(&off, &[], &gpu).is_empty());
+    }
+
+    #[test]
+    fn a_knob_with_nothing_to_act_on_is_passed_over_with_why() {
+        let d = tempfile::tempdir().unwrap();
+        let script = "import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n";
+        std::fs::write(d.path().join("train.py"), script).unwrap();
+        let p = policy(&["num_threads", "channels_last"]);
+        let cpu = Measurement {
+            device: Some("cpu".into()),
+            ..Default::default()
+        };
+        let editable = ["train.py".to_string()];
+        let plan = plan(&p, &[], &cpu, d.path(), &editable, None);
+        assert_eq!(plan.file.as_deref(), Some("train.py"));
+        assert_eq!(
+            plan.skipped,
+            [
+                (ComputeKnob::NumThreads, PassedOver::CoresUnknown),
+                (ComputeKnob::ChannelsLast, PassedOver::NoConvolution)
+            ]
+        );
+        assert_eq!(plan.skipped[1].1.to_string(), "no 2-d convolution in the script");
+        let none = super::plan(&p, &[], &cpu, d.path(), &[], None);
+        assert!(none.skipped.iter().all(|(_, why)| *why == PassedOver::NoScript));
+        assert_eq!(
+            none.skipped[0].1.to_string(),
+            "no editable script imports torch or builds an optimizer ([project] editable)"
+        );
     }
 
     #[test]

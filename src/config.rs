@@ -450,6 +450,24 @@ pub struct PolicyFile {
 }
 
 impl PolicyFile {
+    /// The built-in default policy, standing in for a file at `path` that
+    /// does not exist: nothing in it has a line.
+    pub fn built_in(path: &Path) -> PolicyFile {
+        PolicyFile {
+            policy: Policy::default(),
+            path: path.to_owned(),
+            unknown: Vec::new(),
+            source: String::new(),
+        }
+    }
+
+    /// `path:line:column` of dotted `key` (of `element`, one string of its
+    /// array, when given and written so), else `path`: where a warning
+    /// about that key points.
+    pub fn place(&self, key: &str, element: Option<&str>) -> String {
+        place(&self.path, &key_position(&self.source, key, element))
+    }
+
     /// One warning a key nobody reads, `path:line:column: unknown key …`.
     pub fn warnings(&self) -> Vec<String> {
         self.unknown.iter().map(|u| u.warning(&self.path)).collect()

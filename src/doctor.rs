@@ -6,13 +6,14 @@
 //! while the builtin agent is chosen, no git) do not stop it.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::config::{Policy, Workspace};
 use crate::interpreter::{self, Interpreter, TorchInfo};
-use crate::process::{self, Interrupt, Spec};
+use crate::process::{self, Ending, Interrupt, Spec};
 
 /// Exit code when a run cannot start (the configuration error code, docs/configuration.md).
 pub const EXIT_NOT_READY: i32 = crate::error::exit::CONFIG;
@@ -106,7 +107,7 @@ pub struct ClaudeFacts {
     pub command: String,
     pub program: Result<PathBuf, crate::agent::claude::ProgramNotFound>,
     /// `claude --version`'s first line, or why it gave none.
-    pub version: Result<String, String>,
+    pub version: Result<String, VersionError>,
     pub login: Login,
 }
 
@@ -123,7 +124,7 @@ pub struct Facts {
     pub mem_total: Option<u64>,
     pub mem_available: Option<u64>,
     /// `git --version`, or why not.
-    pub git: Result<String, String>,
+    pub git: Result<String, VersionError>,
     /// The repository above the project, when there is one.
     pub git_repo: Option<PathBuf>,
     pub claude: ClaudeFacts,
@@ -176,9 +177,7 @@ pub async fn gather(cwd: &Path, interrupt: &Interrupt) -> Facts {
         .map(|w| w.project_root.clone())
         .unwrap_or_else(|| cwd.to_owned());
     let torch = interpreter::probe_torch(&interpreter.program, &run_dir, interrupt).await;
-    let git = version_of("git", &run_dir, interrupt)
-        .await
-        .map_err(|e| format!("git is not usable: {e}"));
+    let git = version_of("git", &run_dir, interrupt).await;
     let git_repo = crate::git::repo_root(&run_dir);
     let command = agent
         .map(|a| a.command)
@@ -187,7 +186,7 @@ pub async fn gather(cwd: &Path, interrupt: &Interrupt) -> Facts {
     let program = crate::agent::claude::resolve_program(&command, &ws_dir);
     let version = match &program {
         Ok(p) => version_of(&p.display().to_string(), &run_dir, interrupt).await,
-        Err(_) => Err("not found".into()),
+        Err(_) => Err(VersionError::NotFound),
     };
     let launcher = ws.as_ref().and_then(|ws| {
         let b = &ws.file.bench;
@@ -265,8 +264,34 @@ fn read_policy(ws: &Workspace) -> (PolicyFacts, Option<crate::config::AgentPolic
     )
 }
 
+/// Why `PROGRAM --version` gave no version. (Facts are cloned, so the io
+/// error is shared rather than owned.)
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum VersionError {
+    #[error("cannot run {program}: {err}")]
+    Spawn {
+        program: String,
+        #[source]
+        err: Arc<std::io::Error>,
+    },
+    /// It ran and did not succeed; `stderr` is its last line.
+    #[error("`{program} --version` ended {ending:?}: {stderr}")]
+    Failed {
+        program: String,
+        ending: Ending,
+        stderr: String,
+    },
+    /// There is no program to ask.
+    #[error("not found")]
+    NotFound,
+}
+
 /// `PROGRAM --version`'s first line.
-async fn version_of(program: &str, cwd: &Path, interrupt: &Interrupt) -> Result<String, String> {
+async fn version_of(
+    program: &str,
+    cwd: &Path,
+    interrupt: &Interrupt,
+) -> Result<String, VersionError> {
     let spec = Spec {
         program: program.to_string(),
         args: vec!["--version".into()],
@@ -276,13 +301,16 @@ async fn version_of(program: &str, cwd: &Path, interrupt: &Interrupt) -> Result<
     };
     let out = process::run(&spec, interrupt, |_| {})
         .await
-        .map_err(|e| format!("cannot run {program}: {e}"))?;
+        .map_err(|err| VersionError::Spawn {
+            program: program.to_string(),
+            err: Arc::new(err),
+        })?;
     if !out.success() {
-        return Err(format!(
-            "`{program} --version` ended {:?}: {}",
-            out.ending,
-            out.stderr.lines().last().unwrap_or("").trim()
-        ));
+        return Err(VersionError::Failed {
+            program: program.to_string(),
+            ending: out.ending,
+            stderr: out.stderr.lines().last().unwrap_or("").trim().to_string(),
+        });
     }
     Ok(out.stdout.lines().next().unwrap_or("").trim().to_string())
 }
@@ -567,7 +595,7 @@ pub fn assess(f: &Facts) -> Report {
         (Err(e), _) => v.push(miss(
             "git",
             Status::Warn,
-            e.clone(),
+            format!("git is not usable: {e}"),
             "optional: install git (`apt-get install git`) to protect uncommitted edits and record kept changes".into(),
         )),
     }
@@ -712,7 +740,7 @@ mod tests {
                 program: Err(crate::agent::claude::ProgramNotFound::NotOnPath {
                     name: "claude".into(),
                 }),
-                version: Err("not found".into()),
+                version: Err(VersionError::NotFound),
                 login: Login::NoneFound,
             },
             launcher: None,
@@ -766,6 +794,24 @@ mod tests {
         assert_eq!(status(&r, "claude login"), Status::Warn);
         f.claude.login = Login::Env("ANTHROPIC_API_KEY");
         assert_eq!(status(&assess(&f), "claude login"), Status::Ok);
+    }
+
+    #[tokio::test]
+    async fn a_version_that_cannot_be_read_says_why() {
+        let d = tempfile::tempdir().unwrap();
+        let i = Interrupt::new();
+        let e = version_of("/no/such/program", d.path(), &i).await.unwrap_err();
+        assert!(matches!(&e, VersionError::Spawn { program, .. } if program == "/no/such/program"), "{e:?}");
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(e.to_string().starts_with("cannot run /no/such/program: "), "{e}");
+        let e = version_of("false", d.path(), &i).await.unwrap_err();
+        assert_eq!(e.to_string(), "`false --version` ended Exited(1): ");
+        let mut f = facts();
+        f.git = Err(e);
+        let r = assess(&f);
+        let git = r.checks.iter().find(|c| c.name == "git").unwrap();
+        assert_eq!(git.status, Status::Warn);
+        assert_eq!(git.detail, "git is not usable: `false --version` ended Exited(1): ");
     }
 
     #[test]

@@ -14,11 +14,37 @@
 //! - an allowed rule covered by a narrower deny rule (shadowed);
 //! - a rule naming a tool Claude Code does not have.
 //!
-//! Each warning names the rule(s) and says the fix. `policy show` and
-//! `start` print them; none stops a run.
+//! Each warning names the rule(s) and says the fix, and [`placed`] puts
+//! it at the line of the rule it is about (the allowed rule that never
+//! applies, or the rule naming an unknown tool). `policy show` and `start`
+//! print them; none stops a run.
 
 use crate::agent::claude::command::{matches_everything, parse_rule, split_rules};
-use crate::config::AgentPolicy;
+use crate::config::{AgentPolicy, PolicyFile};
+
+/// One rule that cannot work as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lint {
+    /// The `[agent]` list the rule is in: `tools`, `allowed_tools` or `disallowed_tools`.
+    pub list: &'static str,
+    /// The rule, as one element of that list.
+    pub rule: String,
+    /// What is wrong, naming the rule(s), and the fix.
+    pub message: String,
+}
+
+/// [`lint`]'s warnings for `p`, read from `file`, each as
+/// `path:line:column: message` at the rule it is about (`path` alone
+/// where the rule has no line: the built-in policy).
+pub fn placed(p: &AgentPolicy, file: &PolicyFile) -> Vec<String> {
+    lint(p)
+        .into_iter()
+        .map(|l| {
+            let at = file.place(&format!("agent.{}", l.list), Some(&l.rule));
+            format!("{at}: {}", l.message)
+        })
+        .collect()
+}
 
 /// Claude Code's tool names: those its `init` event lists
 /// (2.1.x: Task, Bash, Glob, Grep, LS, Read, Edit, MultiEdit, Write,
@@ -124,7 +150,7 @@ fn wildcard(pattern: &str, text: &str) -> bool {
 }
 
 /// Every rule of the three lists that cannot work as written, with its fix.
-pub fn lint(p: &AgentPolicy) -> Vec<String> {
+pub fn lint(p: &AgentPolicy) -> Vec<Lint> {
     let rules = |list: &[String]| -> Vec<String> {
         list.iter()
             .flat_map(|r| split_rules(r))
@@ -137,6 +163,12 @@ pub fn lint(p: &AgentPolicy) -> Vec<String> {
         rules(&p.disallowed_tools),
     );
     let mut w = Vec::new();
+    // An allowed rule that never applies.
+    let dead = |rule: &String, message: String| Lint {
+        list: "allowed_tools",
+        rule: rule.clone(),
+        message,
+    };
 
     for (key, list) in [
         ("tools", &tools),
@@ -152,9 +184,13 @@ pub fn lint(p: &AgentPolicy) -> Vec<String> {
                 Some(k) => format!("did you mean `{k}`? Tool names are case-sensitive"),
                 None => format!("known tools: {}", KNOWN_TOOLS.join(", ")),
             };
-            w.push(format!(
-                "{key} has `{rule}`: Claude Code has no tool `{tool}`, so the rule does nothing; {fix}"
-            ));
+            w.push(Lint {
+                list: key,
+                rule: rule.clone(),
+                message: format!(
+                    "{key} has `{rule}`: Claude Code has no tool `{tool}`, so the rule does nothing; {fix}"
+                ),
+            });
         }
     }
 
@@ -170,10 +206,10 @@ pub fn lint(p: &AgentPolicy) -> Vec<String> {
             continue;
         }
         if !tools.is_empty() && !tools.iter().any(|t| parse_rule(t).0 == tool) {
-            w.push(format!(
+            w.push(dead(a, format!(
                 "allowed_tools has `{a}`, but `{tool}` is not in tools ({}): the tool does not exist in the call, so the rule never applies; add \"{tool}\" to tools, or drop `{a}`",
                 tools.join(", ")
-            ));
+            )));
         }
         for d in &denied {
             let (dtool, dspec) = parse_rule(d);
@@ -187,15 +223,15 @@ pub fn lint(p: &AgentPolicy) -> Vec<String> {
                 } else {
                     format!("to let the agent run only what `{a}` names, drop `{d}` from disallowed_tools{dont_ask}; else drop `{a}`")
                 };
-                w.push(format!(
+                w.push(dead(a, format!(
                     "allowed_tools has `{a}`, but disallowed_tools has `{d}`, which removes the tool `{tool}` altogether (deny beats allow; Claude Code then lists no {tool} tool): `{a}` never applies; {fix}"
-                ));
+                )));
             } else if let (Some(ds), Some(s)) = (dspec, spec) {
                 // (`Bash` allowed next to `Bash(rm *)` denied: both apply.)
                 if covers(ds, s) {
-                    w.push(format!(
+                    w.push(dead(a, format!(
                         "allowed_tools has `{a}`, but disallowed_tools has `{d}`, which covers it (deny beats allow): `{a}` never applies; narrow `{d}` so that it leaves `{a}` out, or drop `{a}`"
-                    ));
+                    )));
                 }
             }
         }
@@ -207,6 +243,11 @@ pub fn lint(p: &AgentPolicy) -> Vec<String> {
 mod tests {
     use super::*;
 
+    /// The warnings' texts.
+    fn lint(p: &AgentPolicy) -> Vec<String> {
+        super::lint(p).into_iter().map(|l| l.message).collect()
+    }
+
     fn policy(tools: &[&str], allowed: &[&str], denied: &[&str]) -> AgentPolicy {
         let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
         AgentPolicy {
@@ -215,6 +256,36 @@ mod tests {
             disallowed_tools: v(denied),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn each_warning_names_the_file_and_the_line_of_its_rule() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("policy.toml");
+        std::fs::write(
+            &path,
+            "[agent]\ntools = [\"Read\", \"Edit\"]\nallowed_tools = [\n    \"Read\",\n    \"Bash(python bench_loader.py)\",\n    \"Grpe\",\n]\ndisallowed_tools = [\"Edit(*.py)\", \"Frobnicate\"]\n",
+        )
+        .unwrap();
+        let file = crate::config::Policy::load(&path).unwrap();
+        let w = placed(&file.policy.agent, &file);
+        let at = |line: &str| format!("{}:{line}: ", path.display());
+        assert_eq!(w.len(), 3, "{w:#?}");
+        assert!(w[0].starts_with(&format!("{}allowed_tools has `Grpe`", at("6:5"))), "{}", w[0]);
+        assert!(w[1].starts_with(&format!("{}disallowed_tools has `Frobnicate`", at("8:35"))), "{}", w[1]);
+        assert!(
+            w[2].starts_with(&format!("{}allowed_tools has `Bash(python bench_loader.py)`, but `Bash` is not in tools", at("5:5"))),
+            "{}",
+            w[2]
+        );
+        // Past the file, the message is lint's own.
+        assert_eq!(w[2].split_once(": ").unwrap().1, super::lint(&file.policy.agent)[2].message);
+        // The built-in policy has no file to point into: the path alone.
+        let built_in = PolicyFile::built_in(&path);
+        let mut p = policy(&[], &["Bash"], &["Bash"]);
+        p.permission_mode = built_in.policy.agent.permission_mode.clone();
+        let w = placed(&p, &built_in);
+        assert!(w[0].starts_with(&format!("{}: allowed_tools has `Bash`", path.display())), "{}", w[0]);
     }
 
     #[test]

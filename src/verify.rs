@@ -494,9 +494,9 @@ pub fn check_turn(
             }
             match preprocessing_spot(file, &old, &new, &s_new) {
                 Ok(spot) => preprocessing.push(spot),
-                Err(reason) => {
+                Err(e) => {
                     return Verdict::Rejected {
-                        reason,
+                        reason: e.to_string(),
                         change: format!("code edit in {file}"),
                     }
                 }
@@ -556,6 +556,26 @@ pub fn check_turn(
     }
 }
 
+/// Why a code edit is not one preprocessing spot; its text is the turn's
+/// recorded rejection reason.
+#[derive(Debug, thiserror::Error)]
+enum SpotError {
+    #[error("{file}: {hunks} separate code changes; one preprocessing spot per turn")]
+    Scattered { file: String, hunks: usize },
+    #[error("{file}: {err}")]
+    Unparsed {
+        file: String,
+        #[source]
+        err: edit::ScanError,
+    },
+    /// `functions` enclose the change, innermost last; none at module level.
+    #[error(
+        "{file}:{line}: the change is outside the dataset's code ({}); preprocessing changes belong in __getitem__, a transform or the collate function",
+        if .functions.is_empty() { "module level".to_string() } else { .functions.join(" in ") }
+    )]
+    OutsideDataCode { file: String, line: usize, functions: Vec<String> },
+}
+
 /// A preprocessing change must be ONE contiguous spot inside the dataset's
 /// code: `__getitem__`/`__getitems__`, a transform, or the collate function.
 fn preprocessing_spot(
@@ -563,13 +583,10 @@ fn preprocessing_spot(
     old: &str,
     new: &str,
     sites: &[edit::CallSite],
-) -> Result<(String, String, usize), String> {
+) -> Result<(String, String, usize), SpotError> {
     let ranges = edit::changed_ranges(old, new);
     if ranges.len() != 1 {
-        return Err(format!(
-            "{file}: {} separate code changes; one preprocessing spot per turn",
-            ranges.len()
-        ));
+        return Err(SpotError::Scattered { file: file.to_string(), hunks: ranges.len() });
     }
     let (mut a, mut b) = ranges[0];
     // Blank lines at either end of the hunk belong to no function: a method
@@ -582,7 +599,8 @@ fn preprocessing_spot(
     while b > a && blank(b) {
         b -= 1;
     }
-    let funcs = edit::enclosing_functions(new, a, b).map_err(|e| format!("{file}: {e}"))?;
+    let funcs = edit::enclosing_functions(new, a, b)
+        .map_err(|err| SpotError::Unparsed { file: file.to_string(), err })?;
     let collate: Vec<&str> = sites.iter().filter_map(|s| s.kwarg("collate_fn")).collect();
     let is_data_code = |f: &str| {
         let name = f.rsplit('.').next().unwrap_or(f);
@@ -594,16 +612,31 @@ fn preprocessing_spot(
     };
     match funcs.iter().find(|f| is_data_code(f)) {
         Some(f) => Ok((file.to_string(), format!("preprocessing in {f} ({file}:{a})"), a)),
-        None => Err(format!(
-            "{file}:{a}: the change is outside the dataset's code ({}); preprocessing changes belong in __getitem__, a transform or the collate function",
-            if funcs.is_empty() { "module level".to_string() } else { funcs.join(" in ") }
-        )),
+        None => Err(SpotError::OutsideDataCode { file: file.to_string(), line: a, functions: funcs }),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_preprocessing_rejection_says_which_lines_and_why() {
+        let src = "class Items:\n    def __getitem__(self, i):\n        return i\n\n\ndef main():\n    steps = 10\n";
+        let moved = src.replace("steps = 10", "steps = 5");
+        let e = preprocessing_spot("train.py", src, &moved, &[]).unwrap_err();
+        assert!(matches!(e, SpotError::OutsideDataCode { line: 7, .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "train.py:7: the change is outside the dataset's code (main); preprocessing changes belong in __getitem__, a transform or the collate function"
+        );
+        let both = moved.replace("return i", "return i + 0");
+        let e = preprocessing_spot("train.py", src, &both, &[]).unwrap_err();
+        assert_eq!(e.to_string(), "train.py: 2 separate code changes; one preprocessing spot per turn");
+        let top = src.replace("class Items:", "X = 1\nclass Items:");
+        let e = preprocessing_spot("train.py", src, &top, &[]).unwrap_err();
+        assert!(e.to_string().contains("(module level)"), "{e}");
+    }
     use crate::knob::DATA_PRESERVING;
 
     fn fs(src: &str) -> FileSet {

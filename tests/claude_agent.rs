@@ -1444,6 +1444,14 @@ fn a_deny_rule_that_kills_an_allowed_rule_is_named_by_policy_show_and_start() {
         r#"["Read", "Edit(train.py)", "Bash(python bench_loader.py)"]"#,
     );
     let ws = Ws::contract(&p);
+    // The warning points at the line of the allowed rule that never applies.
+    let line = ws
+        .read("policies/default.toml")
+        .lines()
+        .position(|l| l.contains("\"Bash(python bench_loader.py)\""))
+        .unwrap()
+        + 1;
+    let at = format!("policies/default.toml:{line}:");
     let check = |stderr: &str| {
         let w: Vec<&str> = stderr
             .lines()
@@ -1451,7 +1459,7 @@ fn a_deny_rule_that_kills_an_allowed_rule_is_named_by_policy_show_and_start() {
             .collect();
         assert_eq!(w.len(), 1, "{stderr}");
         for want in [
-            "policies/default.toml",
+            at.as_str(),
             "`Bash(python bench_loader.py)`",
             "disallowed_tools has `Bash`",
             "drop `Bash` from disallowed_tools",

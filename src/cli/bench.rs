@@ -26,7 +26,7 @@ pub(super) async fn bench(
     interrupt: &Interrupt,
 ) -> std::result::Result<i32, Failure> {
     let ws = load_workspace(cwd)?;
-    let (_, policy) = load_policy(&ws, a.policy.as_deref())?;
+    let policy = load_policy(&ws, a.policy.as_deref())?.policy;
     super::load::announce_workspace(&ws, interrupt).await;
     let tmp = std::env::temp_dir().join(format!("tuneloop-bench-{}", std::process::id()));
     let bencher = Bencher::new(&ws, &tmp).map_err(config_err)?;

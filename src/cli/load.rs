@@ -2,10 +2,10 @@
 //! a missing default policy replaced by the built-in one; and the line that
 //! says which Python will run the project.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{config_err, Failure};
-use crate::config::{Policy, Workspace};
+use crate::config::{Policy, PolicyFile, Workspace};
 use crate::interpreter;
 use crate::process::Interrupt;
 
@@ -21,7 +21,7 @@ pub(super) fn load_workspace(cwd: &Path) -> std::result::Result<Workspace, Failu
 pub(super) fn load_policy(
     ws: &Workspace,
     file: Option<&Path>,
-) -> std::result::Result<(PathBuf, Policy), Failure> {
+) -> std::result::Result<PolicyFile, Failure> {
     let path = ws.policy_path(file);
     let default_path =
         file.is_none() && ws.file.run.policy == crate::config::RunSection::default().policy;
@@ -30,14 +30,14 @@ pub(super) fn load_policy(
             "note: {} not found; using the built-in default policy (`tuneloop init` writes it)",
             path.display()
         );
-        return Ok((path, Policy::default()));
+        return Ok(PolicyFile::built_in(&path));
     }
     let file = Policy::load(&path).map_err(config_err)?;
     for w in file.warnings() {
         eprintln!("warning: {w}");
     }
     file.validate().map_err(config_err)?;
-    Ok((path, file.policy))
+    Ok(file)
 }
 
 /// Discovers the workspace's interpreter, probes its torch, and says both on

@@ -9,7 +9,8 @@ use crate::error::exit;
 
 pub(super) fn policy_show(cwd: &Path, file: Option<&Path>) -> std::result::Result<i32, Failure> {
     let ws = load_workspace(cwd)?;
-    let (path, policy) = load_policy(&ws, file)?;
+    let loaded = load_policy(&ws, file)?;
+    let (path, policy) = (&loaded.path, &loaded.policy);
     println!("# policy as loaded from {}", path.display());
     println!("{}", toml::to_string_pretty(&policy).unwrap_or_default());
     // What `--agent claude` runs each turn, ready to paste into a shell.
@@ -36,11 +37,11 @@ pub(super) fn policy_show(cwd: &Path, file: Option<&Path>) -> std::result::Resul
         }
     }
     println!("{line}");
-    for w in crate::agent::claude::command::warnings(&policy.agent)
-        .into_iter()
-        .chain(crate::policy_lint::lint(&policy.agent))
-    {
+    for w in crate::agent::claude::command::warnings(&policy.agent) {
         eprintln!("warning: {}: {w}", path.display());
+    }
+    for w in crate::policy_lint::placed(&policy.agent, &loaded) {
+        eprintln!("warning: {w}");
     }
     Ok(exit::OK)
 }

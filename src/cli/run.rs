@@ -22,7 +22,8 @@ pub(super) async fn start(
     interrupt: &Interrupt,
 ) -> std::result::Result<i32, Failure> {
     let ws = load_workspace(cwd)?;
-    let (policy_path, mut policy) = load_policy(&ws, a.policy.as_deref())?;
+    let file = load_policy(&ws, a.policy.as_deref())?;
+    let (policy_path, mut policy) = (file.path.clone(), file.policy.clone());
     super::load::announce_workspace(&ws, interrupt).await;
     if let Some(agent) = a.agent {
         policy.agent.backend = match agent {
@@ -36,11 +37,11 @@ pub(super) async fn start(
         policy.loop_.force = true;
     }
     if policy.agent.backend != "builtin" {
-        for w in crate::agent::claude::command::warnings(&policy.agent)
-            .into_iter()
-            .chain(crate::policy_lint::lint(&policy.agent))
-        {
+        for w in crate::agent::claude::command::warnings(&policy.agent) {
             eprintln!("warning: {}: {w}", policy_path.display());
+        }
+        for w in crate::policy_lint::placed(&policy.agent, &file) {
+            eprintln!("warning: {w}");
         }
     }
     let agent = Agent::from_policy(&policy, &ws);

@@ -214,7 +214,7 @@ impl BuiltinAgent {
         ) {
             Ok(t) => t,
             Err(e) => {
-                report.failure = Some(e);
+                report.failure = Some(e.to_string());
                 return report;
             }
         };
@@ -290,9 +290,10 @@ impl BuiltinAgent {
         let read = edit::knobs::read_under(ctx.project_root);
         // "(default)" drops the setting (a cheaper neighbour).
         let written = if p.value == "(default)" {
-            drop_knob(&site, p.knob, &read)
+            drop_knob(&site, p.knob, &read).map_err(|e| e.to_string())
         } else {
-            edit::knobs::set_knob(&site, p.knob.name(), &p.value, &read).map_err(|e| e.to_string())
+            edit::knobs::set_knob(&site, p.knob.name(), &p.value, &read)
+                .map_err(|e| e.to_string())
         };
         match written {
             Ok((file, new_src)) => {
@@ -388,7 +389,7 @@ impl BuiltinAgent {
         root: &Path,
         editable: &[String],
         call_site: Option<&str>,
-    ) -> Result<KnobSite, String> {
+    ) -> Result<KnobSite, SiteError> {
         measured_knob_site(root, editable, self.preferred_file.as_ref(), call_site)
     }
 }
@@ -410,6 +411,26 @@ fn loader_left_why(m: &Measurement, not_editable: &[edit::knobs::NotEditable]) -
     )
 }
 
+/// Why no call with knobs to tune was found; its text is the turn's
+/// recorded failure.
+#[derive(Debug, thiserror::Error)]
+pub enum SiteError {
+    #[error("cannot read {file}: {err}")]
+    Read {
+        file: String,
+        #[source]
+        err: std::io::Error,
+    },
+    #[error("cannot parse {file}: {err}")]
+    Parse {
+        file: String,
+        #[source]
+        err: edit::ScanError,
+    },
+    #[error("no DataLoader call found in the editable files")]
+    NoLoader,
+}
+
 /// The call whose knobs to tune (see [`BuiltinAgent::find_site`]), also what
 /// the report names as where the measured loader's knobs are set.
 pub fn measured_knob_site(
@@ -417,7 +438,7 @@ pub fn measured_knob_site(
     editable: &[String],
     preferred_file: Option<&String>,
     call_site: Option<&str>,
-) -> Result<KnobSite, String> {
+) -> Result<KnobSite, SiteError> {
     let mut order: Vec<&String> = Vec::new();
     if let Some(p) = preferred_file {
         order.push(p);
@@ -429,9 +450,16 @@ pub fn measured_knob_site(
         if !f.ends_with(".py") {
             continue;
         }
-        let src =
-            std::fs::read_to_string(root.join(f)).map_err(|e| format!("cannot read {f}: {e}"))?;
-        all.extend(edit::knob_sites(f, &src, &read).map_err(|e| format!("cannot parse {f}: {e}"))?);
+        let src = std::fs::read_to_string(root.join(f)).map_err(|err| SiteError::Read {
+            file: f.clone(),
+            err,
+        })?;
+        all.extend(
+            edit::knob_sites(f, &src, &read).map_err(|err| SiteError::Parse {
+                file: f.clone(),
+                err,
+            })?,
+        );
     }
     let loader = |s: &&KnobSite| s.kind == SiteKind::DataLoader;
     let training_args = |s: &&KnobSite| s.kind == SiteKind::TrainingArguments;
@@ -452,7 +480,24 @@ pub fn measured_knob_site(
         .or_else(|| all.iter().find(loader))
         .or_else(|| all.iter().find(training_args))
         .cloned()
-        .ok_or_else(|| "no DataLoader call found in the editable files".into())
+        .ok_or(SiteError::NoLoader)
+}
+
+/// Why a knob could not be dropped back to its default; its text is the
+/// turn's recorded failure.
+#[derive(Debug, thiserror::Error)]
+enum DropError {
+    #[error("cannot read {0}")]
+    Unreadable(String),
+    #[error("cannot edit {at}: {err}")]
+    Rewrite {
+        at: String,
+        #[source]
+        err: edit::RewriteError,
+    },
+    /// Writing the default where the value is defined failed (the editor's words).
+    #[error(transparent)]
+    Set(#[from] edit::knobs::SetKnobError),
 }
 
 /// Drops a knob back to the library's default: the keyword removed where the
@@ -461,15 +506,15 @@ fn drop_knob(
     site: &KnobSite,
     knob: LoaderKnob,
     read: edit::knobs::ReadFile<'_>,
-) -> Result<(String, String), String> {
+) -> Result<(String, String), DropError> {
     if let (Some(o), Some(call), SiteKind::DataLoader) =
         (site.origin(knob.name()), &site.call, site.kind)
     {
         if matches!(o.source, edit::Source::Keyword) {
-            let src = read(&site.file).ok_or_else(|| format!("cannot read {}", site.file))?;
+            let src = read(&site.file).ok_or_else(|| DropError::Unreadable(site.file.clone()))?;
             return edit::set_kwarg(&src, call, knob.name(), None)
                 .map(|out| (site.file.clone(), out))
-                .map_err(|e| format!("cannot edit {}: {e}", site.at()));
+                .map_err(|err| DropError::Rewrite { at: site.at(), err });
         }
     }
     let default = match knob {
@@ -477,7 +522,7 @@ fn drop_knob(
         LoaderKnob::PrefetchFactor => "2",
         _ => "False",
     };
-    edit::knobs::set_knob(site, knob.name(), default, read).map_err(|e| e.to_string())
+    edit::knobs::set_knob(site, knob.name(), default, read).map_err(DropError::Set)
 }
 
 /// One history row's change, read back from its one-line form
@@ -1782,6 +1827,39 @@ mod tests {
             (t[0].from.as_str(), t[0].to.as_str()),
             ("(default)", "True")
         );
+    }
+
+    #[test]
+    fn a_knob_that_cannot_be_dropped_says_why() {
+        let src = "from torch.utils.data import DataLoader\nl = DataLoader(ds, num_workers=4)\n";
+        let none = |_: &str| None;
+        let sites = edit::knob_sites("train.py", src, &none).unwrap();
+        let e = drop_knob(&sites[0], LoaderKnob::NumWorkers, &none).unwrap_err();
+        assert!(matches!(&e, DropError::Unreadable(f) if f == "train.py"), "{e:?}");
+        assert_eq!(e.to_string(), "cannot read train.py");
+        // The file changed since it was scanned: the call is not there any more.
+        let changed = |_: &str| Some("x = 1\n".to_string());
+        let e = drop_knob(&sites[0], LoaderKnob::NumWorkers, &changed).unwrap_err();
+        assert!(matches!(e, DropError::Rewrite { .. }), "{e:?}");
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(e.to_string().starts_with("cannot edit train.py:2: "), "{e}");
+        // And the file as scanned: the keyword goes.
+        let same = |_: &str| Some(src.to_string());
+        let (file, out) = drop_knob(&sites[0], LoaderKnob::NumWorkers, &same).unwrap();
+        assert_eq!((file.as_str(), out.contains("num_workers")), ("train.py", false));
+    }
+
+    #[test]
+    fn no_site_to_tune_says_why() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("model.py"), "import torch\nx = 1\n").unwrap();
+        let e = measured_knob_site(d.path(), &["model.py".to_string()], None, None).unwrap_err();
+        assert!(matches!(e, SiteError::NoLoader), "{e:?}");
+        assert_eq!(e.to_string(), "no DataLoader call found in the editable files");
+        let e = measured_knob_site(d.path(), &["gone.py".to_string()], None, None).unwrap_err();
+        assert!(matches!(&e, SiteError::Read { file, .. } if file == "gone.py"), "{e:?}");
+        assert!(std::error::Error::source(&e).is_some());
+        assert!(e.to_string().starts_with("cannot read gone.py: "), "{e}");
     }
 
     #[test]

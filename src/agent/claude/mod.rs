@@ -24,6 +24,7 @@
 //! or `profile.txt` (the table it was given).
 
 pub mod command;
+mod error;
 pub mod prompt;
 pub mod stream;
 
@@ -39,6 +40,7 @@ use crate::process::{self, Ending, Interrupt, Spec};
 use crate::turn::AgentInfo;
 
 use super::{AgentReport, TurnContext};
+pub use error::CallError;
 use prompt::TableDelivery;
 use stream::{CallEnd, Stream};
 
@@ -90,7 +92,7 @@ impl ClaudeAgent {
             ..Default::default()
         };
         if let Err(e) = self.call(ctx, on_tool, &mut rep).await {
-            rep.failure = Some(e);
+            rep.failure = Some(e.to_string());
         }
         if rep.info.duration_ms == 0 {
             rep.info.duration_ms = started.elapsed().as_millis() as u64;
@@ -104,14 +106,16 @@ impl ClaudeAgent {
         ctx: &TurnContext<'_>,
         on_tool: &mut (dyn FnMut(&str, &str) + Send),
         rep: &mut AgentReport,
-    ) -> Result<(), String> {
+    ) -> Result<(), CallError> {
         let ap = &ctx.policy.agent;
         let dir = &ctx.turn_dir;
-        let io = |what: &str, e: std::io::Error| {
-            format!("cannot write {what} in {}: {e}", dir.display())
+        let io = |what: &'static str, err: std::io::Error| CallError::Write {
+            what,
+            dir: dir.clone(),
+            err,
         };
         std::fs::create_dir_all(dir).map_err(|e| io("the turn folder", e))?;
-        let program = resolve_program(&ap.command, &ctx.ws.dir).map_err(|e| e.to_string())?;
+        let program = resolve_program(&ap.command, &ctx.ws.dir)?;
 
         // The profiler table: stdin, or a file the agent is told about.
         let table = ctx.profile_table;
@@ -233,7 +237,10 @@ impl ClaudeAgent {
         .await;
         watcher.abort();
         let _ = events.sync_all();
-        let out = ran.map_err(|e| format!("could not start `{}`: {e}", spec.program))?;
+        let out = ran.map_err(|err| CallError::Spawn {
+            program: spec.program.clone(),
+            err,
+        })?;
 
         let end = match out.ending {
             Ending::Exited(c) => CallEnd::Exited(c),
@@ -281,9 +288,10 @@ impl ClaudeAgent {
             (None, true) => String::new(),
             (None, false) => format!("[permission denied: {}]", denials.join(", ")),
         };
-        rep.failure = failure.clone();
         // No later turn can do better without the user: stop the run now.
-        rep.fatal = failure.as_deref().is_some_and(is_fatal);
+        rep.fatal = failure.as_ref().is_some_and(CallError::is_fatal);
+        let failure = failure.map(|f| f.to_string());
+        rep.failure = failure.clone();
 
         if !out.stderr.is_empty() {
             std::fs::write(dir.join("stderr.txt"), &out.stderr).map_err(|e| io("stderr.txt", e))?;

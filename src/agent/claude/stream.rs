@@ -14,6 +14,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::CallError;
+
 /// The final `result` event, the fields tuneloop reads (the raw object is kept too).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ResultEvent {
@@ -271,53 +273,40 @@ const FAILING_TERMINAL_REASONS: [&str; 6] = [
 ];
 
 /// `None` when the call succeeded; else why not, in the CLI's own words where it gave any.
-pub fn failure(end: &CallEnd, stream: &Stream, stderr: &str) -> Option<String> {
-    let err_tail = stderr_words(stderr);
-    let with_stderr = |s: String| {
-        if err_tail.is_empty() {
-            s
-        } else {
-            format!("{s}: {err_tail}")
-        }
-    };
-    match end {
-        CallEnd::Interrupted => {
-            return Some("interrupted (Ctrl-C or SIGTERM to tuneloop); the call was ended".into())
-        }
+pub fn failure(end: &CallEnd, stream: &Stream, stderr: &str) -> Option<CallError> {
+    let code = match end {
+        CallEnd::Interrupted => return Some(CallError::Interrupted),
         CallEnd::TimedOut(d) => {
-            return Some(format!(
-                "timed out after {} s (timeout_s); the whole process group was ended",
-                d.as_secs()
-            ))
+            return Some(CallError::TimedOut {
+                limit_s: d.as_secs(),
+            })
         }
         CallEnd::TurnLimit { limit, seen } => {
-            return Some(format!(
-                "went on past --max-turns {limit} ({seen} assistant turns seen); the call was ended"
-            ))
+            return Some(CallError::TurnLimit {
+                limit: *limit,
+                seen: *seen,
+            })
         }
         CallEnd::Signalled(sig) => {
-            return Some(with_stderr(format!("crashed (killed by signal {sig})")))
+            return Some(CallError::Signalled {
+                signal: *sig,
+                stderr: stderr_words(stderr),
+            })
         }
-        CallEnd::Exited(_) => {}
-    }
-    let CallEnd::Exited(code) = *end else {
-        unreachable!()
+        CallEnd::Exited(code) => *code,
     };
     let Some(r) = &stream.result else {
         if code != 0 {
-            return Some(with_stderr(format!(
-                "crashed (exit {code}) before its result"
-            )));
+            return Some(CallError::Crashed {
+                code,
+                stderr: stderr_words(stderr),
+            });
         }
-        let last = stream
-            .last_not_json
-            .as_deref()
-            .map(|l| format!("; last unreadable line: {l}"))
-            .unwrap_or_default();
-        return Some(format!(
-            "unreadable output: no result event in {} lines ({} not JSON){last}",
-            stream.lines, stream.not_json
-        ));
+        return Some(CallError::Unreadable {
+            lines: stream.lines,
+            not_json: stream.not_json,
+            last: stream.last_not_json.clone(),
+        });
     };
     let bad_reason = r
         .terminal_reason
@@ -327,12 +316,13 @@ pub fn failure(end: &CallEnd, stream: &Stream, stderr: &str) -> Option<String> {
         return None;
     }
     // The CLI's words: its errors, else its result text, else stderr.
+    let err_tail = stderr_words(stderr);
     let words = if !r.errors.is_empty() {
         r.errors.join("; ")
     } else if let Some(t) = r.result.as_deref().filter(|t| !t.trim().is_empty()) {
         shorten(t, 200)
     } else if !err_tail.is_empty() {
-        err_tail.clone()
+        err_tail
     } else {
         "no message".into()
     };
@@ -347,7 +337,7 @@ pub fn failure(end: &CallEnd, stream: &Stream, stderr: &str) -> Option<String> {
     if r.is_error {
         tags.push("is_error".into());
     }
-    Some(format!("{words} ({})", tags.join(", ")))
+    Some(CallError::Result { words, tags })
 }
 
 /// The line of `stderr` that says what went wrong: the last one naming an
@@ -368,6 +358,11 @@ fn stderr_words(stderr: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The failure as recorded in `call.json` and the agent report.
+    fn failure(end: &CallEnd, stream: &Stream, stderr: &str) -> Option<String> {
+        super::failure(end, stream, stderr).map(|f| f.to_string())
+    }
 
     const INIT: &str = r#"{"type":"system","subtype":"init","cwd":"/p","session_id":"s1","tools":["Read","Edit"],"model":"claude-sonnet","permissionMode":"dontAsk"}"#;
     const TOOL: &str = r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"reading"},{"type":"tool_use","id":"t1","name":"Edit","input":{"file_path":"/p/train.py","old_string":"shuffle=True,","new_string":"shuffle=True, num_workers=2,"}}]},"parent_tool_use_id":null,"session_id":"s1"}"#;
@@ -494,6 +489,50 @@ mod tests {
         assert!(failure(&CallEnd::Exited(1), &Stream::default(), stdin_cap)
             .unwrap()
             .contains("exceeds 10MB"));
+    }
+
+    #[test]
+    fn each_way_a_call_ends_has_its_own_kind() {
+        let s = stream(&[INIT, TOOL]);
+        let kind = |end: CallEnd, stderr: &str| super::failure(&end, &s, stderr).unwrap();
+        assert!(matches!(
+            kind(CallEnd::TimedOut(Duration::from_secs(5)), ""),
+            CallError::TimedOut { limit_s: 5 }
+        ));
+        assert!(matches!(
+            kind(CallEnd::Interrupted, ""),
+            CallError::Interrupted
+        ));
+        assert!(matches!(
+            kind(CallEnd::TurnLimit { limit: 3, seen: 5 }, ""),
+            CallError::TurnLimit { limit: 3, seen: 5 }
+        ));
+        assert!(matches!(
+            kind(CallEnd::Signalled(9), "Error: gone"),
+            CallError::Signalled { signal: 9, ref stderr } if stderr == "Error: gone"
+        ));
+        assert!(matches!(
+            kind(CallEnd::Exited(2), ""),
+            CallError::Crashed { code: 2, ref stderr } if stderr.is_empty()
+        ));
+        assert!(matches!(
+            kind(CallEnd::Exited(0), ""),
+            CallError::Unreadable {
+                lines: 2,
+                not_json: 0,
+                last: None
+            }
+        ));
+        let r = r#"{"type":"result","subtype":"success","is_error":true,"terminal_reason":"api_error","result":"Not logged in · Please run /login"}"#;
+        let f = super::failure(&CallEnd::Exited(1), &stream(&[INIT, r]), "").unwrap();
+        assert!(f.is_fatal(), "{f}");
+        match f {
+            CallError::Result { words, tags } => {
+                assert_eq!(words, "Not logged in · Please run /login");
+                assert_eq!(tags, ["api_error", "exit 1", "is_error"]);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
