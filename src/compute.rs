@@ -141,8 +141,8 @@ pub enum PassedOver {
     #[error("foreach is the default on CUDA")]
     ForeachDefaultOnCuda,
     /// The script has no place the change can be written (the editor's words).
-    #[error("{0}")]
-    NoPlace(String),
+    #[error(transparent)]
+    NoPlace(#[from] text::ComputeRefusal),
 }
 
 /// Whether a model-level change has something to act on in `src`:

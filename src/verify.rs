@@ -389,7 +389,7 @@ pub fn check_turn(
                 }
                 Err(reason) => {
                     return Verdict::Rejected {
-                        reason,
+                        reason: reason.to_string(),
                         change: format!("edit of {file}"),
                     }
                 }
@@ -407,7 +407,7 @@ pub fn check_turn(
                 }
                 Err(reason) => {
                     return Verdict::Rejected {
-                        reason,
+                        reason: reason.to_string(),
                         change: format!("edit of {file}"),
                     }
                 }
@@ -438,7 +438,7 @@ pub fn check_turn(
             }
             Some(Err(reason)) => {
                 return Verdict::Rejected {
-                    reason,
+                    reason: reason.to_string(),
                     change: format!("code edit in {file}"),
                 }
             }

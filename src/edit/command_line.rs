@@ -21,11 +21,74 @@
 
 use std::ops::Range;
 
+use thiserror::Error;
+
 use super::types::{KnobSite, Source, SourceChange};
 
 // Defined with the knob sources that name it; the command line is where
 // the rest of the tree has always found it.
 pub use super::types::RUN_FILE;
+
+/// Why a word of `[bench] run` cannot be written ([`set_word`],
+/// [`append_words`]): the file no longer has what was read from it.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RunWordsError {
+    #[error("{} has no [bench] run array of strings", RUN_FILE)]
+    NoRunArray,
+    /// `index` is 0-based, as the caller asked for it.
+    #[error(
+        "[bench] run in {} has no word {index} (it changed since it was read)",
+        RUN_FILE
+    )]
+    NoWord { index: usize },
+}
+
+/// Why a turn's edit of the workspace file is not exactly one knob's
+/// argument ([`command_edit`]). A type of its own, apart from
+/// [`RunWordsError`]: these are verdicts on someone else's edit, which
+/// verification records as the turn's rejection.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CommandEditError {
+    #[error(
+        "{} changed, and its [bench] run is no longer an array of strings",
+        RUN_FILE
+    )]
+    NotAnArray,
+    #[error("{} changed beyond the [bench] run command; only the argument that passes a knob's value may change", RUN_FILE)]
+    BeyondTheCommand,
+    #[error("{} changed, but no word of [bench] run did", RUN_FILE)]
+    NoWordChanged,
+    #[error(
+        "{count} words of [bench] run in {} changed; a turn changes one knob's argument",
+        RUN_FILE
+    )]
+    SeveralWordsChanged { count: usize },
+    /// `word` is 1-based; `was` its text before the edit.
+    #[error(
+        "word {word} of [bench] run (`{was}`) changed, but it passes no DataLoader knob's value"
+    )]
+    NotAKnobWord { word: usize, was: String },
+    #[error("`{was}` in [bench] run became `{now}`: only the value after {flag} may change")]
+    BeyondTheValue {
+        was: String,
+        now: String,
+        flag: String,
+    },
+    /// The knob's wrapper (`int(args.workers) * 2`) cannot produce `to`.
+    #[error("{flag} {to} in [bench] run: {why}")]
+    WrapperRefuses {
+        flag: String,
+        to: String,
+        why: String,
+    },
+    #[error("`{flag} {to}` was added to [bench] run, but {flag} sets no DataLoader knob the command leaves unset")]
+    NotAKnobFlag { flag: String, to: String },
+    #[error(
+        "[bench] run in {} gained or lost words; a turn changes one knob's argument",
+        RUN_FILE
+    )]
+    WordsAddedOrLost,
+}
 
 /// One string of the `[bench] run` array as it sits in the file.
 #[derive(Clone, Debug, PartialEq)]
@@ -141,12 +204,9 @@ fn toml_string(text: &str) -> String {
 
 /// The workspace file with word `index` of `[bench] run` replaced by
 /// `word`; every other byte kept.
-pub fn set_word(toml: &str, index: usize, word: &str) -> Result<String, String> {
-    let (words, _) =
-        run_array(toml).ok_or_else(|| format!("{RUN_FILE} has no [bench] run array of strings"))?;
-    let w = words.get(index).ok_or_else(|| {
-        format!("[bench] run in {RUN_FILE} has no word {index} (it changed since it was read)")
-    })?;
+pub fn set_word(toml: &str, index: usize, word: &str) -> Result<String, RunWordsError> {
+    let (words, _) = run_array(toml).ok_or(RunWordsError::NoRunArray)?;
+    let w = words.get(index).ok_or(RunWordsError::NoWord { index })?;
     Ok(format!(
         "{}{}{}",
         &toml[..w.range.start],
@@ -157,9 +217,8 @@ pub fn set_word(toml: &str, index: usize, word: &str) -> Result<String, String> 
 
 /// The workspace file with `extra` words added at the end of `[bench] run`
 /// (after its last word, on the same line).
-pub fn append_words(toml: &str, extra: &[String]) -> Result<String, String> {
-    let (words, array) =
-        run_array(toml).ok_or_else(|| format!("{RUN_FILE} has no [bench] run array of strings"))?;
+pub fn append_words(toml: &str, extra: &[String]) -> Result<String, RunWordsError> {
+    let (words, array) = run_array(toml).ok_or(RunWordsError::NoRunArray)?;
     let added: Vec<String> = extra.iter().map(|w| toml_string(w)).collect();
     let (at, text) = match words.last() {
         Some(last) => (last.range.end, format!(", {}", added.join(", "))),
@@ -291,20 +350,20 @@ pub fn as_word(value: &str) -> String {
 /// line can set, its option and value added at the end), nothing else in
 /// the file. `sites` are the knob sites of the project's scripts before the
 /// edit, read with the workspace file as it was.
-pub fn command_edit(old: &str, new: &str, sites: &[KnobSite]) -> Result<Vec<SourceChange>, String> {
+pub fn command_edit(
+    old: &str,
+    new: &str,
+    sites: &[KnobSite],
+) -> Result<Vec<SourceChange>, CommandEditError> {
     let (Some((old_words, old_array)), Some((new_words, new_array))) =
         (run_array(old), run_array(new))
     else {
-        return Err(format!(
-            "{RUN_FILE} changed, and its [bench] run is no longer an array of strings"
-        ));
+        return Err(CommandEditError::NotAnArray);
     };
     if old[..old_array.start] != new[..new_array.start]
         || old[old_array.end..] != new[new_array.end..]
     {
-        return Err(format!(
-            "{RUN_FILE} changed beyond the [bench] run command; only the argument that passes a knob's value may change"
-        ));
+        return Err(CommandEditError::BeyondTheCommand);
     }
     let old_values: Vec<&str> = old_words.iter().map(|w| w.value.as_str()).collect();
     let new_values: Vec<&str> = new_words.iter().map(|w| w.value.as_str()).collect();
@@ -328,30 +387,33 @@ pub fn command_edit(old: &str, new: &str, sites: &[KnobSite]) -> Result<Vec<Sour
             .collect();
         let [i] = changed.as_slice() else {
             return Err(if changed.is_empty() {
-                format!("{RUN_FILE} changed, but no word of [bench] run did")
+                CommandEditError::NoWordChanged
             } else {
-                format!(
-                    "{} words of [bench] run in {RUN_FILE} changed; a turn changes one knob's argument",
-                    changed.len()
-                )
+                CommandEditError::SeveralWordsChanged {
+                    count: changed.len(),
+                }
             });
         };
         let Some((o, flag, _, prefix, line)) = origins().find(|(_, _, idx, _, _)| *idx == Some(*i))
         else {
-            return Err(format!(
-                "word {} of [bench] run (`{}`) changed, but it passes no DataLoader knob's value",
-                i + 1,
-                old_values[*i]
-            ));
+            return Err(CommandEditError::NotAKnobWord {
+                word: i + 1,
+                was: old_values[*i].to_string(),
+            });
         };
         let Some(to) = new_values[*i].strip_prefix(prefix.as_str()) else {
-            return Err(format!(
-                "`{}` in [bench] run became `{}`: only the value after {flag} may change",
-                old_values[*i], new_values[*i]
-            ));
+            return Err(CommandEditError::BeyondTheValue {
+                was: old_values[*i].to_string(),
+                now: new_values[*i].to_string(),
+                flag: flag.to_string(),
+            });
         };
         if let Some(why) = o.refuses(to) {
-            return Err(format!("{flag} {to} in [bench] run: {why}"));
+            return Err(CommandEditError::WrapperRefuses {
+                flag: flag.to_string(),
+                to: to.to_string(),
+                why,
+            });
         }
         let from = &old_values[*i][prefix.len()..];
         return Ok(vec![SourceChange {
@@ -374,12 +436,17 @@ pub fn command_edit(old: &str, new: &str, sites: &[KnobSite]) -> Result<Vec<Sour
         let Some((o, _, _, _, line)) =
             origins().find(|(_, f, idx, _, _)| idx.is_none() && f.as_str() == flag)
         else {
-            return Err(format!(
-                "`{flag} {to}` was added to [bench] run, but {flag} sets no DataLoader knob the command leaves unset"
-            ));
+            return Err(CommandEditError::NotAKnobFlag {
+                flag: flag.to_string(),
+                to: to.to_string(),
+            });
         };
         if let Some(why) = o.refuses(to) {
-            return Err(format!("{flag} {to} in [bench] run: {why}"));
+            return Err(CommandEditError::WrapperRefuses {
+                flag: flag.to_string(),
+                to: to.to_string(),
+                why,
+            });
         }
         return Ok(vec![SourceChange {
             file: RUN_FILE.to_string(),
@@ -391,9 +458,7 @@ pub fn command_edit(old: &str, new: &str, sites: &[KnobSite]) -> Result<Vec<Sour
             line,
         }]);
     }
-    Err(format!(
-        "[bench] run in {RUN_FILE} gained or lost words; a turn changes one knob's argument"
-    ))
+    Err(CommandEditError::WordsAddedOrLost)
 }
 
 #[cfg(test)]
@@ -442,7 +507,22 @@ mod tests {
             "{out}"
         );
         assert_eq!(run_words(&out).unwrap().len(), 8);
-        assert!(set_word(WS, 9, "x").is_err());
+        assert_eq!(
+            set_word(WS, 9, "x"),
+            Err(RunWordsError::NoWord { index: 9 })
+        );
+        assert_eq!(
+            RunWordsError::NoWord { index: 9 }.to_string(),
+            "[bench] run in tuneloop.toml has no word 9 (it changed since it was read)"
+        );
+        assert_eq!(
+            append_words("[bench]\nrun = 'python t.py'\n", &w(&["-j"])),
+            Err(RunWordsError::NoRunArray)
+        );
+        assert_eq!(
+            RunWordsError::NoRunArray.to_string(),
+            "tuneloop.toml has no [bench] run array of strings"
+        );
     }
 
     #[test]
@@ -531,5 +611,26 @@ mod tests {
         );
         assert_eq!(as_word("8"), "8");
         assert_eq!(as_word("'a'"), "a");
+    }
+
+    /// The verdicts' words are the rejection reasons verification records:
+    /// pinned as they were written when they were strings.
+    #[test]
+    fn verdicts_keep_their_recorded_words() {
+        use CommandEditError as E;
+        let s = |t: &str| t.to_string();
+        for (e, words) in [
+            (E::NotAnArray, "tuneloop.toml changed, and its [bench] run is no longer an array of strings"),
+            (E::BeyondTheCommand, "tuneloop.toml changed beyond the [bench] run command; only the argument that passes a knob's value may change"),
+            (E::NoWordChanged, "tuneloop.toml changed, but no word of [bench] run did"),
+            (E::SeveralWordsChanged { count: 2 }, "2 words of [bench] run in tuneloop.toml changed; a turn changes one knob's argument"),
+            (E::NotAKnobWord { word: 3, was: s("train.py") }, "word 3 of [bench] run (`train.py`) changed, but it passes no DataLoader knob's value"),
+            (E::BeyondTheValue { was: s("-j2"), now: s("-k2"), flag: s("-j") }, "`-j2` in [bench] run became `-k2`: only the value after -j may change"),
+            (E::WrapperRefuses { flag: s("-j"), to: s("0"), why: s("`max(1, ·)` turns 0 into 1") }, "-j 0 in [bench] run: `max(1, ·)` turns 0 into 1"),
+            (E::NotAKnobFlag { flag: s("--epochs"), to: s("3") }, "`--epochs 3` was added to [bench] run, but --epochs sets no DataLoader knob the command leaves unset"),
+            (E::WordsAddedOrLost, "[bench] run in tuneloop.toml gained or lost words; a turn changes one knob's argument"),
+        ] {
+            assert_eq!(e.to_string(), words);
+        }
     }
 }

@@ -24,8 +24,47 @@
 //! [`super::check_syntax`], which the caller runs on the result.
 
 use similar::{DiffTag, TextDiff};
+use thiserror::Error;
 
 use crate::knob::ComputeKnob;
+
+/// Why the script has no place for a compute change ([`apply`],
+/// [`threads_call`]). One type for both: the builtin agent records either
+/// as the reason it passed the knob over, and its text is that reason.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ComputeRefusal {
+    #[error("torch.set_num_threads(...) spans lines")]
+    ThreadsCallSpansLines,
+    #[error("torch.set_num_threads({arg}) is not set to a number")]
+    ThreadsNotANumber { arg: String },
+    #[error("torch.set_num_threads is called in several places")]
+    ThreadsCalledTwice,
+    /// `line` is 1-based.
+    #[error("torch.set_num_threads({n}) is already set (line {line})")]
+    ThreadsAlreadySet { n: u32, line: usize },
+    #[error("no top-level `import torch` to add torch.set_num_threads after")]
+    NoImportForThreads,
+    #[error("`{line}` is already there")]
+    SettingAlreadyThere { line: &'static str },
+    #[error("no top-level `import torch` to add the setting after")]
+    NoImportForSetting,
+    #[error("the script already uses {marker}")]
+    AlreadyUses { marker: &'static str },
+    #[error(
+        "no single optimizer constructor over a model's .parameters() to put the change before"
+    )]
+    NoOptimizerToPrecede,
+    #[error("no single optimizer constructor over a model's .parameters()")]
+    NoOptimizer,
+    #[error("the torch.optim.{class} call spans lines")]
+    OptimizerSpansLines { class: String },
+    #[error("torch.optim.{class} has no fused implementation")]
+    NotFused { class: String },
+    #[error("the torch.optim.{class} call already chooses its implementation")]
+    AlreadyChooses { class: String },
+    #[error("unbalanced optimizer call")]
+    UnbalancedOptimizerCall,
+}
 
 /// A compute change found in a turn's edit.
 #[derive(Clone, Debug, PartialEq)]
@@ -139,7 +178,7 @@ pub fn after_imports(src: &str) -> Option<usize> {
 
 /// The one `torch.set_num_threads(<int>)` of the script: its line and value.
 /// `Err` when there are several, or its argument is not a literal.
-pub fn threads_call(src: &str) -> Result<Option<(usize, u32)>, String> {
+pub fn threads_call(src: &str) -> Result<Option<(usize, u32)>, ComputeRefusal> {
     let hits: Vec<(usize, &str)> = lines_of(src)
         .into_iter()
         .enumerate()
@@ -149,13 +188,14 @@ pub fn threads_call(src: &str) -> Result<Option<(usize, u32)>, String> {
         [] => Ok(None),
         [(i, l)] => {
             let arg = between(l, "torch.set_num_threads(", ")")
-                .ok_or("torch.set_num_threads(...) spans lines")?;
-            arg.trim()
-                .parse()
-                .map(|n| Some((*i, n)))
-                .map_err(|_| format!("torch.set_num_threads({arg}) is not set to a number"))
+                .ok_or(ComputeRefusal::ThreadsCallSpansLines)?;
+            arg.trim().parse().map(|n| Some((*i, n))).map_err(|_| {
+                ComputeRefusal::ThreadsNotANumber {
+                    arg: arg.to_string(),
+                }
+            })
         }
-        _ => Err("torch.set_num_threads is called in several places".into()),
+        _ => Err(ComputeRefusal::ThreadsCalledTwice),
     }
 }
 
@@ -277,13 +317,17 @@ pub fn model_line(knob: ComputeKnob, model: &str, device: &str) -> Option<String
 /// Makes one compute change in `src`. `threads` is the thread count for
 /// `num_threads`; `device` ("cpu"/"cuda") the autocast's device type.
 /// `Err` says why the script has no place for it.
-pub fn apply(knob: ComputeKnob, src: &str, threads: u32, device: &str) -> Result<String, String> {
+pub fn apply(
+    knob: ComputeKnob,
+    src: &str,
+    threads: u32,
+    device: &str,
+) -> Result<String, ComputeRefusal> {
     match knob {
         ComputeKnob::NumThreads => match threads_call(src)? {
-            Some((i, n)) if n == threads => Err(format!(
-                "torch.set_num_threads({n}) is already set (line {})",
-                i + 1
-            )),
+            Some((i, n)) if n == threads => {
+                Err(ComputeRefusal::ThreadsAlreadySet { n, line: i + 1 })
+            }
             Some((i, n)) => {
                 let mut lines: Vec<String> =
                     lines_of(src).into_iter().map(str::to_string).collect();
@@ -295,8 +339,7 @@ pub fn apply(knob: ComputeKnob, src: &str, threads: u32, device: &str) -> Result
                 Ok(lines.concat())
             }
             None => {
-                let at = after_imports(src)
-                    .ok_or("no top-level `import torch` to add torch.set_num_threads after")?;
+                let at = after_imports(src).ok_or(ComputeRefusal::NoImportForThreads)?;
                 Ok(insert_line(
                     src,
                     at,
@@ -307,10 +350,9 @@ pub fn apply(knob: ComputeKnob, src: &str, threads: u32, device: &str) -> Result
         ComputeKnob::CudnnBenchmark | ComputeKnob::Tf32 => {
             let line = module_line(knob).unwrap_or_default();
             if src.contains(line) {
-                return Err(format!("`{line}` is already there"));
+                return Err(ComputeRefusal::SettingAlreadyThere { line });
             }
-            let at =
-                after_imports(src).ok_or("no top-level `import torch` to add the setting after")?;
+            let at = after_imports(src).ok_or(ComputeRefusal::NoImportForSetting)?;
             Ok(insert_line(src, at, line))
         }
         ComputeKnob::ChannelsLast | ComputeKnob::Compile | ComputeKnob::Autocast => {
@@ -320,10 +362,9 @@ pub fn apply(knob: ComputeKnob, src: &str, threads: u32, device: &str) -> Result
                 _ => "autocast",
             };
             if src.contains(marker) {
-                return Err(format!("the script already uses {marker}"));
+                return Err(ComputeRefusal::AlreadyUses { marker });
             }
-            let call = optimizer_call(src)
-                .ok_or("no single optimizer constructor over a model's .parameters() to put the change before")?;
+            let call = optimizer_call(src).ok_or(ComputeRefusal::NoOptimizerToPrecede)?;
             let line = model_line(knob, &call.model, device).unwrap_or_default();
             Ok(insert_line(
                 src,
@@ -333,31 +374,24 @@ pub fn apply(knob: ComputeKnob, src: &str, threads: u32, device: &str) -> Result
         }
         ComputeKnob::FusedOptimizer | ComputeKnob::ForeachOptimizer => {
             let kw = optimizer_keyword(knob).unwrap_or_default();
-            let call = optimizer_call(src)
-                .ok_or("no single optimizer constructor over a model's .parameters()")?;
+            let call = optimizer_call(src).ok_or(ComputeRefusal::NoOptimizer)?;
             if !call.one_line {
-                return Err(format!("the torch.optim.{} call spans lines", call.class));
+                return Err(ComputeRefusal::OptimizerSpansLines { class: call.class });
             }
             if knob == ComputeKnob::FusedOptimizer
                 && !FUSED_OPTIMIZERS.contains(&call.class.as_str())
             {
-                return Err(format!(
-                    "torch.optim.{} has no fused implementation",
-                    call.class
-                ));
+                return Err(ComputeRefusal::NotFused { class: call.class });
             }
             let mut lines: Vec<String> = lines_of(src).into_iter().map(str::to_string).collect();
             let l = &lines[call.line];
             if l.contains("fused=") || l.contains("foreach=") {
-                return Err(format!(
-                    "the torch.optim.{} call already chooses its implementation",
-                    call.class
-                ));
+                return Err(ComputeRefusal::AlreadyChooses { class: call.class });
             }
             let open = l.find(&format!("optim.{}(", call.class)).unwrap_or(0)
                 + "optim.".len()
                 + call.class.len();
-            let close = matching_paren(l, open).ok_or("unbalanced optimizer call")?;
+            let close = matching_paren(l, open).ok_or(ComputeRefusal::UnbalancedOptimizerCall)?;
             let empty = l[open + 1..close].trim().is_empty();
             let text = if empty {
                 kw.to_string()
@@ -633,9 +667,10 @@ mod tests {
         assert_eq!(two, t);
         let r = recognize(&one, &two).unwrap();
         assert_eq!(r.change, "num_threads: torch.set_num_threads 1 → 2");
-        assert!(apply(ComputeKnob::NumThreads, &t, 2, "cpu")
-            .unwrap_err()
-            .contains("already"));
+        assert!(matches!(
+            apply(ComputeKnob::NumThreads, &t, 2, "cpu"),
+            Err(ComputeRefusal::ThreadsAlreadySet { n: 2, .. })
+        ));
     }
 
     #[test]
@@ -644,26 +679,75 @@ mod tests {
             "    for x",
             "    sched = torch.optim.Adam(model.parameters())\n    for x",
         );
-        assert!(apply(ComputeKnob::ChannelsLast, &two_opts, 2, "cpu").is_err());
-        assert!(apply(ComputeKnob::FusedOptimizer, &two_opts, 2, "cpu").is_err());
+        let refused = |knob, src: &str| apply(knob, src, 2, "cpu").unwrap_err();
+        assert_eq!(
+            refused(ComputeKnob::ChannelsLast, &two_opts),
+            ComputeRefusal::NoOptimizerToPrecede
+        );
+        assert_eq!(
+            refused(ComputeKnob::FusedOptimizer, &two_opts),
+            ComputeRefusal::NoOptimizer
+        );
         let no_torch = TRAIN.replace("import torch\n", "");
-        assert!(apply(ComputeKnob::NumThreads, &no_torch, 2, "cpu").is_err());
+        assert_eq!(
+            refused(ComputeKnob::NumThreads, &no_torch),
+            ComputeRefusal::NoImportForThreads
+        );
         let spread = TRAIN.replace(
             "(model.parameters(), lr=0.1)",
             "(\n        model.parameters(), lr=0.1)",
         );
         assert!(optimizer_call(&spread).is_some_and(|c| !c.one_line));
-        assert!(apply(ComputeKnob::ForeachOptimizer, &spread, 2, "cpu").is_err());
+        assert_eq!(
+            refused(ComputeKnob::ForeachOptimizer, &spread),
+            ComputeRefusal::OptimizerSpansLines {
+                class: "SGD".into()
+            }
+        );
         let rms = TRAIN.replace("optim.SGD", "optim.RMSprop");
-        assert!(apply(ComputeKnob::FusedOptimizer, &rms, 2, "cpu")
-            .unwrap_err()
-            .contains("no fused"));
+        assert_eq!(
+            refused(ComputeKnob::FusedOptimizer, &rms),
+            ComputeRefusal::NotFused {
+                class: "RMSprop".into()
+            }
+        );
         assert!(apply(ComputeKnob::ForeachOptimizer, &rms, 2, "cpu").is_ok());
         let flag = TRAIN.replace(
             "import torch\n",
             "import torch\ntorch.set_num_threads(args.threads)\n",
         );
-        assert!(apply(ComputeKnob::NumThreads, &flag, 2, "cpu").is_err());
+        assert_eq!(
+            refused(ComputeKnob::NumThreads, &flag),
+            ComputeRefusal::ThreadsNotANumber {
+                arg: "args.threads".into()
+            }
+        );
+    }
+
+    /// The refusals' words are the reasons run folders record: pinned here
+    /// as they were written when they were strings.
+    #[test]
+    fn refusals_keep_their_recorded_words() {
+        use ComputeRefusal as R;
+        let class = || "Adam".to_string();
+        for (r, words) in [
+            (R::ThreadsCallSpansLines, "torch.set_num_threads(...) spans lines"),
+            (R::ThreadsNotANumber { arg: "k".into() }, "torch.set_num_threads(k) is not set to a number"),
+            (R::ThreadsCalledTwice, "torch.set_num_threads is called in several places"),
+            (R::ThreadsAlreadySet { n: 4, line: 7 }, "torch.set_num_threads(4) is already set (line 7)"),
+            (R::NoImportForThreads, "no top-level `import torch` to add torch.set_num_threads after"),
+            (R::SettingAlreadyThere { line: "x = 1" }, "`x = 1` is already there"),
+            (R::NoImportForSetting, "no top-level `import torch` to add the setting after"),
+            (R::AlreadyUses { marker: "autocast" }, "the script already uses autocast"),
+            (R::NoOptimizerToPrecede, "no single optimizer constructor over a model's .parameters() to put the change before"),
+            (R::NoOptimizer, "no single optimizer constructor over a model's .parameters()"),
+            (R::OptimizerSpansLines { class: class() }, "the torch.optim.Adam call spans lines"),
+            (R::NotFused { class: class() }, "torch.optim.Adam has no fused implementation"),
+            (R::AlreadyChooses { class: class() }, "the torch.optim.Adam call already chooses its implementation"),
+            (R::UnbalancedOptimizerCall, "unbalanced optimizer call"),
+        ] {
+            assert_eq!(r.to_string(), words);
+        }
     }
 
     #[test]

@@ -9,6 +9,20 @@
 
 use std::ops::Range;
 
+use thiserror::Error;
+
+/// Why a value cannot be written into a config file ([`set_value`],
+/// [`config_literal`]): the file's own type, so that the caller that
+/// edits a knob wraps it with the file's name.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConfigValueError {
+    /// `path` is the dotted key path.
+    #[error("no value at `{path}` in the config file")]
+    NotFound { path: String },
+    #[error("TOML has no null: remove the key instead of setting None")]
+    TomlNull,
+}
+
 /// The config formats tuneloop reads knob values from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigKind {
@@ -68,9 +82,10 @@ pub fn set_value(
     src: &str,
     path: &[String],
     python_value: &str,
-) -> Result<String, String> {
-    let found = lookup(kind, src, path)
-        .ok_or_else(|| format!("no value at `{}` in the config file", path.join(".")))?;
+) -> Result<String, ConfigValueError> {
+    let found = lookup(kind, src, path).ok_or_else(|| ConfigValueError::NotFound {
+        path: path.join("."),
+    })?;
     let literal = config_literal(kind, python_value)?;
     let mut out = String::with_capacity(src.len() + literal.len());
     out.push_str(&src[..found.range.start]);
@@ -90,15 +105,13 @@ pub fn python_value(text: &str) -> String {
 }
 
 /// A Python literal in a config file's spelling.
-pub fn config_literal(kind: ConfigKind, python: &str) -> Result<String, String> {
+pub fn config_literal(kind: ConfigKind, python: &str) -> Result<String, ConfigValueError> {
     let v = python.trim();
     Ok(match v {
         "True" => "true".into(),
         "False" => "false".into(),
         "None" => match kind {
-            ConfigKind::Toml => {
-                return Err("TOML has no null: remove the key instead of setting None".into())
-            }
+            ConfigKind::Toml => return Err(ConfigValueError::TomlNull),
             ConfigKind::Yaml | ConfigKind::Json => "null".into(),
         },
         _ => v.to_string(),
@@ -384,7 +397,11 @@ mod tests {
         );
         let out = set_value(ConfigKind::Yaml, YAML, &p("data.pin_memory"), "True").unwrap();
         assert!(out.contains("  pin_memory: true\n"));
-        assert!(set_value(ConfigKind::Yaml, YAML, &p("data.prefetch_factor"), "4").is_err());
+        let missing = set_value(ConfigKind::Yaml, YAML, &p("data.prefetch_factor"), "4");
+        assert_eq!(
+            missing.unwrap_err().to_string(),
+            "no value at `data.prefetch_factor` in the config file"
+        );
     }
 
     #[test]
@@ -403,7 +420,14 @@ mod tests {
             out,
             src.replace("num_workers = 2 # cores", "num_workers = 8 # cores")
         );
-        assert!(set_value(ConfigKind::Toml, src, &p("data.num_workers"), "None").is_err());
+        assert_eq!(
+            set_value(ConfigKind::Toml, src, &p("data.num_workers"), "None"),
+            Err(ConfigValueError::TomlNull)
+        );
+        assert_eq!(
+            ConfigValueError::TomlNull.to_string(),
+            "TOML has no null: remove the key instead of setting None"
+        );
         let dotted = "data.num_workers = 1\n";
         assert_eq!(
             lookup(ConfigKind::Toml, dotted, &p("data.num_workers"))

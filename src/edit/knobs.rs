@@ -42,16 +42,18 @@ use std::path::Path;
 
 use tree_sitter::{Node, Tree};
 
+use thiserror::Error;
+
 use super::cli_knobs;
-use super::command_line;
-use super::config_file::{self, ConfigKind};
-use super::py_defs::{self, normalise, Resolution};
+use super::command_line::{self, RunWordsError};
+use super::config_file::{self, ConfigKind, ConfigValueError};
+use super::py_defs::{self, normalise, DefinitionGone, Resolution};
 use super::rewrite::{set_call_kwarg, set_kwarg, RewriteError};
 use super::scan::{
     argument_nodes, call_node, call_site, line_col, named_children, outside, parse_python,
     scan_tree, scan_tree_with, string_value, text, CallSite, ScanError,
 };
-use super::spread::{self, Spread};
+use super::spread::{self, Spread, SpreadEditError};
 use super::types::Target;
 use super::wrap::{self, Wrapper};
 use crate::knob::LoaderKnob;
@@ -939,6 +941,67 @@ pub fn knob_files(project_root: &Path, script_rel: &str, entry: Option<&str>) ->
 // Editing at the source
 // ---------------------------------------------------------------------------
 
+/// Why [`set_knob`] cannot set a knob where it is defined. One type over
+/// every kind of source: the builtin agent records its text as the reason
+/// a proposal was dropped, whichever source refused. The source-specific
+/// errors it wraps are kept as `#[source]` (or passed through whole where
+/// their text already names the file).
+#[derive(Debug, Error)]
+pub enum SetKnobError {
+    #[error("`{knob}` is not a DataLoader knob")]
+    NotAKnob { knob: String },
+    /// The reader had no text for `file` (gone, or outside the project).
+    #[error("cannot read {file}")]
+    Unreadable { file: String },
+    /// `at` is the site's `file:line`; `why` the wrapper's reason.
+    #[error("{knob} at {at} cannot be set to {value}: {why}; choose a value the wrapper keeps, or write the knob as a literal")]
+    WrapperRefuses {
+        knob: String,
+        at: String,
+        value: String,
+        why: String,
+    },
+    #[error("cannot edit {at}: {source}")]
+    Keyword {
+        at: String,
+        #[source]
+        source: RewriteError,
+    },
+    #[error("cannot edit the flag's default in {file}: {source}")]
+    FlagDefault {
+        file: String,
+        #[source]
+        source: RewriteError,
+    },
+    #[error("{file} is not a config file")]
+    NotAConfigFile { file: String },
+    #[error("cannot edit {file}: {source}")]
+    Config {
+        file: String,
+        #[source]
+        source: ConfigValueError,
+    },
+    #[error(transparent)]
+    Python(#[from] DefinitionGone),
+    #[error(transparent)]
+    Spread(#[from] SpreadEditError),
+    /// `word` is 1-based.
+    #[error("[bench] run in {file} no longer passes `{expected}` as word {word} (it changed since it was read)")]
+    CommandWordMoved {
+        file: String,
+        expected: String,
+        word: usize,
+    },
+    #[error(transparent)]
+    RunWords(#[from] RunWordsError),
+    #[error("{knob} at {at} is not editable: {reason}; write the value as a literal, a flag default, a config value or a literal of the project's own modules")]
+    Unresolved {
+        knob: String,
+        at: String,
+        reason: String,
+    },
+}
+
 /// Set `knob` of `site` to `value` (Python source) where it is defined.
 /// Returns the file to write and its new text.
 pub fn set_knob(
@@ -946,16 +1009,22 @@ pub fn set_knob(
     knob: &str,
     value: &str,
     read: ReadFile<'_>,
-) -> Result<(String, String), String> {
-    let origin = site
-        .origin(knob)
-        .ok_or_else(|| format!("`{knob}` is not a DataLoader knob"))?;
-    let read_file = |f: &str| read(f).ok_or_else(|| format!("cannot read {f}"));
+) -> Result<(String, String), SetKnobError> {
+    let origin = site.origin(knob).ok_or_else(|| SetKnobError::NotAKnob {
+        knob: knob.to_string(),
+    })?;
+    let read_file = |f: &str| {
+        read(f).ok_or_else(|| SetKnobError::Unreadable {
+            file: f.to_string(),
+        })
+    };
     if let Some(why) = origin.refuses(value) {
-        return Err(format!(
-            "{knob} at {} cannot be set to {value}: {why}; choose a value the wrapper keeps, or write the knob as a literal",
-            site.at()
-        ));
+        return Err(SetKnobError::WrapperRefuses {
+            knob: knob.to_string(),
+            at: site.at(),
+            value: value.to_string(),
+            why,
+        });
     }
     match &origin.source {
         Source::Keyword => {
@@ -973,23 +1042,36 @@ pub fn set_knob(
                 }
                 _ => set_call_kwarg(&src, site.call_start, &origin.keyword, Some(value)),
             }
-            .map_err(|e| format!("cannot edit {}: {e}", site.at()))?;
+            .map_err(|source| SetKnobError::Keyword {
+                at: site.at(),
+                source,
+            })?;
             Ok((site.file.clone(), out))
         }
         Source::Flag {
             file, call_start, ..
         } => {
             let src = read_file(file)?;
-            let out = set_call_kwarg(&src, *call_start, "default", Some(value))
-                .map_err(|e| format!("cannot edit the flag's default in {file}: {e}"))?;
+            let out =
+                set_call_kwarg(&src, *call_start, "default", Some(value)).map_err(|source| {
+                    SetKnobError::FlagDefault {
+                        file: file.clone(),
+                        source,
+                    }
+                })?;
             Ok((file.clone(), out))
         }
         Source::Config { file, key, .. } => {
             let src = read_file(file)?;
-            let kind = ConfigKind::of(file).ok_or_else(|| format!("{file} is not a config file"))?;
+            let kind = ConfigKind::of(file)
+                .ok_or_else(|| SetKnobError::NotAConfigFile { file: file.clone() })?;
             let path: Vec<String> = key.split('.').map(str::to_string).collect();
-            let out = config_file::set_value(kind, &src, &path, value)
-                .map_err(|e| format!("cannot edit {file}: {e}"))?;
+            let out = config_file::set_value(kind, &src, &path, value).map_err(|source| {
+                SetKnobError::Config {
+                    file: file.clone(),
+                    source,
+                }
+            })?;
             Ok((file.clone(), out))
         }
         Source::Python { file, target, .. } => {
@@ -1017,10 +1099,11 @@ pub fn set_knob(
                     let words = command_line::run_words(&toml).unwrap_or_default();
                     let expected = format!("{prefix}{}", passed.as_deref().unwrap_or(""));
                     if words.get(*i) != Some(&expected) {
-                        return Err(format!(
-                            "[bench] run in {file} no longer passes `{expected}` as word {} (it changed since it was read)",
-                            i + 1
-                        ));
+                        return Err(SetKnobError::CommandWordMoved {
+                            file: file.clone(),
+                            expected,
+                            word: i + 1,
+                        });
                     }
                     command_line::set_word(&toml, *i, &format!("{prefix}{word}"))?
                 }
@@ -1028,10 +1111,11 @@ pub fn set_knob(
             };
             Ok((file.clone(), out))
         }
-        Source::Unresolved { reason } => Err(format!(
-            "{knob} at {} is not editable: {reason}; write the value as a literal, a flag default, a config value or a literal of the project's own modules",
-            site.at()
-        )),
+        Source::Unresolved { reason } => Err(SetKnobError::Unresolved {
+            knob: knob.to_string(),
+            at: site.at(),
+            reason: reason.clone(),
+        }),
     }
 }
 
@@ -1284,6 +1368,55 @@ fn passed_on_command_line(
     None
 }
 
+/// Why a turn's edit of a file that holds knob values is more than those
+/// values ([`config_edit`], [`python_value_edit`]). One type for both:
+/// verification records either as the turn's rejection, and they are the
+/// same judgement on two kinds of file. `file` is the edited file.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ValueEditError {
+    #[error("{file} is not a config file")]
+    NotAConfigFile { file: String },
+    #[error("{file} changed, but no DataLoader knob reads its value from it")]
+    NoKnobReadsIt { file: String },
+    #[error("{file}: the key `{key}` that feeds {knob} is gone")]
+    KeyGone {
+        file: String,
+        key: String,
+        knob: String,
+    },
+    #[error("{file}: `{key}` cannot be located")]
+    KeyNotLocated { file: String, key: String },
+    #[error("{file} changed, but no value that feeds a DataLoader knob did")]
+    NoKnobValueChanged { file: String },
+    #[error("{file} changed beyond the values that feed DataLoader knobs")]
+    BeyondKnobValues { file: String },
+    /// `knobs`: the knobs it feeds, `, `-joined.
+    #[error("{file}: `{name}`, which feeds {knobs}, is gone or defined more than once")]
+    DefinitionGone {
+        file: String,
+        name: String,
+        knobs: String,
+    },
+    /// `text`: what the definition became.
+    #[error("{file}:{line}: `{name}` is no longer a literal ({text}); a turn writes a value")]
+    NotALiteral {
+        file: String,
+        line: usize,
+        name: String,
+        text: String,
+    },
+    #[error("{file}:{line}: `{name}` feeds several knobs ({knobs})")]
+    FeedsSeveralKnobs {
+        file: String,
+        line: usize,
+        name: String,
+        knobs: String,
+    },
+    /// `changes`: the knob changes it did make, `; `-joined.
+    #[error("{file} changed beyond the values that feed DataLoader knobs ({changes})")]
+    BeyondTheseValues { file: String, changes: String },
+}
+
 /// The knob changes an edit of config file `file` makes, given the knob
 /// sites of the project's scripts (before the edit). Any other difference
 /// is an error with the reason.
@@ -1292,8 +1425,10 @@ pub fn config_edit(
     old: &str,
     new: &str,
     sites: &[KnobSite],
-) -> Result<Vec<SourceChange>, String> {
-    let kind = ConfigKind::of(file).ok_or_else(|| format!("{file} is not a config file"))?;
+) -> Result<Vec<SourceChange>, ValueEditError> {
+    let file_ = || file.to_string();
+    let kind =
+        ConfigKind::of(file).ok_or_else(|| ValueEditError::NotAConfigFile { file: file_() })?;
     let mut keys: Vec<(String, String)> = Vec::new();
     for s in sites {
         for o in &s.knobs {
@@ -1305,9 +1440,7 @@ pub fn config_edit(
         }
     }
     if keys.is_empty() {
-        return Err(format!(
-            "{file} changed, but no DataLoader knob reads its value from it"
-        ));
+        return Err(ValueEditError::NoKnobReadsIt { file: file_() });
     }
     let mut changes = Vec::new();
     let mut rebuilt = old.to_string();
@@ -1317,7 +1450,11 @@ pub fn config_edit(
             config_file::lookup(kind, old, &path),
             config_file::lookup(kind, new, &path),
         ) else {
-            return Err(format!("{file}: the key `{key}` that feeds {knob} is gone"));
+            return Err(ValueEditError::KeyGone {
+                file: file_(),
+                key: key.clone(),
+                knob: knob.clone(),
+            });
         };
         if a.text == b.text {
             continue;
@@ -1329,7 +1466,12 @@ pub fn config_edit(
                 a.text,
                 &rebuilt[r.range.end..]
             ),
-            None => return Err(format!("{file}: `{key}` cannot be located")),
+            None => {
+                return Err(ValueEditError::KeyNotLocated {
+                    file: file_(),
+                    key: key.clone(),
+                })
+            }
         };
         changes.push(SourceChange {
             file: file.to_string(),
@@ -1340,9 +1482,9 @@ pub fn config_edit(
     }
     if rebuilt != new {
         return Err(if changes.is_empty() {
-            format!("{file} changed, but no value that feeds a DataLoader knob did")
+            ValueEditError::NoKnobValueChanged { file: file_() }
         } else {
-            format!("{file} changed beyond the values that feed DataLoader knobs")
+            ValueEditError::BeyondKnobValues { file: file_() }
         });
     }
     Ok(changes)
@@ -1359,7 +1501,7 @@ pub fn python_value_edit(
     old: &str,
     new: &str,
     sites: &[KnobSite],
-) -> Option<Result<Vec<SourceChange>, String>> {
+) -> Option<Result<Vec<SourceChange>, ValueEditError>> {
     let mut targets: Vec<(Target, String, Vec<String>)> = Vec::new();
     for s in sites {
         for o in &s.knobs {
@@ -1386,26 +1528,30 @@ pub fn python_value_edit(
     for (target, name, knobs) in &targets {
         let before = py_defs::lookup(old, target)?;
         let Some(after) = py_defs::lookup(new, target) else {
-            return Some(Err(format!(
-                "{file}: `{name}`, which feeds {}, is gone or defined more than once",
-                knobs.join(", ")
-            )));
+            return Some(Err(ValueEditError::DefinitionGone {
+                file: file.to_string(),
+                name: name.clone(),
+                knobs: knobs.join(", "),
+            }));
         };
         if after.text == before.text {
             continue;
         }
         if !after.literal {
-            return Some(Err(format!(
-                "{file}:{}: `{name}` is no longer a literal ({}); a turn writes a value",
-                after.line, after.text
-            )));
+            return Some(Err(ValueEditError::NotALiteral {
+                file: file.to_string(),
+                line: after.line,
+                name: name.clone(),
+                text: after.text,
+            }));
         }
         if knobs.len() != 1 {
-            return Some(Err(format!(
-                "{file}:{}: `{name}` feeds several knobs ({})",
-                after.line,
-                knobs.join(", ")
-            )));
+            return Some(Err(ValueEditError::FeedsSeveralKnobs {
+                file: file.to_string(),
+                line: after.line,
+                name: name.clone(),
+                knobs: knobs.join(", "),
+            }));
         }
         let at = py_defs::lookup(&rebuilt, target)?;
         rebuilt = format!(
@@ -1428,14 +1574,14 @@ pub fn python_value_edit(
         return None;
     }
     if rebuilt != new {
-        return Some(Err(format!(
-            "{file} changed beyond the values that feed DataLoader knobs ({})",
-            changes
+        return Some(Err(ValueEditError::BeyondTheseValues {
+            file: file.to_string(),
+            changes: changes
                 .iter()
                 .map(|c| c.change.as_str())
                 .collect::<Vec<_>>()
-                .join("; ")
-        )));
+                .join("; "),
+        }));
     }
     Some(Ok(changes))
 }
@@ -1671,7 +1817,9 @@ if __name__ == "__main__":
         );
         assert!(!s.origin("prefetch_factor").unwrap().editable());
         let read = |f: &str| p.get(f).cloned();
-        let err = set_knob(s, "num_workers", "4", &read).unwrap_err();
+        let err = set_knob(s, "num_workers", "4", &read)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("not editable") && err.contains("write the value as a literal"),
             "{err}"
@@ -1759,7 +1907,9 @@ for epoch in range(3):
         let (_, out) = set(&p, s, "num_workers", "4");
         assert!(out.contains("default=4, help"));
         let read = |f: &str| p.get(f).cloned();
-        let err = set_knob(s, "num_workers", "0", &read).unwrap_err();
+        let err = set_knob(s, "num_workers", "0", &read)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`max(1, ·)` turns 0 into 1"), "{err}");
         // An agent that writes such a default anyway is told why.
         let wrote_zero_from_four = out.replace("default=4, help", "default=0, help");
@@ -1864,12 +2014,14 @@ for epoch in range(3):
         assert!(
             command_line::command_edit(&ws, &other, std::slice::from_ref(s))
                 .unwrap_err()
+                .to_string()
                 .contains("beyond the [bench] run command")
         );
         let epochs = ws.replace(r#""3"]"#, r#""4"]"#);
         assert!(
             command_line::command_edit(&ws, &epochs, std::slice::from_ref(s))
                 .unwrap_err()
+                .to_string()
                 .contains("passes no DataLoader knob")
         );
         // Editing the unused default is refused with where the value is.
@@ -1934,11 +2086,13 @@ for epoch in range(3):
         let read = |f: &str| p.get(f).cloned();
         assert!(set_knob(s, "num_workers", "0", &read)
             .unwrap_err()
+            .to_string()
             .contains("turns 0 into 1"));
         let zero = ws.replace(r#""2"]"#, r#""0"]"#);
         assert!(
             command_line::command_edit(&ws, &zero, std::slice::from_ref(s))
                 .unwrap_err()
+                .to_string()
                 .contains("turns 0 into 1")
         );
     }
@@ -2019,13 +2173,14 @@ loader = DataLoader(
         // batch_size is read by the loader but is no knob; epochs by nothing.
         assert!(check(&YAML.replace("batch_size: 64", "batch_size: 32"))
             .unwrap_err()
+            .to_string()
             .contains("no value that feeds"));
         assert!(check(&YAML.replace("epochs: 2", "epochs: 1")).is_err());
         assert!(check(&YAML.replace("# bump", "# raise")).is_err());
         let both = YAML
             .replace("num_workers: 0", "num_workers: 4")
             .replace("epochs: 2", "epochs: 1");
-        assert!(check(&both).unwrap_err().contains("beyond"));
+        assert!(check(&both).unwrap_err().to_string().contains("beyond"));
         let two = YAML
             .replace("num_workers: 0", "num_workers: 4")
             .replace("pin_memory: false", "pin_memory: true");
@@ -2033,6 +2188,7 @@ loader = DataLoader(
         // A config no knob reads.
         assert!(config_edit("other.yaml", "a: 1\n", "a: 2\n", &sites)
             .unwrap_err()
+            .to_string()
             .contains("no DataLoader knob"));
     }
 
@@ -2229,6 +2385,91 @@ trainer.train()
         let s = &sites_in(&p, "train.py")[0];
         assert!(matches!(&s.origin("num_workers").unwrap().source,
             Source::Config { file, key, .. } if file == "conf/train.yaml" && key == "loader.num_workers"));
+    }
+
+    /// The refusals' words are the reasons the builtin agent and
+    /// verification record: pinned as they were written when they were
+    /// strings, and the wrapped error kept as the source.
+    #[test]
+    fn refusals_keep_their_recorded_words() {
+        use std::error::Error as _;
+        let s = |t: &str| t.to_string();
+        let config = SetKnobError::Config {
+            file: s("c.toml"),
+            source: ConfigValueError::TomlNull,
+        };
+        assert_eq!(
+            config.to_string(),
+            "cannot edit c.toml: TOML has no null: remove the key instead of setting None"
+        );
+        assert!(config.source().is_some());
+        let keyword = SetKnobError::Keyword {
+            at: s("t.py:3"),
+            source: RewriteError::EmptyValue {
+                name: s("num_workers"),
+            },
+        };
+        assert_eq!(
+            keyword.to_string(),
+            "cannot edit t.py:3: the value for `num_workers` is empty"
+        );
+        assert!(keyword.source().is_some());
+        let gone = DefinitionGone {
+            file: s("config.py"),
+            name: s("cfg.num_workers"),
+        };
+        for (e, words) in [
+            (SetKnobError::NotAKnob { knob: s("epochs") }, "`epochs` is not a DataLoader knob"),
+            (SetKnobError::Unreadable { file: s("a.py") }, "cannot read a.py"),
+            (
+                SetKnobError::WrapperRefuses { knob: s("num_workers"), at: s("t.py:3"), value: s("0"), why: s("`max(1, ·)` turns 0 into 1") },
+                "num_workers at t.py:3 cannot be set to 0: `max(1, ·)` turns 0 into 1; choose a value the wrapper keeps, or write the knob as a literal",
+            ),
+            (
+                SetKnobError::FlagDefault { file: s("t.py"), source: RewriteError::InvalidName(s("1x")) },
+                "cannot edit the flag's default in t.py: `1x` is not a valid Python keyword-argument name",
+            ),
+            (SetKnobError::NotAConfigFile { file: s("a.ini") }, "a.ini is not a config file"),
+            (SetKnobError::Python(gone), "config.py no longer defines `cfg.num_workers` once (it changed since it was read)"),
+            (
+                SetKnobError::CommandWordMoved { file: s("tuneloop.toml"), expected: s("-j2"), word: 4 },
+                "[bench] run in tuneloop.toml no longer passes `-j2` as word 4 (it changed since it was read)",
+            ),
+            (SetKnobError::RunWords(RunWordsError::NoRunArray), "tuneloop.toml has no [bench] run array of strings"),
+            (
+                SetKnobError::Unresolved { knob: s("num_workers"), at: s("t.py:3"), reason: s("`n` is computed") },
+                "num_workers at t.py:3 is not editable: `n` is computed; write the value as a literal, a flag default, a config value or a literal of the project's own modules",
+            ),
+        ] {
+            assert_eq!(e.to_string(), words);
+        }
+        let f = || s("c.yaml");
+        for (e, words) in [
+            (ValueEditError::NotAConfigFile { file: f() }, "c.yaml is not a config file"),
+            (ValueEditError::NoKnobReadsIt { file: f() }, "c.yaml changed, but no DataLoader knob reads its value from it"),
+            (ValueEditError::KeyGone { file: f(), key: s("data.workers"), knob: s("num_workers") }, "c.yaml: the key `data.workers` that feeds num_workers is gone"),
+            (ValueEditError::KeyNotLocated { file: f(), key: s("data.workers") }, "c.yaml: `data.workers` cannot be located"),
+            (ValueEditError::NoKnobValueChanged { file: f() }, "c.yaml changed, but no value that feeds a DataLoader knob did"),
+            (ValueEditError::BeyondKnobValues { file: f() }, "c.yaml changed beyond the values that feed DataLoader knobs"),
+            (
+                ValueEditError::DefinitionGone { file: s("config.py"), name: s("NW"), knobs: s("num_workers, prefetch_factor") },
+                "config.py: `NW`, which feeds num_workers, prefetch_factor, is gone or defined more than once",
+            ),
+            (
+                ValueEditError::NotALiteral { file: s("config.py"), line: 8, name: s("NW"), text: s("os.cpu_count()") },
+                "config.py:8: `NW` is no longer a literal (os.cpu_count()); a turn writes a value",
+            ),
+            (
+                ValueEditError::FeedsSeveralKnobs { file: s("config.py"), line: 8, name: s("NW"), knobs: s("num_workers, prefetch_factor") },
+                "config.py:8: `NW` feeds several knobs (num_workers, prefetch_factor)",
+            ),
+            (
+                ValueEditError::BeyondTheseValues { file: s("config.py"), changes: s("a; b") },
+                "config.py changed beyond the values that feed DataLoader knobs (a; b)",
+            ),
+        ] {
+            assert_eq!(e.to_string(), words);
+        }
     }
 }
 
@@ -2446,7 +2687,9 @@ mod spread_tests {
             "num_workers not set: not editable (`kw.update(extra)` (t.py:6) may set \"num_workers\" in `kw` from a dict tuneloop cannot see; write \"num_workers\" into the `kw` literal (t.py:4), or make what it adds a dict literal of the same function)"
         );
         let read = |_: &str| Some(src.to_string());
-        let err = set_knob(&s[0], "num_workers", "2", &read).unwrap_err();
+        let err = set_knob(&s[0], "num_workers", "2", &read)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("not editable") && err.contains("cannot see"),
             "{err}"

@@ -27,6 +27,17 @@
 //!
 //! Everything here is a pure function of its inputs (only [`scan_file`] reads
 //! a file); nothing spawns processes or writes files.
+//!
+//! Errors are typed per operation, not one shared enum: each function's
+//! type holds only the ways *it* can fail, so a caller (and a test) can
+//! match on them. Two families: the refusals to make a change
+//! ([`knobs::SetKnobError`] over the per-source ones, and
+//! [`compute::ComputeRefusal`]), and the verdicts that a turn's edit is
+//! more than one knob's value ([`command_line::CommandEditError`],
+//! [`knobs::ValueEditError`]). Their text is the reason a run folder
+//! records, so a variant's words are part of its contract; wrapped errors
+//! (a [`rewrite::RewriteError`], [`scan::ScanError`], a syntax error) stay
+//! the `#[source]`.
 
 // The loader knobs' names are the knob vocabulary's; edit's code has
 // always called them by this name.

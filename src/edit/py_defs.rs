@@ -292,13 +292,27 @@ pub fn lookup(src: &str, target: &Target) -> Option<Found> {
     Some(found(node, src))
 }
 
+/// [`set_value`]'s one refusal: `file` no longer holds exactly one
+/// definition of the target read earlier. A struct, not an enum: there is
+/// no other way for the write to fail.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file} no longer defines `{name}` once (it changed since it was read)")]
+pub struct DefinitionGone {
+    pub file: String,
+    /// The target as the script reads it (`cfg.num_workers`).
+    pub name: String,
+}
+
 /// `src` with the value of `target` set to `value` (Python source).
-pub fn set_value(file: &str, src: &str, target: &Target, value: &str) -> Result<String, String> {
-    let f = lookup(src, target).ok_or_else(|| {
-        format!(
-            "{file} no longer defines `{}` once (it changed since it was read)",
-            target.name()
-        )
+pub fn set_value(
+    file: &str,
+    src: &str,
+    target: &Target,
+    value: &str,
+) -> Result<String, DefinitionGone> {
+    let f = lookup(src, target).ok_or_else(|| DefinitionGone {
+        file: file.to_string(),
+        name: target.name().to_string(),
     })?;
     Ok(format!(
         "{}{value}{}",
@@ -810,9 +824,11 @@ mod tests {
         // Bound twice: no single definition.
         let twice = format!("{src}NUM_WORKERS = 5\n");
         assert_eq!(lookup(&twice, &c), None);
-        assert!(set_value("config.py", &twice, &c, "1")
-            .unwrap_err()
-            .contains("no longer defines `NUM_WORKERS` once"));
+        let gone = set_value("config.py", &twice, &c, "1").unwrap_err();
+        assert_eq!(
+            gone.to_string(),
+            "config.py no longer defines `NUM_WORKERS` once (it changed since it was read)"
+        );
     }
 
     #[test]

@@ -20,11 +20,14 @@
 //! seen (`name.update(extra)` of an unknown dict) leaves the knob not
 //! editable, with what to do.
 
+use thiserror::Error;
 use tree_sitter::Node;
 
 use super::knobs::knob_sites;
+use super::rewrite::RewriteError;
 use super::scan::{
-    argument_nodes, line_col, named_children, outside, parse_python, string_value, text,
+    argument_nodes, line_col, named_children, outside, parse_python, string_value, text, ScanError,
+    SyntaxError,
 };
 use super::types::{PythonEdit, ReadFile, Source, SourceChange};
 use super::DATA_PRESERVING;
@@ -476,6 +479,43 @@ fn call_at(root: Node<'_>, start: usize) -> Option<Node<'_>> {
     Some(node)
 }
 
+/// Why `set_entry` cannot set a key in the spread dict: the file moved
+/// on since it was scanned, the key's source cannot be edited, or the edit
+/// would break the file. `file` is the script's path as scanned.
+#[derive(Debug, Error)]
+pub enum SpreadEditError {
+    #[error(transparent)]
+    Parse(#[from] ScanError),
+    #[error("{file}: the DataLoader call moved; scan again")]
+    CallMoved { file: String },
+    /// `reason` is the scan's own reason the key is unresolved.
+    #[error("{key} is not editable: {reason}")]
+    NotEditable { key: String, reason: String },
+    #[error("{file}: the call no longer spreads a dict literal; scan again")]
+    NoLongerSpreads { file: String },
+    #[error("cannot edit {file}: {source}")]
+    Rewrite {
+        file: String,
+        #[source]
+        source: RewriteError,
+    },
+    /// `holder` is the spread dict's name as written.
+    #[error("{file}: no place for \"{key}\" in `{holder}`")]
+    NoPlace {
+        file: String,
+        key: String,
+        holder: String,
+    },
+    #[error("{file}: setting \"{key}\" in `{holder}` broke it: {source}")]
+    BrokeIt {
+        file: String,
+        key: String,
+        holder: String,
+        #[source]
+        source: SyntaxError,
+    },
+}
+
 /// Set `key` of the DataLoader call at byte `call_start` to `value` in the
 /// spread dict it comes from: the entry's value replaced, or an entry
 /// added to the literal. Returns the new text.
@@ -485,38 +525,44 @@ pub(crate) fn set_entry(
     call_start: usize,
     key: &str,
     value: &str,
-) -> Result<String, String> {
-    let tree = parse_python(src, file).map_err(|e| e.to_string())?;
+) -> Result<String, SpreadEditError> {
+    let file_ = || file.to_string();
+    let tree = parse_python(src, file)?;
     let call = call_at(tree.root_node(), call_start)
-        .ok_or_else(|| format!("{file}: the DataLoader call moved; scan again"))?;
+        .ok_or_else(|| SpreadEditError::CallMoved { file: file_() })?;
     let found = match follow_key(call, src, file, key) {
         Spread::Found(f) => f,
-        Spread::Unresolved(r) => return Err(format!("{key} is not editable: {r}")),
-        Spread::NotApplicable => {
-            return Err(format!(
-                "{file}: the call no longer spreads a dict literal; scan again"
-            ))
+        Spread::Unresolved(reason) => {
+            return Err(SpreadEditError::NotEditable {
+                key: key.to_string(),
+                reason,
+            })
         }
+        Spread::NotApplicable => return Err(SpreadEditError::NoLongerSpreads { file: file_() }),
     };
     let out = match (found.value, found.target.kind()) {
         (Some(v), _) => format!("{}{value}{}", &src[..v.start_byte()], &src[v.end_byte()..]),
         (None, "dictionary") => insert_pair(src, found.target, key, value),
         (None, "call") => {
             super::rewrite::set_call_kwarg(src, found.target.start_byte(), key, Some(value))
-                .map_err(|e| format!("cannot edit {file}: {e}"))?
+                .map_err(|source| SpreadEditError::Rewrite {
+                    file: file_(),
+                    source,
+                })?
         }
         (None, _) => {
-            return Err(format!(
-                "{file}: no place for \"{key}\" in `{}`",
-                found.holder
-            ))
+            return Err(SpreadEditError::NoPlace {
+                file: file_(),
+                key: key.to_string(),
+                holder: found.holder,
+            })
         }
     };
-    super::scan::check_syntax(&out).map_err(|e| {
-        format!(
-            "{file}: setting \"{key}\" in `{}` broke it: {e}",
-            found.holder
-        )
+    super::scan::check_syntax(&out).map_err(|source| SpreadEditError::BrokeIt {
+        file: file_(),
+        key: key.to_string(),
+        holder: found.holder,
+        source,
     })?;
     Ok(out)
 }

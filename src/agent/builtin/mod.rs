@@ -293,6 +293,7 @@ impl BuiltinAgent {
             drop_knob(&site, p.knob, &read).map_err(|e| e.to_string())
         } else {
             edit::knobs::set_knob(&site, p.knob.name(), &p.value, &read)
+                .map_err(|e| e.to_string())
         };
         match written {
             Ok((file, new_src)) => {
@@ -495,8 +496,8 @@ enum DropError {
         err: edit::RewriteError,
     },
     /// Writing the default where the value is defined failed (the editor's words).
-    #[error("{0}")]
-    Set(String),
+    #[error(transparent)]
+    Set(#[from] edit::knobs::SetKnobError),
 }
 
 /// Drops a knob back to the library's default: the keyword removed where the

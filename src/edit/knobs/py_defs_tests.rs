@@ -103,12 +103,14 @@ fn a_dataclass_default_feeds_cfg_num_workers_through_the_entry_scripts_imports()
     let more = out.replace("epochs: int = 2", "epochs: int = 1");
     let err = python_value_edit("config.py", CONFIG, &more, &all)
         .unwrap()
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("changed beyond the values"), "{err}");
     let computed = CONFIG.replace("num_workers: int = 0", "num_workers: int = os.cpu_count()");
     assert!(python_value_edit("config.py", CONFIG, &computed, &all)
         .unwrap()
         .unwrap_err()
+        .to_string()
         .contains("no longer a literal"));
     // Another field alone is no knob change here.
     let epochs = CONFIG.replace("epochs: int = 2", "epochs: int = 1");
@@ -246,7 +248,8 @@ def c():
     // NUM_WORKERS feeds two knobs: changing it is not one knob's change.
     let err = python_value_edit("config.py", config, &out, &sites)
         .unwrap()
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("feeds several knobs"), "{err}");
 }
 
