@@ -436,9 +436,15 @@ mod tests {
                 (ComputeKnob::ChannelsLast, PassedOver::NoConvolution)
             ]
         );
-        assert_eq!(plan.skipped[1].1.to_string(), "no 2-d convolution in the script");
+        assert_eq!(
+            plan.skipped[1].1.to_string(),
+            "no 2-d convolution in the script"
+        );
         let none = super::plan(&p, &[], &cpu, d.path(), &[], None);
-        assert!(none.skipped.iter().all(|(_, why)| *why == PassedOver::NoScript));
+        assert!(none
+            .skipped
+            .iter()
+            .all(|(_, why)| *why == PassedOver::NoScript));
         assert_eq!(
             none.skipped[0].1.to_string(),
             "no editable script imports torch or builds an optimizer ([project] editable)"

@@ -800,10 +800,18 @@ mod tests {
     async fn a_version_that_cannot_be_read_says_why() {
         let d = tempfile::tempdir().unwrap();
         let i = Interrupt::new();
-        let e = version_of("/no/such/program", d.path(), &i).await.unwrap_err();
-        assert!(matches!(&e, VersionError::Spawn { program, .. } if program == "/no/such/program"), "{e:?}");
+        let e = version_of("/no/such/program", d.path(), &i)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, VersionError::Spawn { program, .. } if program == "/no/such/program"),
+            "{e:?}"
+        );
         assert!(std::error::Error::source(&e).is_some());
-        assert!(e.to_string().starts_with("cannot run /no/such/program: "), "{e}");
+        assert!(
+            e.to_string().starts_with("cannot run /no/such/program: "),
+            "{e}"
+        );
         let e = version_of("false", d.path(), &i).await.unwrap_err();
         assert_eq!(e.to_string(), "`false --version` ended Exited(1): ");
         let mut f = facts();
@@ -811,7 +819,10 @@ mod tests {
         let r = assess(&f);
         let git = r.checks.iter().find(|c| c.name == "git").unwrap();
         assert_eq!(git.status, Status::Warn);
-        assert_eq!(git.detail, "git is not usable: `false --version` ended Exited(1): ");
+        assert_eq!(
+            git.detail,
+            "git is not usable: `false --version` ended Exited(1): "
+        );
     }
 
     #[test]

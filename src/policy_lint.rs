@@ -271,21 +271,39 @@ mod tests {
         let w = placed(&file.policy.agent, &file);
         let at = |line: &str| format!("{}:{line}: ", path.display());
         assert_eq!(w.len(), 3, "{w:#?}");
-        assert!(w[0].starts_with(&format!("{}allowed_tools has `Grpe`", at("6:5"))), "{}", w[0]);
-        assert!(w[1].starts_with(&format!("{}disallowed_tools has `Frobnicate`", at("8:35"))), "{}", w[1]);
         assert!(
-            w[2].starts_with(&format!("{}allowed_tools has `Bash(python bench_loader.py)`, but `Bash` is not in tools", at("5:5"))),
+            w[0].starts_with(&format!("{}allowed_tools has `Grpe`", at("6:5"))),
+            "{}",
+            w[0]
+        );
+        assert!(
+            w[1].starts_with(&format!("{}disallowed_tools has `Frobnicate`", at("8:35"))),
+            "{}",
+            w[1]
+        );
+        assert!(
+            w[2].starts_with(&format!(
+                "{}allowed_tools has `Bash(python bench_loader.py)`, but `Bash` is not in tools",
+                at("5:5")
+            )),
             "{}",
             w[2]
         );
         // Past the file, the message is lint's own.
-        assert_eq!(w[2].split_once(": ").unwrap().1, super::lint(&file.policy.agent)[2].message);
+        assert_eq!(
+            w[2].split_once(": ").unwrap().1,
+            super::lint(&file.policy.agent)[2].message
+        );
         // The built-in policy has no file to point into: the path alone.
         let built_in = PolicyFile::built_in(&path);
         let mut p = policy(&[], &["Bash"], &["Bash"]);
         p.permission_mode = built_in.policy.agent.permission_mode.clone();
         let w = placed(&p, &built_in);
-        assert!(w[0].starts_with(&format!("{}: allowed_tools has `Bash`", path.display())), "{}", w[0]);
+        assert!(
+            w[0].starts_with(&format!("{}: allowed_tools has `Bash`", path.display())),
+            "{}",
+            w[0]
+        );
     }
 
     #[test]

@@ -331,7 +331,9 @@ pub fn prepare<'a>(
             root.display()
         )));
     }
-    agent.preflight().map_err(|e| LoopError::Agent(e.to_string()))?;
+    agent
+        .preflight()
+        .map_err(|e| LoopError::Agent(e.to_string()))?;
     let runs_dir = ws.runs_dir();
     let lock = Lock::acquire(&runs_dir, "start").map_err(|e| LoopError::Config(e.to_string()))?;
     if let Some((dir, state)) = crate::run_folder::unfinished_run(&runs_dir) {
@@ -444,7 +446,9 @@ pub fn resume<'a>(
     let root = run.project_root();
     let outputs = verify::load_command_outputs(run_dir, &root);
     let agent = Agent::from_policy(&policy, ws);
-    agent.preflight().map_err(|e| LoopError::Agent(e.to_string()))?;
+    agent
+        .preflight()
+        .map_err(|e| LoopError::Agent(e.to_string()))?;
     let rec = Recovered::read(run_dir, &editable)?;
     // Put the project back as it was before the interrupted turn began.
     if let Ok(snap) = ProjectSnapshot::load(&run_dir.join("snapshot")) {

@@ -573,7 +573,11 @@ enum SpotError {
         "{file}:{line}: the change is outside the dataset's code ({}); preprocessing changes belong in __getitem__, a transform or the collate function",
         if .functions.is_empty() { "module level".to_string() } else { .functions.join(" in ") }
     )]
-    OutsideDataCode { file: String, line: usize, functions: Vec<String> },
+    OutsideDataCode {
+        file: String,
+        line: usize,
+        functions: Vec<String>,
+    },
 }
 
 /// A preprocessing change must be ONE contiguous spot inside the dataset's
@@ -586,7 +590,10 @@ fn preprocessing_spot(
 ) -> Result<(String, String, usize), SpotError> {
     let ranges = edit::changed_ranges(old, new);
     if ranges.len() != 1 {
-        return Err(SpotError::Scattered { file: file.to_string(), hunks: ranges.len() });
+        return Err(SpotError::Scattered {
+            file: file.to_string(),
+            hunks: ranges.len(),
+        });
     }
     let (mut a, mut b) = ranges[0];
     // Blank lines at either end of the hunk belong to no function: a method
@@ -599,8 +606,10 @@ fn preprocessing_spot(
     while b > a && blank(b) {
         b -= 1;
     }
-    let funcs = edit::enclosing_functions(new, a, b)
-        .map_err(|err| SpotError::Unparsed { file: file.to_string(), err })?;
+    let funcs = edit::enclosing_functions(new, a, b).map_err(|err| SpotError::Unparsed {
+        file: file.to_string(),
+        err,
+    })?;
     let collate: Vec<&str> = sites.iter().filter_map(|s| s.kwarg("collate_fn")).collect();
     let is_data_code = |f: &str| {
         let name = f.rsplit('.').next().unwrap_or(f);
@@ -611,8 +620,16 @@ fn preprocessing_spot(
             || collate.contains(&name)
     };
     match funcs.iter().find(|f| is_data_code(f)) {
-        Some(f) => Ok((file.to_string(), format!("preprocessing in {f} ({file}:{a})"), a)),
-        None => Err(SpotError::OutsideDataCode { file: file.to_string(), line: a, functions: funcs }),
+        Some(f) => Ok((
+            file.to_string(),
+            format!("preprocessing in {f} ({file}:{a})"),
+            a,
+        )),
+        None => Err(SpotError::OutsideDataCode {
+            file: file.to_string(),
+            line: a,
+            functions: funcs,
+        }),
     }
 }
 
@@ -625,14 +642,20 @@ mod tests {
         let src = "class Items:\n    def __getitem__(self, i):\n        return i\n\n\ndef main():\n    steps = 10\n";
         let moved = src.replace("steps = 10", "steps = 5");
         let e = preprocessing_spot("train.py", src, &moved, &[]).unwrap_err();
-        assert!(matches!(e, SpotError::OutsideDataCode { line: 7, .. }), "{e:?}");
+        assert!(
+            matches!(e, SpotError::OutsideDataCode { line: 7, .. }),
+            "{e:?}"
+        );
         assert_eq!(
             e.to_string(),
             "train.py:7: the change is outside the dataset's code (main); preprocessing changes belong in __getitem__, a transform or the collate function"
         );
         let both = moved.replace("return i", "return i + 0");
         let e = preprocessing_spot("train.py", src, &both, &[]).unwrap_err();
-        assert_eq!(e.to_string(), "train.py: 2 separate code changes; one preprocessing spot per turn");
+        assert_eq!(
+            e.to_string(),
+            "train.py: 2 separate code changes; one preprocessing spot per turn"
+        );
         let top = src.replace("class Items:", "X = 1\nclass Items:");
         let e = preprocessing_spot("train.py", src, &top, &[]).unwrap_err();
         assert!(e.to_string().contains("(module level)"), "{e}");

@@ -292,8 +292,7 @@ impl BuiltinAgent {
         let written = if p.value == "(default)" {
             drop_knob(&site, p.knob, &read).map_err(|e| e.to_string())
         } else {
-            edit::knobs::set_knob(&site, p.knob.name(), &p.value, &read)
-                .map_err(|e| e.to_string())
+            edit::knobs::set_knob(&site, p.knob.name(), &p.value, &read).map_err(|e| e.to_string())
         };
         match written {
             Ok((file, new_src)) => {
@@ -1835,7 +1834,10 @@ mod tests {
         let none = |_: &str| None;
         let sites = edit::knob_sites("train.py", src, &none).unwrap();
         let e = drop_knob(&sites[0], LoaderKnob::NumWorkers, &none).unwrap_err();
-        assert!(matches!(&e, DropError::Unreadable(f) if f == "train.py"), "{e:?}");
+        assert!(
+            matches!(&e, DropError::Unreadable(f) if f == "train.py"),
+            "{e:?}"
+        );
         assert_eq!(e.to_string(), "cannot read train.py");
         // The file changed since it was scanned: the call is not there any more.
         let changed = |_: &str| Some("x = 1\n".to_string());
@@ -1846,7 +1848,10 @@ mod tests {
         // And the file as scanned: the keyword goes.
         let same = |_: &str| Some(src.to_string());
         let (file, out) = drop_knob(&sites[0], LoaderKnob::NumWorkers, &same).unwrap();
-        assert_eq!((file.as_str(), out.contains("num_workers")), ("train.py", false));
+        assert_eq!(
+            (file.as_str(), out.contains("num_workers")),
+            ("train.py", false)
+        );
     }
 
     #[test]
@@ -1855,9 +1860,15 @@ mod tests {
         std::fs::write(d.path().join("model.py"), "import torch\nx = 1\n").unwrap();
         let e = measured_knob_site(d.path(), &["model.py".to_string()], None, None).unwrap_err();
         assert!(matches!(e, SiteError::NoLoader), "{e:?}");
-        assert_eq!(e.to_string(), "no DataLoader call found in the editable files");
+        assert_eq!(
+            e.to_string(),
+            "no DataLoader call found in the editable files"
+        );
         let e = measured_knob_site(d.path(), &["gone.py".to_string()], None, None).unwrap_err();
-        assert!(matches!(&e, SiteError::Read { file, .. } if file == "gone.py"), "{e:?}");
+        assert!(
+            matches!(&e, SiteError::Read { file, .. } if file == "gone.py"),
+            "{e:?}"
+        );
         assert!(std::error::Error::source(&e).is_some());
         assert!(e.to_string().starts_with("cannot read gone.py: "), "{e}");
     }
