@@ -62,6 +62,10 @@ pub struct BenchSection {
     pub run: Option<Vec<String>>,
     pub steps: u32,
     pub warmup_steps: u32,
+    /// The timed window's least length, seconds: past `steps`, a run keeps
+    /// timing whole `steps`-long stretches until this much time is timed
+    /// (0: `steps` only). See [`crate::bench::window_s`].
+    pub window_s: f64,
     /// Wall-clock limit of one bench process, seconds.
     pub timeout_s: u64,
     /// A command prefix the harness runs under, e.g.
@@ -86,6 +90,7 @@ impl Default for BenchSection {
             run: None,
             steps: 40,
             warmup_steps: 5,
+            window_s: crate::bench::WINDOW_S,
             timeout_s: 300,
             launcher: None,
             nproc: 1,

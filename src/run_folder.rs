@@ -247,8 +247,8 @@ impl BaselineBench {
     /// Whether the throughput runs timed one whole epoch instead of the
     /// steps the profiled run timed (`[bench] steps`; see `bench::window`).
     pub fn widened(&self) -> Option<crate::bench::window::Widened> {
-        let configured = self.profiled.as_ref()?.steps?;
-        let steps = self.runs.first()?.steps?;
+        let configured = self.profiled.as_ref()?.stretch_steps()?;
+        let steps = self.runs.first()?.stretch_steps()?;
         (steps != configured).then_some(crate::bench::window::Widened { configured, steps })
     }
 }

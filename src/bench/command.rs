@@ -130,7 +130,10 @@ pub fn spec(b: &Bencher, words: &[String], mode: Mode, mut env: BTreeMap<String,
     );
     env.insert("TUNELOOP_STEPS".into(), b.steps.to_string());
     env.insert("TUNELOOP_WARMUP".into(), b.warmup.to_string());
+    env.insert("TUNELOOP_WINDOW_S".into(), b.window_s.to_string());
     if let Some(len) = b.known_length() {
+        // A window lengthened by time stays within the command's batches.
+        env.insert("TUNELOOP_COMMAND_BATCHES".into(), len.batches.to_string());
         let room = warmup_that_fits(u64::from(len.batches), u64::from(b.steps)).unwrap_or(0);
         env.insert(
             "TUNELOOP_WARMUP_MAX".into(),

@@ -525,6 +525,20 @@ def epoch_fill_figures(fills):
     }
 
 
+# The most `steps`-long stretches one timed window holds: a step so fast
+# that a second of it is thousands of steps ends there.
+MAX_STRETCHES = 64
+
+
+def window_short(t_start, window_s, stretches):
+    """Whether a timed window that began at `t_start` (perf_counter) and has
+    held `stretches` stretches of `steps` is still under `window_s` seconds,
+    so that one stretch more is timed."""
+    if t_start is None or stretches >= MAX_STRETCHES:
+        return False
+    return time.perf_counter() - t_start < window_s
+
+
 # Warm-up batches per worker before the timing starts.
 WARMUP_PER_WORKER = 4
 
@@ -695,6 +709,7 @@ def main():
     ap.add_argument("--entry", required=True)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--window-s", type=float, default=0.0)
     ap.add_argument("--mode", choices=["throughput", "profile"], default="throughput")
     ap.add_argument("--ceiling", action="store_true")
     ap.add_argument("--ceiling-steps", type=int, default=20)
@@ -769,8 +784,21 @@ def main():
     epoch_fills = []
     fetch_cpu = 0.0  # this thread's CPU inside next(): the loading itself without workers,
     # receiving a batch from a worker with them
+    # The window by time: past `steps`, whole stretches of `steps` more
+    # until `--window-s` seconds are timed (window_stretches). Not while
+    # profiling (the profiler's schedule is set), nor across ranks, whose
+    # collectives need every rank to take the same steps.
+    lengthen = args.window_s > 0 and not profiling and dist_env is None
+    stretches = 1
     with ctx as prof:
-        for i in range(total_steps):
+        i = -1
+        while True:
+            i += 1
+            if i == total_steps:
+                if not (lengthen and window_short(t_start, args.window_s, stretches)):
+                    break
+                stretches += 1
+                total_steps += args.steps
             if i == args.warmup:
                 job.sync()
                 loader_cpu.begin(it)
@@ -867,7 +895,8 @@ def main():
     data_identity, fingerprint = identity.result()
     result = {
         "samples_per_sec": seen / wall if wall > 0 else 0.0,
-        "steps": args.steps,
+        "steps": total_steps - args.warmup,
+        "window_stretches": stretches,
         "warmup_steps": args.warmup,
         "batch_size": batch_size,
         "batch_bytes": batch_bytes,

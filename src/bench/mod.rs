@@ -30,14 +30,40 @@ use crate::process::{self, Ending, Interrupt, Spec};
 
 pub const HARNESS_PY: &str = include_str!("harness.py");
 const RESULT_PREFIX: &str = "TUNELOOP_RESULT ";
+
+/// `[bench] window_s`'s default: a run times at least `steps` steps and at
+/// least this many seconds of them. 40 steps of a fast loader are a fifth of
+/// a second, where an epoch's restart or one stall moves the figure by a
+/// tenth; a second of steps holds several epochs' restarts and pauses alike,
+/// so fewer pairs settle a decision (measured in bench/RESULTS.md, "The
+/// timed window by time").
+pub const WINDOW_S: f64 = 1.0;
+
+/// Overrides `[bench] window_s` (the test suite's short runs: `0`).
+pub const ENV_WINDOW_S: &str = "TUNELOOP_WINDOW_S";
+
+/// The timed window's least length: [`ENV_WINDOW_S`] when set and a number,
+/// else the workspace's `[bench] window_s`; never negative.
+pub fn window_s(configured: f64) -> f64 {
+    std::env::var(ENV_WINDOW_S)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(configured)
+        .max(0.0)
+}
 const ERROR_PREFIX: &str = "TUNELOOP_ERROR ";
 
 /// One bench process's figures (the harness's JSON line, or a contract figure).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct Measurement {
     pub samples_per_sec: f64,
+    /// The timed steps (every stretch of a window lengthened by time).
     #[serde(default)]
     pub steps: Option<u32>,
+    /// Stretches of `[bench] steps` the timed window held: 1, or more when
+    /// `[bench] window_s` lengthened it ([`WINDOW_S`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_stretches: Option<u32>,
     /// Untimed steps before them: `[bench] warmup_steps`, or more with many
     /// workers (at least 4 batches a worker: a worker's first batches cost
     /// more; in command mode within the batches the command has).
@@ -182,6 +208,13 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// The timed steps of one stretch: `steps` as configured (or as widened
+    /// to an epoch), before `[bench] window_s` lengthened the window.
+    pub fn stretch_steps(&self) -> Option<u32> {
+        let steps = self.steps?;
+        Some(steps / self.window_stretches.unwrap_or(1).max(1))
+    }
+
     /// A loader knob's value as the harness read it off the training loader.
     pub fn loader_value(&self, knob: LoaderKnob) -> Option<&serde_json::Value> {
         self.loader.get(knob.name())
@@ -297,6 +330,8 @@ pub struct Bencher {
     pub run_file: Option<PathBuf>,
     pub steps: u32,
     pub warmup: u32,
+    /// The timed window's least length, seconds (0: `steps` only).
+    pub window_s: f64,
     pub timeout: Duration,
     /// Where the harness is written (the run folder, or a temp folder for `bench`).
     pub harness_dir: PathBuf,
@@ -328,6 +363,7 @@ impl Bencher {
                 .map(|_| ws.dir.join(crate::config::WORKSPACE_FILE)),
             steps: b.steps,
             warmup: b.warmup_steps,
+            window_s: window_s(b.window_s),
             timeout: Duration::from_secs(b.timeout_s.max(1)),
             harness_dir: harness_dir.to_owned(),
             launcher: b
@@ -448,6 +484,8 @@ impl Bencher {
             self.steps.to_string(),
             "--warmup".into(),
             self.warmup.to_string(),
+            "--window-s".into(),
+            self.window_s.to_string(),
         ];
         match mode {
             Mode::Throughput => {}
@@ -753,6 +791,7 @@ mod tests {
             run: None,
             steps: 10,
             warmup: 2,
+            window_s: 0.0,
             timeout: Duration::from_secs(60),
             harness_dir: PathBuf::from("/run/harness"),
             launcher: None,

@@ -205,6 +205,8 @@ pub fn spec(b: &Bencher, words: &[String], limit: Duration) -> Spec {
             "TUNELOOP_RESULT_DIR".into(),
             "TUNELOOP_STEPS".into(),
             "TUNELOOP_WARMUP".into(),
+            "TUNELOOP_WINDOW_S".into(),
+            "TUNELOOP_COMMAND_BATCHES".into(),
         ],
         stdin: None,
         timeout: limit,

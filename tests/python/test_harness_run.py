@@ -182,3 +182,39 @@ def test_ceiling_with_a_namedtuple_batch(run_harness, managed_project):
                       "--ceiling-steps", "3")
     assert out.code == 0, out.stdout
     assert out.result["ceiling_sps"] > 0
+
+
+def test_window_by_time_adds_whole_stretches_until_long_enough(run_harness, managed_project):
+    # A step of at least 10 ms: 4 steps take about 40 ms, so a 0.5 s window
+    # needs more than one stretch of 4, each one whole, until 0.5 s are timed.
+    project = managed_project(batch_size=4, step_sleep=0.01)
+    r = run_harness(project, STEPS, "4", WARMUP, "1", "--window-s", "0.5").result
+    assert r["window_stretches"] >= 2, r
+    assert r["steps"] == 4 * r["window_stretches"]
+    assert r["samples"] == 4 * r["steps"]
+    assert r["wall_s"] >= 0.5
+
+
+def test_window_by_time_off_or_already_long_enough_keeps_the_steps(run_harness, managed_project):
+    project = managed_project(batch_size=4, step_sleep=0.01)
+    off = run_harness(project, STEPS, "4", WARMUP, "1").result
+    assert (off["steps"], off["window_stretches"]) == (4, 1)
+    # 4 steps of 10 ms already pass a 10 ms window.
+    met = run_harness(project, STEPS, "4", WARMUP, "1", "--window-s", "0.01").result
+    assert (met["steps"], met["window_stretches"]) == (4, 1)
+
+
+def test_window_by_time_stops_at_the_most_stretches(H, monkeypatch):
+    import time
+    now = time.perf_counter()
+    assert H.window_short(now, 10.0, 1)
+    assert not H.window_short(now, 10.0, H.MAX_STRETCHES)
+    assert not H.window_short(now - 11.0, 10.0, 1)
+    assert not H.window_short(None, 10.0, 1)
+
+
+def test_profiled_run_is_never_lengthened(run_harness, managed_project, tmp_path):
+    project = managed_project(batch_size=4, step_sleep=0.01)
+    r = run_harness(project, STEPS, "4", WARMUP, "1", "--window-s", "0.5",
+                    "--mode", "profile", "--table-out", str(tmp_path / "t.txt")).result
+    assert (r["steps"], r["window_stretches"]) == (4, 1)

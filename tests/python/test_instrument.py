@@ -356,3 +356,43 @@ def test_numpy_seeded_when_the_script_imports_it(command):
     want = repr(np.random.rand())
     runs = [command(f"numpy{k}", script=NUMPY) for k in range(2)]
     assert [r.stdout.strip() for r in runs] == [want, want]
+
+
+@pytest.fixture(scope="module")
+def lengthened(command):
+    """Long epochs (400 batches), 10 ms a step, 5 steps a stretch and a
+    window of at least 0.6 s: more than one stretch, within the epoch."""
+    return command("lengthened", steps=5, warmup=2,
+                   env={**env(n=1600, step_sleep=0.01, epochs=1), "TUNELOOP_WINDOW_S": "0.6"})
+
+
+def test_window_by_time_lengthens_within_the_epoch(lengthened):
+    r = lengthened.result
+    assert r["window_stretches"] >= 2
+    assert r["steps"] == 5 * r["window_stretches"]
+    assert r["samples"] == 4 * r["steps"]
+    assert r["data_wait_s"] + r["train_step_s"] >= 0.6
+
+
+def test_window_by_time_never_crosses_an_epoch_end_it_cannot_see(command):
+    # Epochs of 16 batches and a window that would want 40 steps: the
+    # window stops at a stretch that fits the epoch under way, and the
+    # run ends with its result (not a status of a command that ended short).
+    c = command("epoch_bound", steps=4, warmup=2,
+                env={**env(n=64, step_sleep=0.01, epochs=1), "TUNELOOP_WINDOW_S": "5"})
+    r = c.result
+    assert c.json("status") is None
+    assert r["steps"] == 4 * r["window_stretches"]
+    assert 2 + r["steps"] + 1 <= 16  # warm-up, the timed steps, the closing request
+    assert r["window_stretches"] == 3
+
+
+def test_window_by_time_within_the_known_command_batches(command):
+    # With the command's length known (20 batches over 5 epochs of 4),
+    # stretches go on across epochs but leave the closing request inside it.
+    c = command("command_bound", steps=3, warmup=2,
+                env={**env(n=16, step_sleep=0.01, epochs=5), "TUNELOOP_WINDOW_S": "5",
+                     "TUNELOOP_COMMAND_BATCHES": "20"})
+    r = c.result
+    assert r["window_stretches"] == 5  # 2 + 15 timed + 1 = 18 <= 20; one more is 21
+    assert r["steps"] == 15

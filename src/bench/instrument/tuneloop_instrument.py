@@ -47,6 +47,11 @@ WARMUP = max(1, int(ENV.get("TUNELOOP_WARMUP", "5")))
 # knows it; 0: not known.
 WARMUP_MAX = int(ENV.get("TUNELOOP_WARMUP_MAX", "0"))
 MODE = ENV.get("TUNELOOP_MODE", "throughput")
+# The window by time (`[bench] window_s`): past STEPS, whole stretches of
+# STEPS more until this many seconds are timed (see Recorder.lengthen).
+WINDOW_S = float(ENV.get("TUNELOOP_WINDOW_S", "0") or 0)
+# The command's training batches, once tuneloop knows them (0: not known).
+COMMAND_BATCHES = int(ENV.get("TUNELOOP_COMMAND_BATCHES", "0") or 0)
 CEILING = ENV.get("TUNELOOP_CEILING") == "1"
 CEILING_WARM = 3
 CEILING_STEPS = int(ENV.get("TUNELOOP_CEILING_STEPS", "20"))
@@ -244,7 +249,8 @@ class Recorder:
                 self.excluded_busy += busy - self.gap_marks[1]
         self.gap_marks = None if tr is self.train else self.gap_marks
         tr.foreign = None
-        if tr is self.train and self.window is not None and tr.batches == self.hi:
+        if (tr is self.train and self.window is not None and tr.batches == self.hi
+                and not self.lengthen(tr)):
             self.end_window(it)
             if CEILING:
                 self.ceiling_left = CEILING_WARM + CEILING_STEPS
@@ -341,10 +347,37 @@ class Recorder:
             self.train = tr
 
     # -- the timed window ------------------------------------------------
+    def lengthen(self, tr):
+        """At the window's planned end: one stretch of STEPS more when fewer
+        than WINDOW_S seconds are timed and the batches are surely there --
+        within the epoch under way (a command runs its epoch out), or
+        within the command's batches once tuneloop knows them, with the
+        request that closes the window. Never while profiling, nor across
+        ranks (each rank would stop at its own count, and their collectives
+        need the same). Whether it lengthened."""
+        if WINDOW_S <= 0 or MODE == "profile" or WORLD > 1:
+            return False
+        if self.stretches >= H.MAX_STRETCHES:
+            return False
+        timed = sum(tr.waits[self.lo:tr.batches]) + sum(tr.steps[self.lo:tr.batches])
+        if timed >= WINDOW_S:
+            return False
+        want = self.hi + STEPS + 1
+        per_epoch = H.batches_per_epoch(tr.loader)
+        start = tr.epoch_starts[-1] if tr.epoch_starts else 0
+        in_epoch = per_epoch is not None and want - start <= per_epoch
+        in_command = COMMAND_BATCHES > 0 and want <= COMMAND_BATCHES
+        if not (in_epoch or in_command):
+            return False
+        self.hi += STEPS
+        self.stretches += 1
+        return True
+
     def begin_window(self, it):
         # Usually at batch WARMUP; later when the training loader was known late.
         self.lo = self.train.batches
         self.hi = self.lo + STEPS
+        self.stretches = 1
         self.loader_cpu = H.LoaderCpu()
         self.loader_cpu.begin(it)
         # Every thread of the workers, for the CPU limit (see the harness).
@@ -373,7 +406,8 @@ class Recorder:
         waits, steps, fetch = tr.waits[lo:hi], tr.steps[lo:hi], tr.fetch_cpu[lo:hi]
         data_wait, train_step = sum(waits), sum(steps)
         wall = data_wait + train_step
-        samples = tr.batch_size * STEPS if tr.batch_size else STEPS
+        timed_steps = hi - lo
+        samples = tr.batch_size * timed_steps if tr.batch_size else timed_steps
         fetch_cpu = sum(fetch)
         main_cpu = max(0.0, cpu_end - self.window[0] - self.excluded_cpu - fetch_cpu)
         workers = getattr(tr.loader, "num_workers", 0) or 0
@@ -386,7 +420,8 @@ class Recorder:
         data_identity, fingerprint = tr.identity.result()
         self.result = {
             "samples_per_sec": samples / wall if wall > 0 else 0.0,
-            "steps": STEPS,
+            "steps": hi - lo,
+            "window_stretches": self.stretches,
             "warmup_steps": lo,
             "batch_size": tr.batch_size,
             "batch_bytes": tr.batch_bytes,
