@@ -242,6 +242,7 @@ impl Ws {
         c.args(args)
             .current_dir(self.path())
             .env("TUNELOOP_PYTHON", python())
+            .env("TUNELOOP_WINDOW_S", "0")
             .env("NO_COLOR", "1")
             .env("TUNELOOP_WHOLE_COMMAND_S", "0")
             .env("FAKE_CLAUDE_LOG", &self.log)

@@ -32,6 +32,7 @@ fn under_taskset_the_harness_reports_one_usable_core_limited_by_affinity() {
         .args(["bench", "--json", "--repeats", "1"])
         .current_dir(ws.path())
         .env("TUNELOOP_PYTHON", python())
+        .env("TUNELOOP_WINDOW_S", "0")
         .env("NO_COLOR", "1")
         .output()
         .unwrap();

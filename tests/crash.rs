@@ -15,6 +15,7 @@ fn spawn_start(ws: &Ws, stall: &str) -> Child {
         .arg("start")
         .current_dir(ws.path())
         .env("TUNELOOP_PYTHON", python())
+        .env("TUNELOOP_WINDOW_S", "0")
         .env("TUNELOOP_TEST_STALL", stall)
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -36,6 +36,7 @@ fn the_dry_run_tunes_both_jobs_and_summarises_every_figure() {
         .arg(out.path())
         .env("TUNELOOP_BIN", env!("CARGO_BIN_EXE_tuneloop"))
         .env("TUNELOOP_PYTHON", python())
+        .env("TUNELOOP_WINDOW_S", "0")
         .env_remove("OUT")
         .output()
         .expect("run bench/gpu/check.sh");

@@ -365,6 +365,7 @@ fn a_run_killed_while_measuring_a_command_change_resumes_from_the_incumbent_comm
         .args(["start", "--agent", "builtin"])
         .current_dir(ws.path())
         .env("TUNELOOP_PYTHON", python())
+        .env("TUNELOOP_WINDOW_S", "0")
         .env("TUNELOOP_TEST_STALL", "measure")
         .stdout(Stdio::null())
         .stderr(Stdio::null())

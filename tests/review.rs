@@ -335,6 +335,7 @@ fn tl(ws: &Path, args: &[&str]) -> Run {
         .current_dir(ws)
         .env("NO_COLOR", "1")
         .env("TUNELOOP_PYTHON", python())
+        .env("TUNELOOP_WINDOW_S", "0")
         .output()
         .unwrap();
     let r = Run {
@@ -830,6 +831,7 @@ fn start_in_a_terminal(ws: &Ws) -> (i32, String) {
         .arg("/dev/null")
         .current_dir(ws.path())
         .env("TUNELOOP_PYTHON", python())
+        .env("TUNELOOP_WINDOW_S", "0")
         .env("NO_COLOR", "1")
         .env("TERM", "xterm")
         .env("COLUMNS", "160")

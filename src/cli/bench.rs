@@ -109,6 +109,9 @@ async fn bench_inner(
     }
     print_fitted(fitted, &bencher);
     print_timed_steps(t.timed_steps, bencher.steps);
+    if let Some(line) = window_line(&t.runs, bencher.window_s) {
+        println!("{line}");
+    }
     for line in machine_lines(&t.runs, &f, &bencher, policy) {
         println!("{line}");
     }
@@ -552,12 +555,47 @@ fn print_timed_steps(timed: u32, configured: u32) {
     }
 }
 
+/// How long the runs' timed windows were, when `[bench] window_s`
+/// lengthened any of them past its steps.
+fn window_line(runs: &[Measurement], window_s: f64) -> Option<String> {
+    if !runs.iter().any(|m| m.window_stretches.unwrap_or(1) > 1) {
+        return None;
+    }
+    let steps: Vec<f64> = runs.iter().filter_map(|m| m.steps).map(f64::from).collect();
+    let walls: Vec<f64> = runs.iter().filter_map(|m| m.wall_s).collect();
+    Some(format!(
+        "timed window: {:.0} steps, {:.2} s a run (median), lengthened by whole stretches of [bench] steps to [bench] window_s = {window_s} s",
+        crate::bench::stats::median(&steps),
+        crate::bench::stats::median(&walls),
+    ))
+}
+
 // The A/A figures are pure statistics: they live (and are tested) in bench::stats.
 pub use crate::bench::stats::Calibration;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_window_line_shows_only_a_lengthened_window() {
+        let plain = Measurement {
+            steps: Some(40),
+            wall_s: Some(0.2),
+            ..Measurement::default()
+        };
+        assert_eq!(window_line(&[plain.clone(), plain.clone()], 1.0), None);
+        let long = Measurement {
+            steps: Some(240),
+            window_stretches: Some(6),
+            wall_s: Some(1.1),
+            ..Measurement::default()
+        };
+        assert_eq!(
+            window_line(&[long.clone(), long, plain], 1.0).unwrap(),
+            "timed window: 240 steps, 1.10 s a run (median), lengthened by whole stretches of [bench] steps to [bench] window_s = 1 s"
+        );
+    }
 
     fn run(sps: f64, share: f64, ceiling: Option<f64>) -> Measurement {
         Measurement {

@@ -145,6 +145,9 @@ impl Ws {
         c.args(args)
             .current_dir(self.path())
             .env("TUNELOOP_PYTHON", python())
+            // Timed windows of `[bench] steps` only (tests/window.rs turns the
+            // window by time on): a second a run would add minutes to the suite.
+            .env("TUNELOOP_WINDOW_S", "0")
             .env("NO_COLOR", "1")
             // No whole runs of the command after tuning (tests/whole_command.rs
             // turns them on): they would add minutes to every command-mode test.

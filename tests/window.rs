@@ -1,0 +1,87 @@
+//! The timed window by time (`[bench] window_s`), end to end: the binary
+//! passes the workspace's window to the harness, whose runs then time whole
+//! stretches of `[bench] steps` until the window is long enough, and
+//! `tuneloop bench` says so. (Every other test binary runs with
+//! `TUNELOOP_WINDOW_S=0`: `[bench] steps` only, for the suite's time.)
+
+mod support;
+
+use serde_json::Value;
+use support::Ws;
+
+/// A fast step over a quick loader: 12 steps take a few tens of ms (on a
+/// loaded 2-core box, half a second: the window is longer than that).
+const TRAIN_PY: &str = r#"
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def build():
+    x = torch.randn(4096, 8)
+    y = torch.randint(0, 2, (4096,))
+    loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True)
+    model = nn.Linear(8, 2)
+    return {"loader": loader, "model": model,
+            "optimizer": torch.optim.SGD(model.parameters(), lr=0.1)}
+"#;
+
+fn bench_json(ws: &Ws, window_env: &str) -> Value {
+    // An empty TUNELOOP_WINDOW_S is no override: the workspace's key counts.
+    let r = ws.tuneloop_env(
+        &["bench", "--repeats", "2", "--json"],
+        &[("TUNELOOP_WINDOW_S", window_env)],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    serde_json::from_str(&r.stdout).unwrap()
+}
+
+#[test]
+fn the_workspace_window_lengthens_every_run_by_whole_stretches() {
+    let ws = Ws::managed(TRAIN_PY, "window_s = 1.5", "");
+    let v = bench_json(&ws, "");
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for m in runs {
+        let stretches = m["window_stretches"].as_u64().unwrap();
+        assert!(stretches > 1, "{m}");
+        // steps = 12 in Ws::managed: whole stretches of it.
+        assert_eq!(m["steps"].as_u64().unwrap(), 12 * stretches, "{m}");
+        assert!(m["wall_s"].as_f64().unwrap() >= 1.5, "{m}");
+        assert_eq!(
+            m["samples"].as_u64().unwrap(),
+            16 * m["steps"].as_u64().unwrap()
+        );
+    }
+    // The text form says how long the windows were.
+    let r = ws.tuneloop_env(&["bench", "--repeats", "2"], &[("TUNELOOP_WINDOW_S", "")]);
+    assert!(
+        r.stdout
+            .contains("lengthened by whole stretches of [bench] steps to [bench] window_s = 1.5 s"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_zero_window_times_the_configured_steps_and_the_environment_overrides() {
+    let ws = Ws::managed(TRAIN_PY, "window_s = 0", "");
+    for m in bench_json(&ws, "").as_array_of_runs() {
+        assert_eq!(m["steps"], 12, "{m}");
+        assert_eq!(m["window_stretches"], 1, "{m}");
+    }
+    // TUNELOOP_WINDOW_S beats the workspace's 0.
+    for m in bench_json(&ws, "1.5").as_array_of_runs() {
+        assert!(m["window_stretches"].as_u64().unwrap() > 1, "{m}");
+    }
+}
+
+trait Runs {
+    fn as_array_of_runs(&self) -> Vec<Value>;
+}
+
+impl Runs for Value {
+    fn as_array_of_runs(&self) -> Vec<Value> {
+        self["runs"].as_array().unwrap().clone()
+    }
+}
