@@ -161,6 +161,7 @@ fn main() {
             .collect();
         let sim_trials = common::env_u("TL_SIM_TRIALS", 20000);
         equivalence(&repo, &pool, sim_trials, &Policy::default(), &from);
+        futility(&repo, &pool, sim_trials, &Policy::default(), &from);
         return;
     }
     let real_trials = common::env_u("TL_REAL_TRIALS", 12);
@@ -353,6 +354,86 @@ fn main() {
     .unwrap();
     println!("{md}");
     equivalence(&repo, &pool, sim_trials, &policy, "this run's A/A series");
+    futility(&repo, &pool, sim_trials, &policy, "this run's A/A series");
+}
+
+/// A synthetic A/A series: `n` runs of 1000 samples/sec with log-normal
+/// noise of standard deviation `sd` (Box–Muller over the same splitmix64).
+fn lognormal_pool(n: usize, sd: f64, rng: &mut Rng) -> Vec<f64> {
+    (0..n)
+        .map(|_| {
+            let u1 = ((rng.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+            let u2 = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+            1000.0 * (sd * z).exp()
+        })
+        .collect()
+}
+
+/// The futility look (`[decision] futility_confidence`) on and off, over
+/// the recorded A/A series and over synthetic series of more noise (a
+/// busy box, a fast loader timed over a fifth of a second): keep rates and
+/// runs per decision. Writes the "The futility look" section.
+fn futility(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, source: &str) {
+    let started = Instant::now();
+    let mut rng = Rng(0xf071);
+    let off = Policy {
+        decision: tuneloop::config::DecisionPolicy {
+            futility_confidence: 0.0,
+            ..policy.decision.clone()
+        },
+        ..policy.clone()
+    };
+    let mut pools: Vec<(String, Vec<f64>)> =
+        vec![(format!("recorded ({} runs)", pool.len()), pool.to_vec())];
+    for sd in [0.05, 0.10, 0.20] {
+        pools.push((
+            format!("log-normal, sd {sd:.2}"),
+            lognormal_pool(4000, sd, &mut rng),
+        ));
+    }
+    let d = &policy.decision;
+    let mut md = format!(
+        "The futility look reverts a candidate once, from the third pair on, even the top of its {:.0}% interval lies under \
+         1 + min_gain ({:.2}); the keep side (the {:.0}% interval above {:.2}, the median at {:.2}) is unchanged. Resampled as in \
+         \"Decision quality\" (A B B A order, the candidate's runs scaled by the gain), over the A/A series from {source} and \
+         over synthetic log-normal series of more noise; {sim_trials} trials a cell, {{secs}} s. Each cell: keep rate, mean \
+         runs per decision, with the look / without it.\n\n",
+        d.futility_confidence * 100.0,
+        1.0 + d.min_gain,
+        d.confidence * 100.0,
+        1.0 + d.noise_threshold,
+        1.0 + d.min_gain,
+    );
+    let gains = [1.0, 1.05, 1.10, 1.20];
+    md.push_str("| noise | ×1.00 (null) | ×1.05 | ×1.10 | ×1.20 |\n|---|---|---|---|---|\n");
+    for (name, series) in &pools {
+        md.push_str(&format!("| {name} |"));
+        for gain in gains {
+            let mut cell = Vec::new();
+            for pol in [policy, &off] {
+                let (mut kept, mut runs) = (0usize, 0u64);
+                let mut r = Rng(0x5eed);
+                for _ in 0..sim_trials {
+                    let (v, n) = sim_trial(series, r.below(series.len()), gain, pol, stats::decide);
+                    kept += (v == Verdict::Keep) as usize;
+                    runs += u64::from(n);
+                }
+                cell.push((
+                    kept as f64 / sim_trials as f64 * 100.0,
+                    runs as f64 / sim_trials as f64,
+                ));
+            }
+            md.push_str(&format!(
+                " {:.2}%, {:.1} runs / {:.2}%, {:.1} runs |",
+                cell[0].0, cell[0].1, cell[1].0, cell[1].1
+            ));
+        }
+        md.push('\n');
+    }
+    let md = md.replace("{secs}", &format!("{:.1}", started.elapsed().as_secs_f64()));
+    common::write_section(&repo.join("bench/RESULTS.md"), "The futility look", &md);
+    println!("{md}");
 }
 
 /// The equivalence rule's resampled trials: a cheaper candidate as fast,

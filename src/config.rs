@@ -307,6 +307,11 @@ pub struct DecisionPolicy {
     pub noise_threshold: f64,
     /// Two-sided confidence level of the ratio's interval.
     pub confidence: f64,
+    /// The futility look: from the third pair on, a candidate is reverted
+    /// once even this (lower) confidence's interval tops out under
+    /// 1 + min_gain; 0 turns it off. It only ever reverts sooner, so it
+    /// cannot keep a null change ([`crate::bench::stats::decide`]).
+    pub futility_confidence: f64,
     /// Stop when data_wait falls below this share of step time.
     pub stop_when_data_wait_below: f64,
     /// Stop when the incumbent reaches this share of the ceiling.
@@ -323,6 +328,7 @@ impl Default for DecisionPolicy {
             min_gain: 0.03,
             noise_threshold: 0.01,
             confidence: 0.99,
+            futility_confidence: 0.80,
             stop_when_data_wait_below: 0.10,
             stop_when_ceiling_share_above: 0.95,
             baseline_runs: 3,
@@ -406,6 +412,12 @@ impl Policy {
             return Err(bad(
                 "decision.confidence",
                 "must be in [0.5, 1), e.g. 0.95".into(),
+            ));
+        }
+        if d.futility_confidence != 0.0 && !(0.5..d.confidence).contains(&d.futility_confidence) {
+            return Err(bad(
+                "decision.futility_confidence",
+                "must be 0 (off) or in [0.5, decision.confidence), e.g. 0.8".into(),
             ));
         }
         if d.baseline_runs < 1 {

@@ -99,10 +99,31 @@ pub fn decide(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
     if pr.ci[1] < gain_line {
         return Verdict::Revert;
     }
+    if futile(pr, p) {
+        return Verdict::Revert;
+    }
     if pr.pairs() >= p.max_repeats as usize {
         return Verdict::Revert;
     }
     Verdict::Undecided
+}
+
+/// The futility look starts at this many pairs: two pairs say too little
+/// about the spread for even a loose interval.
+pub const FUTILITY_FROM_PAIRS: usize = 3;
+
+/// Whether more pairs are unlikely to show the gain: from
+/// [`FUTILITY_FROM_PAIRS`] on, even the top of the interval at
+/// `futility_confidence` (0.8 by default, against the keep side's 0.99) lies
+/// under 1 + min_gain. A null change then stops after 6–8 runs instead of
+/// running to `max_repeats`; the keep side is untouched, so a null change
+/// is never kept more often, and a real ×1.20 gain is reverted only when
+/// its pairs put it three standard errors low (`make bench-decision`,
+/// bench/RESULTS.md "The futility look").
+pub fn futile(pr: &PairedRatio, p: &DecisionPolicy) -> bool {
+    p.futility_confidence > 0.0
+        && pr.pairs() >= FUTILITY_FROM_PAIRS
+        && log_t_interval(&pr.ratios, p.futility_confidence)[1] < 1.0 + p.min_gain
 }
 
 /// The equivalence rule for a cheaper candidate (fewer workers, a setting
@@ -185,6 +206,13 @@ pub fn explain(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> String {
             "not shown faster, but pointing up: ratio {:.3} reaches {:.2} and CI {ci} is open (evidence of direction, not of a gain)",
             pr.median,
             1.0 + p.min_gain
+        ),
+        Verdict::Revert if futile(pr, p) && pr.ci[1] >= 1.0 + p.min_gain => format!(
+            "not shown faster: ratio {:.3}, CI {ci}; more pairs unlikely to show {:.2} (the {:.0}% interval's top {:.3} is under it)",
+            pr.median,
+            1.0 + p.min_gain,
+            p.futility_confidence * 100.0,
+            log_t_interval(&pr.ratios, p.futility_confidence)[1]
         ),
         Verdict::Revert => format!("not shown faster: ratio {:.3}, CI {ci}", pr.median),
         Verdict::Undecided => format!("undecided: ratio {:.3}, CI {ci}", pr.median),
@@ -278,6 +306,44 @@ mod tests {
         };
         let why = explain(&pr, Verdict::Revert, &p);
         assert!(why.contains("pointing up"), "{why}");
+    }
+
+    #[test]
+    fn the_futility_look_reverts_a_null_change_from_the_third_pair() {
+        let p = pol();
+        // Three pairs around 1.0 with 3% noise: the 99% interval still
+        // reaches past 1.03 (open), the 80% one does not.
+        let null = pr(&[1.0, 0.97, 1.02]);
+        assert!(null.ci[1] > 1.03, "{null:?}");
+        assert!(log_t_interval(&null.ratios, 0.8)[1] < 1.03);
+        assert_eq!(decide(&null, &p), Verdict::Revert);
+        let why = explain(&null, Verdict::Revert, &p);
+        assert!(
+            why.contains("more pairs unlikely to show 1.03 (the 80% interval's top"),
+            "{why}"
+        );
+        // Off: the same pairs stay open.
+        let off = DecisionPolicy {
+            futility_confidence: 0.0,
+            ..pol()
+        };
+        assert_eq!(decide(&null, &off), Verdict::Undecided);
+        // Never on two pairs, however tight.
+        assert_eq!(decide(&pr(&[1.0, 1.001]), &p), Verdict::Undecided);
+    }
+
+    #[test]
+    fn the_futility_look_leaves_real_gains_and_the_keep_side_alone() {
+        let p = pol();
+        // A ×1.2 gain measured noisily: not kept yet, but not futile.
+        let noisy_gain = pr(&[1.35, 1.02, 1.25]);
+        assert!(!futile(&noisy_gain, &p));
+        assert_eq!(decide(&noisy_gain, &p), Verdict::Undecided);
+        // A clear gain is kept as before.
+        assert_eq!(decide(&pr(&[1.2, 1.21, 1.19]), &p), Verdict::Keep);
+        // A gain under min_gain but open at 99% and at 80%: more pairs.
+        let small = pr(&[1.05, 0.99, 1.04]);
+        assert!(!futile(&small, &p));
     }
 
     #[test]
