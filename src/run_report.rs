@@ -425,7 +425,7 @@ mod tests {
     fn killed_run(dir: &Path) {
         let mut store = store::RunStore::open(dir).unwrap();
         store
-            .append(&crate::event::Event::TurnStarted { turn: 1 })
+            .append(&crate::event::Event::TurnStarted { turn: 1, time_left: None })
             .unwrap();
         BaselineBench {
             profiled: Some(m(90.0, 0.8)),

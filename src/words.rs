@@ -389,6 +389,9 @@ pub struct ViewWords {
     pub profile_unavailable: &'static str,
     pub low_data_wait: &'static str,
     pub incumbent: &'static str,
+    /// The time-left estimate at a turn's start; `{about}` and `{most}` are
+    /// minutes ("4 min").
+    pub time_left: &'static str,
     pub agent_done: &'static str,
     pub agent_failed: &'static str,
     pub agent_line: &'static str,
@@ -420,6 +423,7 @@ pub const VIEW_EN: ViewWords = ViewWords {
     profile_unavailable: "profiler table unavailable: {reason}; the baseline goes on with its throughput runs",
     low_data_wait: "data_wait is only {pct}% of step time: DataLoader tuning cannot help much. Compute-side candidates: {list}",
     incumbent: "incumbent",
+    time_left: "estimate: about {about} left, at most {most}",
     agent_done: "done",
     agent_failed: "failed",
     agent_line: "agent {state} in {secs} s{cost}: {summary}",
@@ -448,6 +452,7 @@ pub const VIEW_JA: ViewWords = ViewWords {
     profile_unavailable: "profiler table unavailable（プロファイラの表なし）: {reason}。ベースラインはスループット計測を続けます",
     low_data_wait: "data_wait はステップ時間の {pct}% にすぎません: DataLoader の調整ではほとんど速くなりません。計算側の候補: {list}",
     incumbent: "現行ベスト",
+    time_left: "見積もり: 残り約 {about}（長くても {most}）",
     agent_done: "完了",
     agent_failed: "失敗",
     agent_line: "エージェント{state} ({secs} 秒{cost}): {summary}",

@@ -136,7 +136,7 @@ fn the_snapshot_stage_saves_the_incumbent_and_the_project_before_the_agent() {
     assert_eq!(start, 1);
     assert!(matches!(
         events.last(),
-        Some(Event::TurnStarted { turn: 1 })
+        Some(Event::TurnStarted { turn: 1, time_left: None })
     ));
 }
 
