@@ -117,6 +117,10 @@ pub struct Labels {
     pub agent_time: &'static str,
     pub bench_runs: &'static str,
     pub wall_time: &'static str,
+    /// How much of the wall time the timed steps took.
+    pub measuring: &'static str,
+    /// `{measured}`, `{wall}`, `{pct}`, `{runs}` are replaced.
+    pub measuring_line: &'static str,
     pub stop_reason: &'static str,
     pub profiler: &'static str,
     /// The enabled compute knobs the run ended without trying, with why.
@@ -227,6 +231,8 @@ pub const EN: Labels = Labels {
     agent_time: "Agent time",
     bench_runs: "Bench runs",
     wall_time: "Wall time",
+    measuring: "Measuring",
+    measuring_line: "{measured} of {wall} ({pct}): the timed steps of {runs} throughput runs (the rest is each process's start, imports and warm-up, the profiled run, the agent)",
     stop_reason: "Stop reason",
     profiler: "Profiler",
     compute_not_tried: "Compute changes not tried",
@@ -324,6 +330,8 @@ pub const JA: Labels = Labels {
     agent_time: "エージェント時間",
     bench_runs: "ベンチ実行回数",
     wall_time: "所要時間",
+    measuring: "計測",
+    measuring_line: "{wall} のうち {measured} ({pct}): スループット計測 {runs} 回の計測区間（残りは各プロセスの起動・import・ウォームアップ、プロファイル実行、エージェント）",
     stop_reason: "停止理由",
     profiler: "プロファイラ",
     compute_not_tried: "試さなかった計算側の変更",

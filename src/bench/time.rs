@@ -3,8 +3,61 @@
 //! session has left ([`time_left`]). Pure functions of figures the session
 //! and the run folder already hold.
 
+use serde::{Deserialize, Serialize};
+
 use crate::bench::{stats, Measurement};
 use crate::event::TimeLeft;
+
+/// Where a run's wall time went (`report.json`'s `time`): the timed steps
+/// of its throughput runs against the whole, and each turn's seconds.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct TimeSpent {
+    /// The session's wall time, start to report.
+    pub wall_s: f64,
+    /// The timed steps' wall time of every throughput run summed: the
+    /// baseline's, each turn's candidate and incumbent, the final
+    /// comparison's. The baseline's profiled run (its steps are profiled,
+    /// not measured) and command mode's whole-command rounds are not in it.
+    pub measured_s: f64,
+    /// `measured_s / wall_s`; absent without a wall time.
+    pub measured_share: Option<f64>,
+    /// Bench processes run in all (the profiled run and failed runs too).
+    pub bench_runs: u32,
+    /// The throughput runs whose timed steps `measured_s` sums.
+    pub measured_runs: u32,
+    /// Each decided turn's seconds, its start to its decision (from the
+    /// event log; a turn done again after a resume counts its last try).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<TurnSeconds>,
+}
+
+/// One turn's wall time.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+pub struct TurnSeconds {
+    pub turn: u32,
+    pub s: f64,
+}
+
+impl TimeSpent {
+    /// The run's time from its wall time, its process count and its
+    /// throughput runs (each timed window summed by [`measured_seconds`]).
+    pub fn of<'a>(
+        wall_s: f64,
+        bench_runs: u32,
+        runs: impl IntoIterator<Item = &'a Measurement>,
+        turns: Vec<TurnSeconds>,
+    ) -> TimeSpent {
+        let (measured_s, measured_runs) = measured_seconds(runs);
+        TimeSpent {
+            wall_s,
+            measured_s,
+            measured_share: (wall_s.is_finite() && wall_s > 0.0).then(|| measured_s / wall_s),
+            bench_runs,
+            measured_runs,
+            turns,
+        }
+    }
+}
 
 /// The timed windows of `runs` summed (each run's `wall_s`, its timed steps'
 /// wall time), and how many runs had one. Runs without a window (an older
@@ -103,6 +156,16 @@ mod tests {
             wall_s: w,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_time_spent_is_the_measured_windows_as_a_share_of_the_wall_time() {
+        let runs = [timed(Some(3.0)), timed(Some(5.0)), timed(None)];
+        let t = TimeSpent::of(40.0, 4, &runs, vec![]);
+        assert_eq!((t.measured_s, t.measured_runs, t.bench_runs), (8.0, 2, 4));
+        assert_eq!(t.measured_share, Some(0.2));
+        assert_eq!(TimeSpent::of(f64::NAN, 4, &runs, vec![]).measured_share, None);
+        assert_eq!(TimeSpent::of(0.0, 0, &[], vec![]).measured_share, None);
     }
 
     #[test]

@@ -813,6 +813,48 @@ mod tests {
     }
 
     #[test]
+    fn the_time_left_estimate_shows_at_each_turn_start_until_the_stop() {
+        let with_estimate = |about_s: f64, at_most_s: f64| {
+            let mut events = a_turn();
+            for ev in &mut events {
+                if let Event::TurnStarted { time_left, .. } = ev {
+                    *time_left = Some(TimeLeft {
+                        about_s,
+                        at_most_s,
+                        turns_left: 5,
+                        run_s: 4.2,
+                    });
+                }
+            }
+            events
+        };
+        let events = with_estimate(250.0, 421.0);
+        let out = run("en", false, false, &events);
+        // About rounds to the minute, at most rounds up.
+        assert!(
+            out.contains("turn 1: incumbent 400.0 samples/sec · estimate: about 4 min left, at most 8 min"),
+            "{out}"
+        );
+        let out = run("ja", false, false, &with_estimate(20.0, 61.0));
+        assert!(out.contains("見積もり: 残り約 < 1 分（長くても 2 分）"), "{out}");
+        // On a terminal the status line carries it through the turn, and
+        // drops it at the stop (it counted turns that will not come).
+        let buf = Buf::default();
+        let mut v = View::with_output("en", Box::new(buf.clone()), true, false, Some(200), false)
+            .with_max_pairs(4);
+        let mut status_after = Vec::new();
+        for ev in &events {
+            v.show(ev);
+            let t = buf.text();
+            status_after.push(t.rsplit("\r\x1b[2K").next().unwrap_or_default().to_string());
+        }
+        let estimate = "00:00 · estimate: about 4 min left, at most 8 min";
+        assert!(status_after[8].contains(estimate), "{:?}", status_after[8]);
+        assert!(!status_after[14].contains("estimate"), "{:?}", status_after[14]);
+        assert!(status_after[14].contains("final"), "{:?}", status_after[14]);
+    }
+
+    #[test]
     fn plain_mode_keeps_the_low_data_wait_advice() {
         let ev = Event::LowDataWait {
             share: 0.02,
