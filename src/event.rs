@@ -123,3 +123,36 @@ pub struct TimeLeft {
     /// The median seconds of one bench process so far.
     pub run_s: f64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_start_logged_before_the_estimate_reads_back_and_none_is_not_written() {
+        let old: Event = serde_json::from_str(r#"{"event":"turn_started","turn":3}"#).unwrap();
+        assert_eq!(
+            old,
+            Event::TurnStarted {
+                turn: 3,
+                time_left: None
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&old).unwrap(),
+            r#"{"event":"turn_started","turn":3}"#
+        );
+        let new = Event::TurnStarted {
+            turn: 4,
+            time_left: Some(TimeLeft {
+                about_s: 120.0,
+                at_most_s: 300.5,
+                turns_left: 7,
+                run_s: 4.5,
+            }),
+        };
+        let line = serde_json::to_string(&new).unwrap();
+        assert!(line.contains(r#""time_left":{"about_s":120.0,"at_most_s":300.5,"turns_left":7,"run_s":4.5}"#), "{line}");
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), new);
+    }
+}

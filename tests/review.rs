@@ -168,6 +168,7 @@ fn report(ws: &Path) -> RunReport {
         run_command: None,
         whole_command: None,
         machine_load: None,
+        time: None,
         compute_not_tried: vec![],
     }
 }
