@@ -152,7 +152,12 @@ mod tests {
             }),
         };
         let line = serde_json::to_string(&new).unwrap();
-        assert!(line.contains(r#""time_left":{"about_s":120.0,"at_most_s":300.5,"turns_left":7,"run_s":4.5}"#), "{line}");
+        assert!(
+            line.contains(
+                r#""time_left":{"about_s":120.0,"at_most_s":300.5,"turns_left":7,"run_s":4.5}"#
+            ),
+            "{line}"
+        );
         assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), new);
     }
 }

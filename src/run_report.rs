@@ -492,7 +492,10 @@ mod tests {
     fn killed_run(dir: &Path) {
         let mut store = store::RunStore::open(dir).unwrap();
         store
-            .append(&crate::event::Event::TurnStarted { turn: 1, time_left: None })
+            .append(&crate::event::Event::TurnStarted {
+                turn: 1,
+                time_left: None,
+            })
             .unwrap();
         BaselineBench {
             profiled: Some(m(90.0, 0.8)),
@@ -783,9 +786,7 @@ mod tests {
             ("turn_started", 2, "2025-01-01T12:00:53+00:00"),
             ("turn_decided", 2, "2025-01-01T12:01:03+00:00"),
         ];
-        let mut text = String::from(
-            r#"{"event":"run_started","ts":"2025-01-01T12:00:00+00:00"}"#,
-        );
+        let mut text = String::from(r#"{"event":"run_started","ts":"2025-01-01T12:00:00+00:00"}"#);
         for (ev, turn, ts) in log {
             let line = match ev {
                 "turn_started" => serde_json::json!({"event": ev, "turn": turn, "ts": ts}),
@@ -814,7 +815,9 @@ mod tests {
         facts.language = "en".into();
         let md = report::render_markdown(&assemble(d.path(), facts, None));
         assert!(
-            md.contains("- **Measuring:** 15.0s of 1m 03s (24%): the timed steps of 12 throughput runs"),
+            md.contains(
+                "- **Measuring:** 15.0s of 1m 03s (24%): the timed steps of 12 throughput runs"
+            ),
             "{md}"
         );
     }

@@ -101,7 +101,10 @@ fn a_real_gain_is_kept_and_the_run_folder_is_complete() {
     assert_eq!(events.first().unwrap()["event"], "run_started");
     assert!(events.iter().any(|e| e["event"] == "turn_decided"));
     // Turn 1 starts with the estimate of the time left, from the baseline's runs.
-    let started = events.iter().find(|e| e["event"] == "turn_started").unwrap();
+    let started = events
+        .iter()
+        .find(|e| e["event"] == "turn_started")
+        .unwrap();
     let left = &started["time_left"];
     assert!(left["run_s"].as_f64().unwrap() > 0.0, "{started}");
     assert!(

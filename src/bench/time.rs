@@ -102,7 +102,11 @@ pub struct Pace<'a> {
 /// stop before its turns are spent, so both lean high. `None` before any
 /// bench run was timed (nothing to go on).
 pub fn time_left(p: &Pace) -> Option<TimeLeft> {
-    let run_s = p.run_s.iter().copied().filter(|s| s.is_finite() && *s > 0.0);
+    let run_s = p
+        .run_s
+        .iter()
+        .copied()
+        .filter(|s| s.is_finite() && *s > 0.0);
     let run_s: Vec<f64> = run_s.collect();
     if run_s.is_empty() {
         return None;
@@ -120,7 +124,12 @@ pub fn time_left(p: &Pace) -> Option<TimeLeft> {
         stats::median(&measured)
     };
     let most_runs = (p.most_turn_runs as f64).max(typical_runs);
-    let agent: Vec<f64> = p.agent_s.iter().copied().filter(|s| s.is_finite()).collect();
+    let agent: Vec<f64> = p
+        .agent_s
+        .iter()
+        .copied()
+        .filter(|s| s.is_finite())
+        .collect();
     let (agent_typical, agent_most) = match agent.is_empty() {
         true => (0.0, 0.0),
         false => (
@@ -164,7 +173,10 @@ mod tests {
         let t = TimeSpent::of(40.0, 4, &runs, vec![]);
         assert_eq!((t.measured_s, t.measured_runs, t.bench_runs), (8.0, 2, 4));
         assert_eq!(t.measured_share, Some(0.2));
-        assert_eq!(TimeSpent::of(f64::NAN, 4, &runs, vec![]).measured_share, None);
+        assert_eq!(
+            TimeSpent::of(f64::NAN, 4, &runs, vec![]).measured_share,
+            None
+        );
         assert_eq!(TimeSpent::of(0.0, 0, &[], vec![]).measured_share, None);
     }
 
@@ -228,7 +240,11 @@ mod tests {
         assert_eq!(t.about_s, (4.0 * 40.0f64).min(90.0) + 30.0);
         p.turns_left = 0;
         let t = time_left(&p).unwrap();
-        assert_eq!((t.about_s, t.at_most_s), (30.0, 30.0), "only the final left");
+        assert_eq!(
+            (t.about_s, t.at_most_s),
+            (30.0, 30.0),
+            "only the final left"
+        );
         assert_eq!(time_left(&pace(&[], &[])), None);
         assert_eq!(time_left(&pace(&[f64::NAN], &[])), None);
     }

@@ -594,7 +594,11 @@ impl Inner {
             if s < 60.0 {
                 format!("< 1 {unit}")
             } else {
-                let m = if up { (s / 60.0).ceil() } else { (s / 60.0).round() };
+                let m = if up {
+                    (s / 60.0).ceil()
+                } else {
+                    (s / 60.0).round()
+                };
                 format!("{m:.0} {unit}")
             }
         };
@@ -736,7 +740,10 @@ mod tests {
                 device: Some("cpu".into()),
                 torch_version: None,
             },
-            Event::TurnStarted { turn: 1, time_left: None },
+            Event::TurnStarted {
+                turn: 1,
+                time_left: None,
+            },
             phase("agent", Some(1), "claude"),
             Event::AgentTool {
                 turn: 1,
@@ -832,11 +839,16 @@ mod tests {
         let out = run("en", false, false, &events);
         // About rounds to the minute, at most rounds up.
         assert!(
-            out.contains("turn 1: incumbent 400.0 samples/sec · estimate: about 4 min left, at most 8 min"),
+            out.contains(
+                "turn 1: incumbent 400.0 samples/sec · estimate: about 4 min left, at most 8 min"
+            ),
             "{out}"
         );
         let out = run("ja", false, false, &with_estimate(20.0, 61.0));
-        assert!(out.contains("見積もり: 残り約 < 1 分（長くても 2 分）"), "{out}");
+        assert!(
+            out.contains("見積もり: 残り約 < 1 分（長くても 2 分）"),
+            "{out}"
+        );
         // On a terminal the status line carries it through the turn, and
         // drops it at the stop (it counted turns that will not come).
         let buf = Buf::default();
@@ -850,7 +862,11 @@ mod tests {
         }
         let estimate = "00:00 · estimate: about 4 min left, at most 8 min";
         assert!(status_after[8].contains(estimate), "{:?}", status_after[8]);
-        assert!(!status_after[14].contains("estimate"), "{:?}", status_after[14]);
+        assert!(
+            !status_after[14].contains("estimate"),
+            "{:?}",
+            status_after[14]
+        );
         assert!(status_after[14].contains("final"), "{:?}", status_after[14]);
     }
 

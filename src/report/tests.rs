@@ -831,13 +831,20 @@ fn the_report_says_how_much_of_the_wall_time_was_measuring() {
     let r = sample_report();
     let md = render_markdown(&r);
     assert!(
-        md.contains("- **Measuring:** 1m 56s of 12m 03s (16%): the timed steps of 53 throughput runs"),
+        md.contains(
+            "- **Measuring:** 1m 56s of 12m 03s (16%): the timed steps of 53 throughput runs"
+        ),
         "{md}"
     );
     let json: serde_json::Value = serde_json::from_str(&render_json(&r)).unwrap();
     let t = &json["time"];
     assert_eq!(
-        (&t["wall_s"], &t["measured_s"], &t["bench_runs"], &t["measured_runs"]),
+        (
+            &t["wall_s"],
+            &t["measured_s"],
+            &t["bench_runs"],
+            &t["measured_runs"]
+        ),
         (&723.4.into(), &116.2.into(), &57.into(), &53.into())
     );
     assert!((t["measured_share"].as_f64().unwrap() - 0.1606).abs() < 1e-3);
