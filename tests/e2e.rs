@@ -44,7 +44,12 @@ fn a_real_gain_is_kept_and_the_run_folder_is_complete() {
         "plot.svg",
         "final.json",
     ] {
-        assert!(dir.join(f).is_file(), "missing {f} in {}", dir.display());
+        assert!(
+            dir.join(f).is_file(),
+            "missing {f} in {}\nstderr:\n{}",
+            dir.display(),
+            r.stderr
+        );
     }
     // The kept change stays in the file, and it is the only change.
     let after = ws.read("train.py");
