@@ -179,6 +179,7 @@ fn build_run(ws: &Path) -> PathBuf {
         run_command: None,
         whole_command: None,
         machine_load: None,
+        time: None,
         compute_not_tried: vec![],
     };
     tuneloop::run_loop::write_report_files(&dir, &report).unwrap();

@@ -58,6 +58,10 @@ pub enum Event {
     },
     TurnStarted {
         turn: u32,
+        /// The estimate of the time the run has left, as the turn starts
+        /// (absent in logs written before it, and before any run was timed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        time_left: Option<TimeLeft>,
     },
     /// A tool call the agent made, live from its event stream.
     AgentTool {
@@ -102,4 +106,58 @@ pub enum Event {
     ReportWritten {
         path: String,
     },
+}
+
+/// An estimate of the time a run has left (seconds), made at a turn's
+/// start: the turns the stop rule still allows at the run's pace so far,
+/// then the final comparison (and, in command mode, the whole-command
+/// rounds). The run may stop sooner: both figures lean high.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+pub struct TimeLeft {
+    /// Every turn left at the run's typical runs a turn.
+    pub about_s: f64,
+    /// Every turn left at the most runs a turn can take.
+    pub at_most_s: f64,
+    /// Turns the stop rule still allows, this one included.
+    pub turns_left: u32,
+    /// The median seconds of one bench process so far.
+    pub run_s: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_start_logged_before_the_estimate_reads_back_and_none_is_not_written() {
+        let old: Event = serde_json::from_str(r#"{"event":"turn_started","turn":3}"#).unwrap();
+        assert_eq!(
+            old,
+            Event::TurnStarted {
+                turn: 3,
+                time_left: None
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&old).unwrap(),
+            r#"{"event":"turn_started","turn":3}"#
+        );
+        let new = Event::TurnStarted {
+            turn: 4,
+            time_left: Some(TimeLeft {
+                about_s: 120.0,
+                at_most_s: 300.5,
+                turns_left: 7,
+                run_s: 4.5,
+            }),
+        };
+        let line = serde_json::to_string(&new).unwrap();
+        assert!(
+            line.contains(
+                r#""time_left":{"about_s":120.0,"at_most_s":300.5,"turns_left":7,"run_s":4.5}"#
+            ),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), new);
+    }
 }

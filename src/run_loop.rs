@@ -289,6 +289,9 @@ pub struct Session<'a> {
     /// agent's cheaper neighbours still get their turns.
     streak: Option<String>,
     bench_runs: u32,
+    /// Each throughput run's seconds, process start to end (the pace of
+    /// the time-left estimate).
+    run_secs: Vec<f64>,
     cost: f64,
     agent_ms: u64,
     /// Continues an interrupted run: the baseline is already measured.
@@ -401,6 +404,7 @@ pub fn prepare<'a>(
         rows: vec![],
         streak: None,
         bench_runs: 0,
+        run_secs: Vec::new(),
         cost: 0.0,
         agent_ms: 0,
         resumed: false,
@@ -497,6 +501,8 @@ pub fn resume<'a>(
         profile_table: rec.profile_table,
         command_outputs: outputs,
         bench_runs: rec.bench_runs,
+        // A resumed run knows no run's seconds until its first turn's runs.
+        run_secs: Vec::new(),
         cost: crate::turn::total_cost_usd(&rec.rows),
         agent_ms: rec.rows.iter().map(|r| r.agent.duration_ms).sum(),
         rows: rec.rows,
@@ -989,11 +995,13 @@ impl<'a> Session<'a> {
             self.check_interrupt()?;
             let i = ms.len();
             self.phase("baseline", None, format!("throughput run {} of {n}", i + 1));
+            let clock = Instant::now();
             let run = self
                 .bencher
                 .measure(Mode::ThroughputWithCeiling, &self.interrupt)
                 .await;
             self.bench_runs += 1;
+            self.run_secs.push(clock.elapsed().as_secs_f64());
             match run {
                 Ok(m) if !decided => {
                     decided = true;
@@ -1127,6 +1135,55 @@ impl<'a> Session<'a> {
             .iter()
             .map(|f| edit::unified_diff(f, &a.text(f), &b.text(f)))
             .collect()
+    }
+
+    /// The estimate of the time left as turn `turn` starts: the turns the
+    /// iteration limit still allows at this run's pace, the final
+    /// comparison, and in command mode the whole-command rounds.
+    fn time_left(&self, turn: u32) -> Option<crate::event::TimeLeft> {
+        use crate::bench::{time, whole};
+        let d = &self.policy.decision;
+        let turn_runs: Vec<u32> = self.rows.iter().map(|r| r.runs).collect();
+        let agent_s: Vec<f64> = self
+            .rows
+            .iter()
+            .map(|r| r.agent.duration_ms as f64 / 1000.0)
+            .collect();
+        let max_wall = self.policy.loop_.max_wall_s;
+        time::time_left(&time::Pace {
+            turns_left: (self.max_iterations + 1).saturating_sub(turn),
+            run_s: &self.run_secs,
+            turn_runs: &turn_runs,
+            agent_s: &agent_s,
+            least_turn_runs: 2 * d.repeats,
+            most_turn_runs: 2 * d.max_repeats,
+            final_runs: 2 * d.repeats.max(3),
+            whole_s: whole::ROUNDS as f64 * 2.0 * self.whole_run_s().unwrap_or(0.0),
+            wall_left_s: (max_wall > 0)
+                .then(|| max_wall as f64 - self.started.elapsed().as_secs_f64()),
+        })
+    }
+
+    /// Command mode: about how long one whole run of the command is, at the
+    /// baseline's rate; `None` when it will not be timed whole (off, or
+    /// clearly past `[bench] whole_command_s`) or its length is unknown.
+    fn whole_run_s(&self) -> Option<f64> {
+        use crate::bench::whole;
+        if !self.bencher.runs_command() {
+            return None;
+        }
+        let limit = whole::limit(self.ws.file.bench.whole_command_s)?.as_secs_f64();
+        let ws_file = self.ws.dir.join(crate::config::WORKSPACE_FILE);
+        let words = std::fs::read_to_string(ws_file)
+            .ok()
+            .and_then(|t| crate::edit::command_line::run_words(&t))?;
+        let est = self
+            .baseline_bench
+            .runs
+            .iter()
+            .filter_map(|m| whole::estimate_s(m, &words, &self.root))
+            .fold(None, |a: Option<f64>, e| Some(a.map_or(e, |a| a.min(e))))?;
+        (est <= 1.5 * limit).then_some(est.min(limit))
     }
 
     /// Best vs baseline, interleaved: the headline speedup.

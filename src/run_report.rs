@@ -165,8 +165,8 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
             counted_runs += best.len() as u32 + f.baseline.len() as u32;
         }
     }
+    let events = store::read_events(dir).unwrap_or_default();
     let live = live.unwrap_or_else(|| {
-        let events = store::read_events(dir).unwrap_or_default();
         LiveFigures {
             stop_reason: stop_reason_from_log(&events, facts.state),
             // Rebuilt: the session that ran it did not finish its report,
@@ -184,6 +184,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
     let costs =
         Some(state_costs(dir, base_runs, &facts.turns, &final_runs)).filter(|c| c.has_figures());
     let machine_load = machine_load(dir, base_runs, &facts.turns, &final_runs);
+    let time = time_spent(dir, &facts, &live, &events);
     RunReport {
         schema_version: report::SCHEMA_VERSION,
         run_id: facts.run_id,
@@ -229,7 +230,37 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         profile_unavailable: facts.baseline.profile_unavailable.clone(),
         whole_command: crate::bench::whole::WholeCommand::read(dir),
         machine_load,
+        time: Some(time),
     }
+}
+
+/// Where the wall time went: the timed steps of every throughput run the
+/// folder holds (the baseline's, each decided turn's candidate and
+/// incumbent from its `bench.json`, the final comparison's when it was
+/// done) against the session's wall time, and each turn's seconds from the
+/// event log.
+fn time_spent(
+    dir: &Path,
+    facts: &RunFacts,
+    live: &LiveFigures,
+    events: &[Value],
+) -> crate::bench::time::TimeSpent {
+    let folders = run_folder::turn_folders(dir);
+    let turn_runs: Vec<Measurement> = facts
+        .turns
+        .iter()
+        .filter_map(|r| folders.iter().find(|t| t.turn == r.turn)?.bench().ok())
+        .flat_map(|b| [b.candidate, b.incumbent].concat())
+        .collect();
+    // The final comparison counts as the report counts it: when it decided.
+    let final_runs: Vec<&Measurement> = match &facts.final_bench {
+        Some(f) if f.median.is_some() && !f.best.is_empty() => {
+            f.best.iter().chain(&f.baseline).collect()
+        }
+        _ => Vec::new(),
+    };
+    let runs = (facts.baseline.runs.iter().chain(&turn_runs)).chain(final_runs);
+    crate::bench::time::TimeSpent::of(live.wall_s, live.bench_runs, runs, turn_seconds(events))
 }
 
 /// How busy the machine was: every measured run (the baseline's, each
@@ -305,6 +336,42 @@ fn stop_reason_from_log(events: &[Value], state: Option<RunState>) -> String {
             Some(s) => format!("not finished ({s}; no report written)"),
             None => "not finished (no report written)".to_string(),
         })
+}
+
+/// Each decided turn's seconds: its last `turn_started` to its
+/// `turn_decided`, by their time stamps (a turn done again after a resume
+/// counts its last try; one without a decision is left out).
+fn turn_seconds(events: &[Value]) -> Vec<crate::bench::time::TurnSeconds> {
+    let ts = |e: &Value| {
+        e["ts"]
+            .as_str()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    };
+    let mut started = std::collections::BTreeMap::new();
+    let mut out = Vec::new();
+    for e in events {
+        match e["event"].as_str() {
+            Some("turn_started") => {
+                if let (Some(n), Some(t)) = (e["turn"].as_u64(), ts(e)) {
+                    started.insert(n, t);
+                }
+            }
+            Some("turn_decided") => {
+                let n = e["row"]["turn"].as_u64();
+                if let (Some(n), Some(t)) = (n, ts(e)) {
+                    if let Some(a) = started.remove(&n) {
+                        out.retain(|x: &crate::bench::time::TurnSeconds| x.turn as u64 != n);
+                        out.push(crate::bench::time::TurnSeconds {
+                            turn: n as u32,
+                            s: (t - a).num_milliseconds().max(0) as f64 / 1000.0,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Seconds from the first event to the last, by their time stamps.
@@ -425,7 +492,10 @@ mod tests {
     fn killed_run(dir: &Path) {
         let mut store = store::RunStore::open(dir).unwrap();
         store
-            .append(&crate::event::Event::TurnStarted { turn: 1 })
+            .append(&crate::event::Event::TurnStarted {
+                turn: 1,
+                time_left: None,
+            })
             .unwrap();
         BaselineBench {
             profiled: Some(m(90.0, 0.8)),
@@ -554,6 +624,8 @@ mod tests {
             bench_runs: rebuilt.bench_runs,
             total_cost_usd: rebuilt.total_cost_usd,
             agent_time_ms: rebuilt.agent_time_ms,
+            // Its wall time and process count are the session's.
+            time: rebuilt.time.clone(),
             ..written
         };
         // NaN wall time (one event) compares unequal: compare the JSON.
@@ -671,6 +743,81 @@ mod tests {
         );
         assert!(
             md.contains("| turn 2 | change 2 | reverted | 140.0 | 8 | 800 MB (PSS) |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn measured_seconds_sum_every_throughput_runs_window_and_turns_take_their_log_times() {
+        let d = tempfile::tempdir().unwrap();
+        killed_run(d.path());
+        let w = |sps: f64, wall: f64| Measurement {
+            wall_s: Some(wall),
+            ..m(sps, 0.5)
+        };
+        // The profiled run's window is profiled, not measured: not summed.
+        BaselineBench {
+            profiled: Some(w(90.0, 100.0)),
+            runs: vec![w(100.0, 1.0), w(102.0, 1.0), w(98.0, 1.0)],
+            ..Default::default()
+        }
+        .write(d.path())
+        .unwrap();
+        let t = TurnFolder {
+            turn: 1,
+            dir: d.path().join("turns/01"),
+        };
+        t.write_bench(&run_folder::TurnBench {
+            candidate: vec![w(150.0, 2.0), w(150.0, 2.0)],
+            incumbent: vec![w(100.0, 3.0), w(100.0, 3.0)],
+            ratios: vec![],
+            median: None,
+            ci: None,
+            verdict: None,
+        })
+        .unwrap();
+        let mut f = FinalBench::read(d.path()).unwrap();
+        f.best = vec![w(151.0, 0.5), w(149.0, 0.5), w(150.0, 0.5)];
+        f.baseline = vec![w(100.0, 0.25), w(100.0, 0.25), Measurement::default()];
+        f.write(d.path()).unwrap();
+        let log = [
+            ("turn_started", 1, "2025-01-01T12:00:10+00:00"),
+            ("turn_decided", 1, "2025-01-01T12:00:52.5+00:00"),
+            ("turn_started", 2, "2025-01-01T12:00:53+00:00"),
+            ("turn_decided", 2, "2025-01-01T12:01:03+00:00"),
+        ];
+        let mut text = String::from(r#"{"event":"run_started","ts":"2025-01-01T12:00:00+00:00"}"#);
+        for (ev, turn, ts) in log {
+            let line = match ev {
+                "turn_started" => serde_json::json!({"event": ev, "turn": turn, "ts": ts}),
+                _ => serde_json::json!({"event": ev, "row": {"turn": turn}, "ts": ts}),
+            };
+            text.push('\n');
+            text.push_str(&line.to_string());
+        }
+        std::fs::write(d.path().join("events.jsonl"), text + "\n").unwrap();
+        let r = assemble(d.path(), RunFacts::read(d.path()).unwrap(), None);
+        let time = r.time.clone().expect("every report has its time");
+        // 3 × 1 s baseline + 2 × 2 + 2 × 3 turn 1 (turn 2 has no bench.json)
+        // + 3 × 0.5 + 2 × 0.25 final (a run without a window adds nothing).
+        assert_eq!(time.measured_s, 3.0 + 4.0 + 6.0 + 1.5 + 0.5);
+        assert_eq!(time.measured_runs, 3 + 4 + 5);
+        assert_eq!(time.wall_s, 63.0, "first event to last");
+        assert_eq!(time.bench_runs, r.bench_runs);
+        assert_eq!(time.measured_share, Some(15.0 / 63.0));
+        assert!(time.measured_s > 0.0 && time.measured_s < time.wall_s);
+        let turns: Vec<(u32, f64)> = time.turns.iter().map(|t| (t.turn, t.s)).collect();
+        assert_eq!(turns, vec![(1, 42.5), (2, 10.0)]);
+        let json: Value = serde_json::from_str(&report::render_json(&r)).unwrap();
+        assert_eq!(json["time"]["measured_s"], 15.0);
+        assert_eq!(json["time"]["turns"][0]["s"], 42.5);
+        let mut facts = RunFacts::read(d.path()).unwrap();
+        facts.language = "en".into();
+        let md = report::render_markdown(&assemble(d.path(), facts, None));
+        assert!(
+            md.contains(
+                "- **Measuring:** 15.0s of 1m 03s (24%): the timed steps of 12 throughput runs"
+            ),
             "{md}"
         );
     }

@@ -117,6 +117,10 @@ pub struct Labels {
     pub agent_time: &'static str,
     pub bench_runs: &'static str,
     pub wall_time: &'static str,
+    /// How much of the wall time the timed steps took.
+    pub measuring: &'static str,
+    /// `{measured}`, `{wall}`, `{pct}`, `{runs}` are replaced.
+    pub measuring_line: &'static str,
     pub stop_reason: &'static str,
     pub profiler: &'static str,
     /// The enabled compute knobs the run ended without trying, with why.
@@ -227,6 +231,8 @@ pub const EN: Labels = Labels {
     agent_time: "Agent time",
     bench_runs: "Bench runs",
     wall_time: "Wall time",
+    measuring: "Measuring",
+    measuring_line: "{measured} of {wall} ({pct}): the timed steps of {runs} throughput runs (the rest is each process's start, imports and warm-up, the profiled run, the agent)",
     stop_reason: "Stop reason",
     profiler: "Profiler",
     compute_not_tried: "Compute changes not tried",
@@ -324,6 +330,8 @@ pub const JA: Labels = Labels {
     agent_time: "エージェント時間",
     bench_runs: "ベンチ実行回数",
     wall_time: "所要時間",
+    measuring: "計測",
+    measuring_line: "{wall} のうち {measured} ({pct}): スループット計測 {runs} 回の計測区間（残りは各プロセスの起動・import・ウォームアップ、プロファイル実行、エージェント）",
     stop_reason: "停止理由",
     profiler: "プロファイラ",
     compute_not_tried: "試さなかった計算側の変更",
@@ -389,6 +397,9 @@ pub struct ViewWords {
     pub profile_unavailable: &'static str,
     pub low_data_wait: &'static str,
     pub incumbent: &'static str,
+    /// The time-left estimate at a turn's start; `{about}` and `{most}` are
+    /// minutes ("4 min").
+    pub time_left: &'static str,
     pub agent_done: &'static str,
     pub agent_failed: &'static str,
     pub agent_line: &'static str,
@@ -420,6 +431,7 @@ pub const VIEW_EN: ViewWords = ViewWords {
     profile_unavailable: "profiler table unavailable: {reason}; the baseline goes on with its throughput runs",
     low_data_wait: "data_wait is only {pct}% of step time: DataLoader tuning cannot help much. Compute-side candidates: {list}",
     incumbent: "incumbent",
+    time_left: "estimate: about {about} left, at most {most}",
     agent_done: "done",
     agent_failed: "failed",
     agent_line: "agent {state} in {secs} s{cost}: {summary}",
@@ -448,6 +460,7 @@ pub const VIEW_JA: ViewWords = ViewWords {
     profile_unavailable: "profiler table unavailable（プロファイラの表なし）: {reason}。ベースラインはスループット計測を続けます",
     low_data_wait: "data_wait はステップ時間の {pct}% にすぎません: DataLoader の調整ではほとんど速くなりません。計算側の候補: {list}",
     incumbent: "現行ベスト",
+    time_left: "見積もり: 残り約 {about}（長くても {most}）",
     agent_done: "完了",
     agent_failed: "失敗",
     agent_line: "エージェント{state} ({secs} 秒{cost}): {summary}",

@@ -5,6 +5,13 @@ mod support;
 use serde_json::Value;
 use support::*;
 
+/// The plain view's turn line carries the estimate.
+fn says_the_time_left(stderr: &str) -> bool {
+    stderr
+        .lines()
+        .any(|l| l.contains("turn 1: incumbent") && l.contains("estimate: about"))
+}
+
 fn json_file(p: &std::path::Path) -> Value {
     serde_json::from_str(
         &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
@@ -37,7 +44,12 @@ fn a_real_gain_is_kept_and_the_run_folder_is_complete() {
         "plot.svg",
         "final.json",
     ] {
-        assert!(dir.join(f).is_file(), "missing {f} in {}", dir.display());
+        assert!(
+            dir.join(f).is_file(),
+            "missing {f} in {}\nstderr:\n{}",
+            dir.display(),
+            r.stderr
+        );
     }
     // The kept change stays in the file, and it is the only change.
     let after = ws.read("train.py");
@@ -64,6 +76,19 @@ fn a_real_gain_is_kept_and_the_run_folder_is_complete() {
     }
     let ci = rep["turns"][0]["ratio_ci"].as_array().unwrap();
     assert!(ci[0].as_f64().unwrap() > 1.01);
+    // How much of the wall time was measuring: the throughput runs' timed
+    // steps, a part of the session's wall time; turn 1's seconds from the log.
+    let time = &rep["time"];
+    let (measured, wall) = (
+        time["measured_s"].as_f64().unwrap(),
+        time["wall_s"].as_f64().unwrap(),
+    );
+    assert!(measured > 0.0 && measured < wall, "{time:#}");
+    assert_eq!(time["bench_runs"], rep["bench_runs"]);
+    let measured_runs = time["measured_runs"].as_u64().unwrap();
+    assert!(measured_runs > 0 && measured_runs < rep["bench_runs"].as_u64().unwrap());
+    assert_eq!(time["turns"][0]["turn"], 1, "{time:#}");
+    assert!(time["turns"][0]["s"].as_f64().unwrap() > 0.0);
     // The baseline files are saved byte for byte; the diff names the change.
     assert_eq!(
         std::fs::read_to_string(dir.join("baseline/files/train.py")).unwrap(),
@@ -80,6 +105,18 @@ fn a_real_gain_is_kept_and_the_run_folder_is_complete() {
         .collect();
     assert_eq!(events.first().unwrap()["event"], "run_started");
     assert!(events.iter().any(|e| e["event"] == "turn_decided"));
+    // Turn 1 starts with the estimate of the time left, from the baseline's runs.
+    let started = events
+        .iter()
+        .find(|e| e["event"] == "turn_started")
+        .unwrap();
+    let left = &started["time_left"];
+    assert!(left["run_s"].as_f64().unwrap() > 0.0, "{started}");
+    assert!(
+        left["at_most_s"].as_f64().unwrap() >= left["about_s"].as_f64().unwrap(),
+        "{started}"
+    );
+    assert!(says_the_time_left(&r.stderr), "{}", r.stderr);
     assert_eq!(events.last().unwrap()["event"], "report_written");
     // The harness never lands in the project.
     assert!(!ws.path().join("tuneloop_harness.py").exists());

@@ -168,6 +168,7 @@ fn report(ws: &Path) -> RunReport {
         run_command: None,
         whole_command: None,
         machine_load: None,
+        time: None,
         compute_not_tried: vec![],
     }
 }
@@ -896,6 +897,12 @@ fn a_real_run_shows_live_progress_and_its_report_has_the_expected_shape() {
                 "[BINDING]",
             ),
             (r"\d+ ms to its first batch", "[N] ms to its first batch"),
+            // The timed steps' share of the wall time depends on the machine,
+            // and how many runs the pairs took on its noise.
+            (
+                r"\(\d+%\): the timed steps of \d+ throughput runs",
+                "([PCT]): the timed steps of [N] throughput runs",
+            ),
             // Whether num_threads has room depends on the cores and the
             // workers' load (the line itself is tested in tests/compute.rs).
             (

@@ -14,6 +14,7 @@ pub mod limits;
 pub mod load;
 pub mod memory;
 pub mod stats;
+pub mod time;
 pub mod whole;
 pub mod window;
 

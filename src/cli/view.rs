@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::review_view::char_width;
-use crate::event::Event;
+use crate::event::{Event, TimeLeft};
 use crate::report::{labels_for, Labels};
 use crate::turn::Decision;
 use crate::words::ViewWords as Words;
@@ -86,6 +86,9 @@ struct Status {
     runs_done: u32,
     last_measure: Option<(String, f64)>,
     last_tool: Option<String>,
+    /// The time-left estimate of the turn's start, and when it came: the
+    /// status line counts it down until the next turn's.
+    time_left: Option<(TimeLeft, Instant)>,
 }
 
 struct Inner {
@@ -288,7 +291,8 @@ impl Inner {
                     st.last_tool = None;
                 }
             }
-            Event::TurnStarted { turn } => {
+            Event::TurnStarted { turn, time_left } => {
+                st.time_left = time_left.map(|t| (t, Instant::now()));
                 st.turn = Some(*turn);
                 st.phase.clear();
                 st.detail.clear();
@@ -322,7 +326,11 @@ impl Inner {
             }
             // A failed run's Stopped is its last word; a finished run goes on
             // to the final measurement (a Phase brings the line back).
-            Event::Stopped { .. } | Event::ReportWritten { .. } => st.active = false,
+            Event::Stopped { .. } | Event::ReportWritten { .. } => {
+                st.active = false;
+                // It counted turns that will not come.
+                st.time_left = None;
+            }
             _ => {}
         }
     }
@@ -481,14 +489,20 @@ impl Inner {
                     None => format!("{phase}: {detail}"),
                 }
             }
-            Event::TurnStarted { turn } => format!(
-                "{} {} {}",
-                self.turn_prefix(*turn),
-                w.incumbent,
-                self.incumbent_sps
-                    .map(|s| format!("{s:.1} samples/sec"))
-                    .unwrap_or_default()
-            ),
+            Event::TurnStarted { turn, time_left } => {
+                let mut line = format!(
+                    "{} {} {}",
+                    self.turn_prefix(*turn),
+                    w.incumbent,
+                    self.incumbent_sps
+                        .map(|s| format!("{s:.1} samples/sec"))
+                        .unwrap_or_default()
+                );
+                if let Some(t) = time_left {
+                    line.push_str(&format!(" · {}", self.time_left_text(t, 0.0)));
+                }
+                line
+            }
             Event::AgentTool { turn, tool, input } => {
                 format!("{}   tool {tool} {input}", self.turn_prefix(*turn))
             }
@@ -560,11 +574,41 @@ impl Inner {
         }
         let t = self.started.elapsed().as_secs();
         parts.push(format!("{:02}:{:02}", t / 60, t % 60));
+        if let Some((left, since)) = &st.time_left {
+            parts.push(self.time_left_text(left, since.elapsed().as_secs_f64()));
+        }
         if let Some(s) = self.incumbent_sps {
             parts.push(format!("{} {s:.1} samples/sec", w.incumbent));
         }
         parts.extend(tail);
         parts.join(" · ")
+    }
+
+    /// The estimate as words, `spent` seconds after it was made: "estimate:
+    /// about 4 min left, at most 7 min". About rounds to the minute, at most
+    /// rounds up; under a minute is "< 1 min".
+    fn time_left_text(&self, t: &TimeLeft, spent: f64) -> String {
+        let unit = if self.ja { "分" } else { "min" };
+        let minutes = |s: f64, up: bool| {
+            let s = (s - spent).max(0.0);
+            if s < 60.0 {
+                format!("< 1 {unit}")
+            } else {
+                let m = if up {
+                    (s / 60.0).ceil()
+                } else {
+                    (s / 60.0).round()
+                };
+                format!("{m:.0} {unit}")
+            }
+        };
+        fill(
+            self.words.time_left,
+            &[
+                ("about", &minutes(t.about_s, false)),
+                ("most", &minutes(t.at_most_s, true)),
+            ],
+        )
     }
 
     fn draw(&mut self) {
@@ -696,7 +740,10 @@ mod tests {
                 device: Some("cpu".into()),
                 torch_version: None,
             },
-            Event::TurnStarted { turn: 1 },
+            Event::TurnStarted {
+                turn: 1,
+                time_left: None,
+            },
             phase("agent", Some(1), "claude"),
             Event::AgentTool {
                 turn: 1,
@@ -770,6 +817,57 @@ mod tests {
         }
         assert_eq!(out.lines().count(), a_turn().len());
         assert!(out.lines().all(|l| l.starts_with("[00:00] ")), "{out}");
+    }
+
+    #[test]
+    fn the_time_left_estimate_shows_at_each_turn_start_until_the_stop() {
+        let with_estimate = |about_s: f64, at_most_s: f64| {
+            let mut events = a_turn();
+            for ev in &mut events {
+                if let Event::TurnStarted { time_left, .. } = ev {
+                    *time_left = Some(TimeLeft {
+                        about_s,
+                        at_most_s,
+                        turns_left: 5,
+                        run_s: 4.2,
+                    });
+                }
+            }
+            events
+        };
+        let events = with_estimate(250.0, 421.0);
+        let out = run("en", false, false, &events);
+        // About rounds to the minute, at most rounds up.
+        assert!(
+            out.contains(
+                "turn 1: incumbent 400.0 samples/sec · estimate: about 4 min left, at most 8 min"
+            ),
+            "{out}"
+        );
+        let out = run("ja", false, false, &with_estimate(20.0, 61.0));
+        assert!(
+            out.contains("見積もり: 残り約 < 1 分（長くても 2 分）"),
+            "{out}"
+        );
+        // On a terminal the status line carries it through the turn, and
+        // drops it at the stop (it counted turns that will not come).
+        let buf = Buf::default();
+        let mut v = View::with_output("en", Box::new(buf.clone()), true, false, Some(200), false)
+            .with_max_pairs(4);
+        let mut status_after = Vec::new();
+        for ev in &events {
+            v.show(ev);
+            let t = buf.text();
+            status_after.push(t.rsplit("\r\x1b[2K").next().unwrap_or_default().to_string());
+        }
+        let estimate = "00:00 · estimate: about 4 min left, at most 8 min";
+        assert!(status_after[8].contains(estimate), "{:?}", status_after[8]);
+        assert!(
+            !status_after[14].contains("estimate"),
+            "{:?}",
+            status_after[14]
+        );
+        assert!(status_after[14].contains("final"), "{:?}", status_after[14]);
     }
 
     #[test]

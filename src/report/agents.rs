@@ -235,6 +235,7 @@ mod tests {
             run_command: None,
             whole_command: None,
             machine_load: None,
+            time: None,
             compute_not_tried: vec![],
         }
     }

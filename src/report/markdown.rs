@@ -134,6 +134,11 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
     items.push((l.agent_time, text::duration_ms(r.agent_time_ms)));
     items.push((l.bench_runs, r.bench_runs.to_string()));
     items.push((l.wall_time, text::duration_s(r.wall_s)));
+    // Runs that carry no timed window (a contract figure alone, a
+    // hand-made folder) have nothing to say here.
+    if let Some(t) = r.time.as_ref().filter(|t| t.measured_runs > 0) {
+        items.push((l.measuring, text::measuring(t, l)));
+    }
     items.push((l.stop_reason, md_inline(&r.stop_reason)));
     if let Some(reason) = &r.profile_unavailable {
         items.push((

@@ -99,6 +99,11 @@ pub struct RunReport {
     /// turns decided on a busy machine (absent without those figures).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_load: Option<crate::bench::load::MachineLoad>,
+    /// How much of the wall time was measuring: the throughput runs' timed
+    /// steps summed against the session's wall time, and each turn's
+    /// seconds (absent in reports written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<crate::bench::time::TimeSpent>,
 }
 
 /// How fast this machine can move the project's batches at all, measured

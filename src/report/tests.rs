@@ -160,6 +160,17 @@ fn sample_report() -> RunReport {
         whole_command: None,
         machine_load: None,
         compute_not_tried: vec![],
+        time: Some(crate::bench::time::TimeSpent {
+            wall_s: 723.4,
+            measured_s: 116.2,
+            measured_share: Some(116.2 / 723.4),
+            bench_runs: 57,
+            measured_runs: 53,
+            turns: vec![
+                crate::bench::time::TurnSeconds { turn: 1, s: 61.5 },
+                crate::bench::time::TurnSeconds { turn: 2, s: 58.0 },
+            ],
+        }),
     }
 }
 
@@ -813,4 +824,34 @@ fn a_baseline_without_its_profiler_table_says_why_in_every_format() {
     // With the table: no line, no key.
     assert!(!render_markdown(&sample_report()).contains("profiler table unavailable"));
     assert!(!render_json(&sample_report()).contains("profile_unavailable"));
+}
+
+#[test]
+fn the_report_says_how_much_of_the_wall_time_was_measuring() {
+    let r = sample_report();
+    let md = render_markdown(&r);
+    assert!(
+        md.contains(
+            "- **Measuring:** 1m 56s of 12m 03s (16%): the timed steps of 53 throughput runs"
+        ),
+        "{md}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&render_json(&r)).unwrap();
+    let t = &json["time"];
+    assert_eq!(
+        (
+            &t["wall_s"],
+            &t["measured_s"],
+            &t["bench_runs"],
+            &t["measured_runs"]
+        ),
+        (&723.4.into(), &116.2.into(), &57.into(), &53.into())
+    );
+    assert!((t["measured_share"].as_f64().unwrap() - 0.1606).abs() < 1e-3);
+    assert_eq!(t["turns"][1]["turn"], 2);
+    assert!(render_html(&r, "").contains("<dt>Measuring</dt><dd>1m 56s of 12m 03s (16%)"));
+    // A report written before it has no time, and no line.
+    let old = RunReport { time: None, ..r };
+    assert!(!render_markdown(&old).contains("Measuring"));
+    assert!(!render_json(&old).contains("\"time\""));
 }

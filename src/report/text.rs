@@ -61,6 +61,21 @@ pub fn duration_s(secs: f64) -> String {
     }
 }
 
+/// The Measuring line: the timed steps' seconds of the wall time, as a
+/// share, and over how many throughput runs.
+pub fn measuring(t: &crate::bench::time::TimeSpent, l: &super::labels::Labels) -> String {
+    l.measuring_line
+        .replace("{measured}", &duration_s(t.measured_s))
+        .replace("{wall}", &duration_s(t.wall_s))
+        .replace("{pct}", &percent_whole(t.measured_share))
+        .replace("{runs}", &t.measured_runs.to_string())
+}
+
+/// A share as a whole percent (`16%`), a dash when unknown.
+fn percent_whole(x: Option<f64>) -> String {
+    finite(x).map_or_else(|| DASH.to_string(), |v| format!("{:.0}%", v * 100.0))
+}
+
 /// A duration given in milliseconds.
 pub fn duration_ms(ms: u64) -> String {
     duration_s(ms as f64 / 1000.0)

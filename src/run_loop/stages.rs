@@ -123,7 +123,8 @@ impl<'a> Session<'a> {
     /// Snapshot: the turn's folder, the incumbent saved and the project
     /// snapshot taken, before the agent runs.
     pub(super) fn snapshot(&mut self, turn: u32) -> Result<TurnStart, LoopError> {
-        self.emit(Event::TurnStarted { turn });
+        let time_left = self.time_left(turn);
+        self.emit(Event::TurnStarted { turn, time_left });
         let dir = self.store.turn_dir(turn);
         std::fs::create_dir_all(&dir).at("cannot create", &dir)?;
         let saved = self.store.dir.join("incumbent");
@@ -320,6 +321,8 @@ impl<'a> Session<'a> {
         let policy = self.policy.clone();
         let interrupt = self.interrupt.clone();
         let (store, view) = (&mut self.store, &mut self.view);
+        // Each run's seconds, end to end: the pace of the time-left estimate.
+        let (mut clock, mut secs) = (std::time::Instant::now(), Vec::new());
         let rule = match crate::agent::cheaper::is_cheaper(change) {
             true => stats::decide_cheaper,
             false => stats::decide,
@@ -334,6 +337,8 @@ impl<'a> Session<'a> {
             None,
             &interrupt,
             |role, pair, v| {
+                secs.push(clock.elapsed().as_secs_f64());
+                clock = std::time::Instant::now();
                 let ev = Event::Measured {
                     turn,
                     role: role.into(),
@@ -344,6 +349,7 @@ impl<'a> Session<'a> {
             },
         )
         .await;
+        self.run_secs.extend(secs);
         self.bench_runs += match &res {
             Ok(p) => p.runs(),
             Err(f) => f.runs,

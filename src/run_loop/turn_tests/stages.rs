@@ -134,10 +134,18 @@ fn the_snapshot_stage_saves_the_incumbent_and_the_project_before_the_agent() {
         start.turn
     });
     assert_eq!(start, 1);
-    assert!(matches!(
-        events.last(),
-        Some(Event::TurnStarted { turn: 1 })
-    ));
+    let Some(Event::TurnStarted { turn: 1, time_left }) = events.last() else {
+        panic!("the last event is turn 1's start: {:?}", events.last());
+    };
+    // The baseline's runs were timed: the estimate is there, with every
+    // turn of the iteration limit still to come.
+    let left = time_left.expect("an estimate once the baseline's runs were timed");
+    assert!(left.run_s > 0.0, "{left:?}");
+    assert_eq!(left.turns_left, 1, "--iterations 1, none done");
+    // One turn at the rule's least (2 × repeats 2) and the final's 6 runs;
+    // at most the turn at 2 × max_repeats 8.
+    let runs = |s: f64| (s / left.run_s).round();
+    assert_eq!((runs(left.about_s), runs(left.at_most_s)), (10.0, 22.0));
 }
 
 // ---------------------------------------------------------------- propose
