@@ -729,7 +729,9 @@ mod tests {
         let listed = not_tried(&p, &[], &bound, Some(&plan), "the run ended");
         assert_eq!(
             describe_not_tried(&listed),
-            format!("foreach_optimizer, autocast ({why}); tf32 (CUDA only, and the job ran on cpu)")
+            format!(
+                "foreach_optimizer, autocast ({why}); tf32 (CUDA only, and the job ran on cpu)"
+            )
         );
         // Claude Code (no plan) is told the same, and offered none of them.
         assert_eq!(not_tried(&p, &[], &bound, None, "the run ended"), listed);

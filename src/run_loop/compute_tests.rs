@@ -408,8 +408,8 @@ const EVERY_CPU_KNOB: [&str; 4] = [
 #[test]
 fn while_the_loader_binds_no_compute_turn_comes_and_the_run_ends_done() {
     // data_wait 82% at 21 workers with cores idle: a faster step would only
-    // wait longer. Nothing is faster, so the loader's candidates run out,
-    // and then the run ends: no compute turn, not the iteration limit.
+    // wait longer. The loader's candidates are spent, and the run ends
+    // there: no compute turn, not the iteration limit.
     let o = session_shaped(
         TRAIN,
         &EVERY_CPU_KNOB,
@@ -428,15 +428,10 @@ fn while_the_loader_binds_no_compute_turn_comes_and_the_run_ends_done() {
             .all(|r| crate::edit::compute::knob_of_change(&r.change).is_none()),
         "{changes:?}"
     );
-    assert!(changes.len() < 10, "{changes:?}");
+    // 21 workers on 2 cores: the builtin agent has no loader candidate left.
+    assert!(changes.is_empty(), "{changes:?}");
     assert!(
-        !o.report.stop_reason.starts_with("iteration limit"),
-        "{}",
-        o.report.stop_reason
-    );
-    assert!(
-        o.report.stop_reason.contains("no cheaper setting is left")
-            || o.report.stop_reason.starts_with("candidates exhausted"),
+        o.report.stop_reason.starts_with("candidates exhausted"),
         "{changes:?}\n{}",
         o.report.stop_reason
     );
@@ -479,11 +474,20 @@ fn the_same_job_with_the_step_most_of_the_time_still_gets_its_compute_turns() {
         .filter(|r| crate::edit::compute::knob_of_change(&r.change).is_some())
         .map(|r| r.change.as_str())
         .collect();
-    assert_eq!(compute.len(), EVERY_CPU_KNOB.len(), "{compute:?}\n{}", o.report.stop_reason);
+    assert_eq!(
+        compute.len(),
+        EVERY_CPU_KNOB.len(),
+        "{compute:?}\n{}",
+        o.report.stop_reason
+    );
     for (c, knob) in compute.iter().zip(EVERY_CPU_KNOB) {
         assert!(c.starts_with(&format!("{knob}: ")), "{compute:?}");
     }
-    assert!(o.report.compute_not_tried.is_empty(), "{:?}", o.report.compute_not_tried);
+    assert!(
+        o.report.compute_not_tried.is_empty(),
+        "{:?}",
+        o.report.compute_not_tried
+    );
     assert!(
         o.report
             .stop_reason
