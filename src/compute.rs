@@ -1,9 +1,10 @@
 //! The compute side of the loop: when the loader is settled (or data_wait
 //! was small from the start), the same one-change procedure on the step.
-//! This module owns which compute knobs are still to try and the [`Plan`]
-//! of each one's change (which knob, what value, written where: the text
-//! itself is [`crate::edit::compute`]'s), and what the report says about the
-//! knobs never tried. The policy's `[compute]` table is
+//! This module owns which compute knobs are still to try, whether any can
+//! move the limit that binds ([`gate`]: not while the loader binds), the
+//! [`Plan`] of each one's change (which knob, what value, written where: the
+//! text itself is [`crate::edit::compute`]'s), and what the report says
+//! about the knobs never tried. The policy's `[compute]` table is
 //! [`crate::config::ComputePolicy`]; the builtin agent's compute turn and
 //! when the loader counts as settled are [`crate::agent::compute_turn`]; the
 //! numerics guard is [`crate::numerics`].
