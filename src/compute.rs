@@ -1,9 +1,10 @@
 //! The compute side of the loop: when the loader is settled (or data_wait
 //! was small from the start), the same one-change procedure on the step.
-//! This module owns which compute knobs are still to try and the [`Plan`]
-//! of each one's change (which knob, what value, written where: the text
-//! itself is [`crate::edit::compute`]'s), and what the report says about the
-//! knobs never tried. The policy's `[compute]` table is
+//! This module owns which compute knobs are still to try, whether any can
+//! move the limit that binds ([`gate`]: not while the loader binds), the
+//! [`Plan`] of each one's change (which knob, what value, written where: the
+//! text itself is [`crate::edit::compute`]'s), and what the report says
+//! about the knobs never tried. The policy's `[compute]` table is
 //! [`crate::config::ComputePolicy`]; the builtin agent's compute turn and
 //! when the loader counts as settled are [`crate::agent::compute_turn`]; the
 //! numerics guard is [`crate::numerics`].
@@ -126,6 +127,155 @@ pub fn thread_target(m: &Measurement) -> Option<u32> {
     Some(((cores - busy).round() as i64).clamp(1, cores.round().max(1.0) as i64) as u32)
 }
 
+/// At or above this share of the step, data_wait says the loader binds: the
+/// step waits for data more than it works, so a faster step only waits
+/// longer. Half, not the loop's own `stop_when_data_wait_below` (10%): below
+/// half the step is still most of each iteration, and the wait comes as
+/// stalls (an epoch's empty start, a slow item) between which the step's
+/// time is the iteration's, so a faster step shows there. The compute-bound
+/// jobs the compute side was built for sit at a few percent; the demo's
+/// settled loader sits at 78–85% (its three compute turns, ×0.99 to ×1.04,
+/// all reverted, bench/RESULTS.md).
+pub const LOADER_BINDS_FROM: f64 = 0.5;
+
+/// The most of the step's time, or of its CPU, one compute change is taken
+/// to remove. A bound that errs high, so the gate closes only where even
+/// that could not reach `min_gain`: bf16 autocast at best about doubles a
+/// matmul-bound step, and the optimizer knobs remove only the optimizer's
+/// per-parameter loop.
+const STEP_CUT_AT_MOST: f64 = 0.5;
+
+/// The share of its cores the job must keep busy for the CPU to be what its
+/// workers wait for. Below it cores stand idle, and the CPU a faster step
+/// frees feeds no worker. The slack is the CPU clock's coarse ticks over a
+/// short window and each epoch's restart, when cores idle by design.
+const CORES_BUSY_FROM: f64 = 0.9;
+
+/// The incumbent's figures that say whether a compute change can move the
+/// limit that binds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepFigures {
+    /// data_wait as a share of the step (`None`: not measured).
+    pub data_wait_share: Option<f64>,
+    /// The loader's workers; 0 (or unknown): the loading runs in the
+    /// training process, between its steps.
+    pub workers: Option<u64>,
+    /// The step's own CPU (the training process's, less receiving the
+    /// batches) as a share of the CPU a sample costs, loading included.
+    pub step_cpu_share: Option<f64>,
+    /// The job's own CPU over the timed steps as a share of the cores it may
+    /// use (other processes' load is left out: it is the machine's, not the
+    /// job's).
+    pub cores_busy: Option<f64>,
+}
+
+impl StepFigures {
+    pub fn of(m: &Measurement) -> StepFigures {
+        let loader = m.loader_threads_cpu_s.or(m.loader_cpu_s);
+        let step_cpu_share = (|| {
+            let main = m.main_cpu_s?;
+            // On CUDA one host thread drives the step: at most its time
+            // (crate::bench::limits::step_cpu_s says why).
+            let mut own = (main - m.fetch_cpu_s.unwrap_or(0.0)).max(0.0);
+            if let Some(step) = m.train_step_s.filter(|s| *s > 0.0 && on_cuda(m)) {
+                own = own.min(step);
+            }
+            let total = loader? + crate::bench::limits::step_cpu_s(m)?;
+            (total > 0.0).then(|| (own / total).min(1.0))
+        })();
+        let cores_busy = (|| {
+            let wall = m.wall_s.filter(|w| *w > 0.0)?;
+            let cores = m.job_cores()?;
+            Some((loader? + m.main_cpu_s?) / wall / cores)
+        })();
+        StepFigures {
+            data_wait_share: m.data_wait_share,
+            workers: m.num_workers(),
+            step_cpu_share,
+            cores_busy,
+        }
+    }
+}
+
+/// Why no compute change can move the limit that binds; its text is what
+/// the report's "Compute changes not tried" says.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum LoaderBinds {
+    /// Workers, and no CPU figures to show the exception.
+    #[error("the loader binds: data_wait {:.0}% of the step, a faster step would only wait longer", .share * 100.0)]
+    Waits { share: f64 },
+    #[error("the loader binds: data_wait {:.0}% of the step, a faster step would only wait longer, and the CPU it frees would feed no worker (the job kept {:.0}% of its cores busy)", .share * 100.0, .busy * 100.0)]
+    CoresIdle { share: f64, busy: f64 },
+    #[error("the loader binds: data_wait {:.0}% of the step, a faster step would only wait longer, and its own CPU is {:.0}% of a sample's: half of it given to the workers would move what the cores can feed by under the {:.0}% a change must gain", .share * 100.0, .step_cpu * 100.0, .min_gain * 100.0)]
+    StepCpuSmall {
+        share: f64,
+        step_cpu: f64,
+        min_gain: f64,
+    },
+    #[error("the loader binds: data_wait {:.0}% of the step, loading in the training process, and halving the step's {:.0}% would save under the {:.0}% a change must gain", .share * 100.0, (1.0 - .share) * 100.0, .min_gain * 100.0)]
+    StepShareSmall { share: f64, min_gain: f64 },
+}
+
+/// Whether a compute change can move the limit that binds, from the
+/// incumbent's figures; `min_gain` is what a change must gain to be kept.
+///
+/// - data_wait unknown, or under [`LOADER_BINDS_FROM`] of the step: yes,
+///   the step is at least half of the time.
+/// - The loading in the training process (no workers): the step's time adds
+///   to the loading's, so yes when [`STEP_CUT_AT_MOST`] of the step's share
+///   can win `min_gain`.
+/// - Workers: the step's time hides behind the wait. A faster step can only
+///   free CPU for the workers, which helps only when the job keeps its cores
+///   busy ([`CORES_BUSY_FROM`]) and the step's CPU is a share of a sample's
+///   large enough that removing [`STEP_CUT_AT_MOST`] of it wins `min_gain`.
+///   Without those figures: no.
+///
+/// Whether the step-alone ceiling binds does not enter: with data_wait at
+/// half of the step or more the loader is what stands between the incumbent
+/// and any limit, and a higher ceiling it does not reach changes nothing.
+pub fn gate(f: &StepFigures, min_gain: f64) -> Result<(), LoaderBinds> {
+    let Some(share) = f.data_wait_share.filter(|s| *s >= LOADER_BINDS_FROM) else {
+        return Ok(());
+    };
+    // What a change must remove of the time (or of the CPU) that binds to
+    // gain `min_gain`: 1 / (1 − x) ≥ 1 + min_gain.
+    let need = min_gain / (1.0 + min_gain);
+    if f.workers.unwrap_or(0) == 0 {
+        return match STEP_CUT_AT_MOST * (1.0 - share) >= need {
+            true => Ok(()),
+            false => Err(LoaderBinds::StepShareSmall { share, min_gain }),
+        };
+    }
+    let (Some(busy), Some(step_cpu)) = (f.cores_busy, f.step_cpu_share) else {
+        return Err(LoaderBinds::Waits { share });
+    };
+    if busy < CORES_BUSY_FROM {
+        return Err(LoaderBinds::CoresIdle { share, busy });
+    }
+    if STEP_CUT_AT_MOST * step_cpu < need {
+        return Err(LoaderBinds::StepCpuSmall {
+            share,
+            step_cpu,
+            min_gain,
+        });
+    }
+    Ok(())
+}
+
+/// [`gate`] on the incumbent's measurement, with the policy's `min_gain`.
+pub fn gate_for(policy: &Policy, incumbent: &Measurement) -> Result<(), LoaderBinds> {
+    gate(&StepFigures::of(incumbent), policy.decision.min_gain)
+}
+
+/// What an agent may change now: [`allowed_knobs`], less the compute knobs
+/// while no compute change can move the limit that binds ([`gate`]).
+pub fn offered_knobs(policy: &Policy, incumbent: &Measurement) -> Vec<String> {
+    match gate_for(policy, incumbent) {
+        Ok(()) => allowed_knobs(policy),
+        Err(_) => policy.loop_.knobs.clone(),
+    }
+}
+
 /// Why the builtin agent passes over a compute knob; its text is what the
 /// agent's summary and the report say.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -140,6 +290,9 @@ pub enum PassedOver {
     DefaultUsesCores { cores: u32 },
     #[error("foreach is the default on CUDA")]
     ForeachDefaultOnCuda,
+    /// No compute change can move the limit that binds ([`gate`]).
+    #[error(transparent)]
+    LoaderBinds(LoaderBinds),
     /// The script has no place the change can be written (the editor's words).
     #[error(transparent)]
     NoPlace(#[from] text::ComputeRefusal),
@@ -193,6 +346,13 @@ pub fn plan(
     if pending.is_empty() {
         return plan;
     }
+    if let Err(why) = gate_for(policy, incumbent) {
+        plan.skipped = pending
+            .into_iter()
+            .map(|k| (k, PassedOver::LoaderBinds(why.clone())))
+            .collect();
+        return plan;
+    }
     let found = script(root, editable, preferred)
         .and_then(|f| std::fs::read_to_string(root.join(&f)).ok().map(|s| (f, s)));
     let Some((file, src)) = found else {
@@ -242,8 +402,8 @@ pub struct NotTried {
 
 /// The enabled compute knobs with no turn, each with why: CUDA-only on
 /// another device, passed over by the builtin agent (`plan`, absent for
-/// Claude Code), else `ended` (the run stopped first, e.g. "iteration limit
-/// 10; raise [loop] max_iterations").
+/// Claude Code), the loader binding ([`gate`]), else `ended` (the run
+/// stopped first, e.g. "iteration limit 10; raise [loop] max_iterations").
 pub fn not_tried(
     policy: &Policy,
     rows: &[TurnRow],
@@ -253,6 +413,7 @@ pub fn not_tried(
 ) -> Vec<NotTried> {
     let done = tried(rows);
     let device = incumbent.device.as_deref().unwrap_or("cpu");
+    let binds = gate_for(policy, incumbent).err();
     policy
         .compute
         .enabled()
@@ -263,6 +424,8 @@ pub fn not_tried(
             let why = if k.cuda_only() && !on_cuda(incumbent) {
                 format!("CUDA only, and the job ran on {device}")
             } else if let Some((_, why)) = skipped {
+                why.to_string()
+            } else if let Some(why) = &binds {
                 why.to_string()
             } else {
                 ended.to_string()
@@ -449,6 +612,139 @@ mod tests {
             none.skipped[0].1.to_string(),
             "no editable script imports torch or builds an optimizer ([project] editable)"
         );
+    }
+
+    /// The demo's settled incumbent as `tuneloop bench` measured it on the
+    /// 2-core box (examples/slow_loader at 21 persistent workers, one run).
+    fn demo_settled() -> Measurement {
+        let mut m = Measurement {
+            samples_per_sec: 5331.4,
+            wall_s: Some(0.240),
+            train_step_s: Some(0.0401),
+            data_wait_share: Some(0.833),
+            device: Some("cpu".into()),
+            cpu_count: Some(2),
+            usable_cores: Some(2.0),
+            loader_cpu_s: Some(0.116),
+            loader_threads_cpu_s: Some(0.147),
+            main_cpu_s: Some(0.0607),
+            fetch_cpu_s: Some(0.0254),
+            ..Default::default()
+        };
+        m.loader.insert("num_workers".into(), 21.into());
+        m
+    }
+
+    #[test]
+    fn a_data_bound_incumbent_with_idle_cores_gets_no_compute_change() {
+        let m = demo_settled();
+        let f = StepFigures::of(&m);
+        assert_eq!(f.workers, Some(21));
+        // (0.147 + 0.0607) / 0.240 / 2 cores; (0.0607 − 0.0254) / (0.147 + 0.0607).
+        assert!((f.cores_busy.unwrap() - 0.433).abs() < 0.01, "{f:?}");
+        assert!((f.step_cpu_share.unwrap() - 0.170).abs() < 0.01, "{f:?}");
+        let why = gate(&f, 0.03).unwrap_err();
+        assert!(matches!(why, LoaderBinds::CoresIdle { .. }), "{why:?}");
+        assert_eq!(
+            why.to_string(),
+            "the loader binds: data_wait 83% of the step, a faster step would only wait longer, and the CPU it frees would feed no worker (the job kept 43% of its cores busy)"
+        );
+        // The same with its cores busy: the step's 17% of the CPU, half of
+        // it freed, could move what the cores feed by 9%: worth a turn.
+        let busy = StepFigures {
+            cores_busy: Some(0.95),
+            ..f
+        };
+        assert_eq!(gate(&busy, 0.03), Ok(()));
+        // ... unless the step's CPU is too small a share to win min_gain.
+        let small = StepFigures {
+            step_cpu_share: Some(0.04),
+            ..busy
+        };
+        assert_eq!(
+            gate(&small, 0.03).unwrap_err().to_string(),
+            "the loader binds: data_wait 83% of the step, a faster step would only wait longer, and its own CPU is 4% of a sample's: half of it given to the workers would move what the cores can feed by under the 3% a change must gain"
+        );
+        // Workers and no CPU figures: nothing shows the exception.
+        let blind = StepFigures {
+            data_wait_share: Some(0.82),
+            workers: Some(4),
+            ..Default::default()
+        };
+        assert_eq!(
+            gate(&blind, 0.03).unwrap_err().to_string(),
+            "the loader binds: data_wait 82% of the step, a faster step would only wait longer"
+        );
+    }
+
+    #[test]
+    fn a_step_at_least_half_the_time_or_unmeasured_keeps_the_compute_side_open() {
+        let f = |share: Option<f64>| StepFigures {
+            data_wait_share: share,
+            workers: Some(8),
+            cores_busy: Some(0.3),
+            step_cpu_share: Some(0.01),
+        };
+        assert_eq!(gate(&f(None), 0.03), Ok(()));
+        assert_eq!(gate(&f(Some(0.02)), 0.03), Ok(()));
+        assert_eq!(gate(&f(Some(0.49)), 0.03), Ok(()));
+        // The threshold is where the step stops being the larger part.
+        assert!(gate(&f(Some(LOADER_BINDS_FROM)), 0.03).is_err());
+    }
+
+    #[test]
+    fn loading_in_the_training_process_adds_its_time_to_the_steps() {
+        // No workers (a num_workers no turn can edit): 78% data_wait leaves
+        // the step 22% of the time, and halving it would win 12%.
+        let serial = |share: f64, workers: Option<u64>| StepFigures {
+            data_wait_share: Some(share),
+            workers,
+            ..Default::default()
+        };
+        assert_eq!(gate(&serial(0.78, Some(0)), 0.03), Ok(()));
+        assert_eq!(gate(&serial(0.78, None), 0.03), Ok(()));
+        // At 97% the step's 3%, halved, saves 1.5%: under min_gain.
+        assert_eq!(
+            gate(&serial(0.97, Some(0)), 0.03).unwrap_err().to_string(),
+            "the loader binds: data_wait 97% of the step, loading in the training process, and halving the step's 3% would save under the 3% a change must gain"
+        );
+        // A smaller min_gain lets it through.
+        assert_eq!(gate(&serial(0.97, Some(0)), 0.01), Ok(()));
+    }
+
+    #[test]
+    fn the_plan_the_prompt_and_the_report_hold_compute_back_while_the_loader_binds() {
+        let d = tempfile::tempdir().unwrap();
+        let script = "import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n";
+        std::fs::write(d.path().join("train.py"), script).unwrap();
+        let p = policy(&["foreach_optimizer", "autocast", "tf32"]);
+        let editable = ["train.py".to_string()];
+        let bound = demo_settled();
+        let plan = plan(&p, &[], &bound, d.path(), &editable, None);
+        assert!(plan.ready.is_empty(), "{:?}", plan.ready);
+        assert_eq!(
+            plan.skipped.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            [ComputeKnob::ForeachOptimizer, ComputeKnob::Autocast]
+        );
+        let why = gate_for(&p, &bound).unwrap_err().to_string();
+        let listed = not_tried(&p, &[], &bound, Some(&plan), "the run ended");
+        assert_eq!(
+            describe_not_tried(&listed),
+            format!(
+                "foreach_optimizer, autocast ({why}); tf32 (CUDA only, and the job ran on cpu)"
+            )
+        );
+        // Claude Code (no plan) is told the same, and offered none of them.
+        assert_eq!(not_tried(&p, &[], &bound, None, "the run ended"), listed);
+        assert_eq!(offered_knobs(&p, &bound), p.loop_.knobs);
+        // The step is most of the time: the plan writes them, the prompt offers them.
+        let free = Measurement {
+            data_wait_share: Some(0.3),
+            ..bound
+        };
+        let plan = super::plan(&p, &[], &free, d.path(), &editable, None);
+        assert_eq!(plan.ready.len(), 2, "{:?}", plan.skipped);
+        assert_eq!(offered_knobs(&p, &free), allowed_knobs(&p));
     }
 
     #[test]

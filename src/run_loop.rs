@@ -887,7 +887,10 @@ impl<'a> Session<'a> {
 
     /// The compute knobs the agent can still try: with the builtin agent
     /// (alone or in hybrid) those its [`crate::compute::Plan`] can write,
-    /// and the plan; with Claude Code every pending one, and no plan.
+    /// and the plan; with Claude Code every pending one, and no plan. None
+    /// while the loader binds ([`crate::compute::gate`]): then no compute
+    /// change can move the limit, and the loader's side alone decides when
+    /// the run is done.
     fn compute_left(&self) -> (Vec<crate::knob::ComputeKnob>, Option<crate::compute::Plan>) {
         match self.agent.builtin() {
             Some(b) => {
@@ -901,10 +904,13 @@ impl<'a> Session<'a> {
                 );
                 (plan.ready.iter().map(|(k, _)| *k).collect(), Some(plan))
             }
-            None => (
-                crate::compute::pending(&self.policy, &self.rows, &self.incumbent),
-                None,
-            ),
+            None => match crate::compute::gate_for(&self.policy, &self.incumbent) {
+                Ok(()) => (
+                    crate::compute::pending(&self.policy, &self.rows, &self.incumbent),
+                    None,
+                ),
+                Err(_) => (Vec::new(), None),
+            },
         }
     }
 
@@ -920,7 +926,16 @@ impl<'a> Session<'a> {
         }
         let passed =
             crate::compute::not_tried(&self.policy, &self.rows, &self.incumbent, plan.as_ref(), "");
-        judge::ComputeTally::of(&self.rows, passed.len())
+        // Knobs held back while the loader binds are not "not applicable":
+        // the report names them with why.
+        let binds = crate::compute::gate_for(&self.policy, &self.incumbent)
+            .err()
+            .map(|b| b.to_string());
+        let skipped = passed
+            .iter()
+            .filter(|n| binds.as_ref() != Some(&n.why))
+            .count();
+        judge::ComputeTally::of(&self.rows, skipped)
     }
 
     /// The enabled compute knobs the run ends without trying, and why.

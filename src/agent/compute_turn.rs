@@ -1,8 +1,9 @@
 //! The builtin agent's compute turn: once the loader is settled (or cannot
 //! be changed), the first compute knob of [`compute::plan`] that can be
 //! written, written into the script. What the knobs are and which are left
-//! is [`crate::compute`]; this module is the agent's side of it (it writes
-//! the project's file and reports as an agent).
+//! is [`crate::compute`] (none while the loader binds: [`compute::gate`]);
+//! this module is the agent's side of it (it writes the project's file and
+//! reports as an agent).
 
 use crate::agent::{AgentReport, TurnContext};
 use crate::compute;

@@ -22,6 +22,19 @@ struct ByText {
     root: PathBuf,
     figures: Arc<Figures>,
     texts: Arc<Mutex<Vec<String>>>,
+    /// Every run's figures but its speed and losses.
+    shape: Measurement,
+}
+
+/// A compute-bound job: data_wait 2% of the step, no loader settings read.
+fn compute_bound() -> Measurement {
+    Measurement {
+        data_wait_share: Some(0.02),
+        cpu_count: Some(2),
+        usable_cores: Some(2.0),
+        device: Some("cpu".into()),
+        ..Default::default()
+    }
 }
 
 impl ByText {
@@ -31,12 +44,8 @@ impl ByText {
         self.texts.lock().unwrap().push(text);
         Ok(Measurement {
             samples_per_sec: sps,
-            data_wait_share: Some(0.02),
-            cpu_count: Some(2),
-            usable_cores: Some(2.0),
-            device: Some("cpu".into()),
             losses: LOSSES.iter().map(|v| Some(v * scale)).collect(),
-            ..Default::default()
+            ..self.shape.clone()
         })
     }
 }
@@ -78,6 +87,17 @@ fn session_on(
     policy: impl FnOnce(&mut Policy),
     figures: impl Fn(&str) -> (f64, f64) + Send + Sync + 'static,
 ) -> Outcome {
+    session_shaped(train, knobs, policy, compute_bound(), figures)
+}
+
+/// [`session_on`] with every run's other figures `shape`.
+fn session_shaped(
+    train: &str,
+    knobs: &[&str],
+    policy: impl FnOnce(&mut Policy),
+    shape: Measurement,
+    figures: impl Fn(&str) -> (f64, f64) + Send + Sync + 'static,
+) -> Outcome {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     std::fs::write(d.join("train.py"), train).unwrap();
@@ -112,6 +132,7 @@ fn session_on(
         root: s.root.clone(),
         figures: Arc::new(figures),
         texts: Arc::new(Mutex::new(Vec::new())),
+        shape,
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -351,6 +372,127 @@ fn when_the_agent_has_nothing_left_the_stop_also_says_the_compute_changes_were_t
             "candidates exhausted; every compute change was tried (0 kept, 1 not kept)"
         ),
         "{changes:?}\n{}",
+        o.report.stop_reason
+    );
+}
+
+/// A job whose loader binds: 21 workers, data_wait `share` of the step, the
+/// step's own CPU 17% of a sample's and the job keeping 43% of its 2 cores
+/// busy (the demo's settled incumbent, `tuneloop bench` on the 2-core box).
+fn loader_bound(share: f64) -> Measurement {
+    let mut m = Measurement {
+        wall_s: Some(0.240),
+        train_step_s: Some(0.0401),
+        data_wait_share: Some(share),
+        cpu_count: Some(2),
+        usable_cores: Some(2.0),
+        device: Some("cpu".into()),
+        loader_cpu_s: Some(0.116),
+        loader_threads_cpu_s: Some(0.147),
+        main_cpu_s: Some(0.0607),
+        fetch_cpu_s: Some(0.0254),
+        ..Default::default()
+    };
+    m.loader.insert("num_workers".into(), 21.into());
+    m.loader.insert("persistent_workers".into(), true.into());
+    m
+}
+
+const EVERY_CPU_KNOB: [&str; 4] = [
+    "channels_last",
+    "foreach_optimizer",
+    "fused_optimizer",
+    "autocast",
+];
+
+#[test]
+fn while_the_loader_binds_no_compute_turn_comes_and_the_run_ends_done() {
+    // data_wait 82% at 21 workers with cores idle: a faster step would only
+    // wait longer. The loader's candidates are spent, and the run ends
+    // there: no compute turn, not the iteration limit.
+    let o = session_shaped(
+        TRAIN,
+        &EVERY_CPU_KNOB,
+        |p| {
+            p.loop_.knobs = vec!["num_workers".into()];
+            p.loop_.max_iterations = 10;
+        },
+        loader_bound(0.82),
+        |_| (100.0, 1.0),
+    );
+    let changes: Vec<&str> = o.report.turns.iter().map(|r| r.change.as_str()).collect();
+    assert!(
+        o.report
+            .turns
+            .iter()
+            .all(|r| crate::edit::compute::knob_of_change(&r.change).is_none()),
+        "{changes:?}"
+    );
+    // 21 workers on 2 cores: the builtin agent has no loader candidate left.
+    assert!(changes.is_empty(), "{changes:?}");
+    assert!(
+        o.report.stop_reason.starts_with("candidates exhausted"),
+        "{changes:?}\n{}",
+        o.report.stop_reason
+    );
+    // Each compute knob is named once, with why.
+    let why = "the loader binds: data_wait 82% of the step, a faster step would only wait longer, and the CPU it frees would feed no worker (the job kept 43% of its cores busy)";
+    assert_eq!(o.report.compute_not_tried.len(), EVERY_CPU_KNOB.len());
+    assert!(
+        o.report.compute_not_tried.iter().all(|n| n.why == why),
+        "{:?}",
+        o.report.compute_not_tried
+    );
+    let md = crate::report::render_markdown(&o.report);
+    assert!(
+        md.contains(&format!(
+            "channels_last, foreach_optimizer, fused_optimizer, autocast ({why})"
+        )),
+        "{md}"
+    );
+    assert_eq!(o.on_disk, TRAIN);
+}
+
+#[test]
+fn the_same_job_with_the_step_most_of_the_time_still_gets_its_compute_turns() {
+    // Same figures, data_wait 30%: the step is most of each iteration, so
+    // once the loader's candidates run out the compute changes come.
+    let o = session_shaped(
+        TRAIN,
+        &EVERY_CPU_KNOB,
+        |p| {
+            p.loop_.knobs = vec!["num_workers".into()];
+            p.loop_.max_iterations = 12;
+        },
+        loader_bound(0.30),
+        |_| (100.0, 1.0),
+    );
+    let compute: Vec<&str> = o
+        .report
+        .turns
+        .iter()
+        .filter(|r| crate::edit::compute::knob_of_change(&r.change).is_some())
+        .map(|r| r.change.as_str())
+        .collect();
+    assert_eq!(
+        compute.len(),
+        EVERY_CPU_KNOB.len(),
+        "{compute:?}\n{}",
+        o.report.stop_reason
+    );
+    for (c, knob) in compute.iter().zip(EVERY_CPU_KNOB) {
+        assert!(c.starts_with(&format!("{knob}: ")), "{compute:?}");
+    }
+    assert!(
+        o.report.compute_not_tried.is_empty(),
+        "{:?}",
+        o.report.compute_not_tried
+    );
+    assert!(
+        o.report
+            .stop_reason
+            .contains("every compute change was tried (0 kept, 4 not kept)"),
+        "{}",
         o.report.stop_reason
     );
 }

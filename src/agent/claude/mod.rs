@@ -141,8 +141,10 @@ impl ClaudeAgent {
         let evidence =
             crate::agent::evidence::Evidence::of(ctx.incumbent, ctx.incumbent_sps, ctx.ceiling_sps);
         let knob_sites = scan_knob_sites(ctx.project_root, editable);
-        // The loader's knobs and the compute side's (told as one more rule).
-        let allowed = crate::compute::allowed_knobs(ctx.policy);
+        // The loader's knobs and the compute side's (told as one more rule);
+        // not the compute side's while the loader binds: no compute change
+        // can move the limit then (crate::compute::gate).
+        let allowed = crate::compute::offered_knobs(ctx.policy, ctx.incumbent);
         let with_command = prompt_editable(editable, &knob_sites);
         let editable = &with_command;
         let facts = prompt::PromptFacts {
