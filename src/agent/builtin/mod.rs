@@ -6,8 +6,12 @@
 //! `TrainingArguments` keyword: [`crate::edit::knobs`]), so the user's own
 //! command, run again unchanged, gets the new setting.
 //!
-//! num_workers starts at the cores the job may use, as the harness reports
-//! them (the affinity mask and the cgroup CPU quota, not the host's count). From there the
+//! num_workers jumps from 0 to the count the baseline's own figures predict
+//! (without workers, data_wait is one batch's loading latency), within the
+//! same caps as the climb, when that is clearly past the cores; else it
+//! starts at the cores the job may use, as the harness reports
+//! them (the affinity mask and the cgroup CPU quota, not the host's count).
+//! A jump not kept leads to the core count once before the climb ends. From there the
 //! next count comes from the incumbent's own figures ([`LoaderModel`]): how long
 //! one worker takes to produce a batch, how long the step takes, and how much
 //! CPU loading and training use against the cores left free (other processes
