@@ -166,11 +166,21 @@ pub(super) fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
 /// the headroom, are the headroom past the core count: a short latency or a
 /// CPU-bound loader (its cores saturate near the core count) starts at the
 /// core count, as the climb does without figures.
+///
+/// What the baseline cannot show is the workers' start: where epochs begin
+/// within the measurement, workers not kept alive start again every epoch,
+/// and a count near the epoch's batches pays a start for every batch or two
+/// (16 workers on a 16-batch epoch measured ×1.0 against none on a loaded
+/// 2-core box). There the jump asks for no more than each worker fetching
+/// two prefetch rounds an epoch ([`restart_cap`]); `persistent_workers`,
+/// tried next at a count with workers, removes the restarts and the climb
+/// goes on from the figures measured with them.
 fn jump(s: &LoaderState<'_>, m: &LoaderModel, cap: u64) -> Option<(u64, String)> {
     let start = s.cpus.max(2);
     let keep_up = m.batch_latency_s / m.best_step_s();
     let wanted = m.workers_needed();
-    let need = wanted.min(cap);
+    let restarts = restart_cap(s.incumbent).map(|c| c.max(start));
+    let need = wanted.min(cap).min(restarts.unwrap_or(u64::MAX));
     if m.saturated()
         || keep_up < start as f64 * WORKER_HEADROOM
         || (need as f64) < start as f64 * WORKER_HEADROOM
@@ -189,7 +199,12 @@ fn jump(s: &LoaderState<'_>, m: &LoaderModel, cap: u64) -> Option<(u64, String)>
         },
         m.predicted_gain()
     );
-    if wanted > need {
+    if let Some(r) = restarts.filter(|r| wanted > need && *r == need && *r < cap) {
+        why.push_str(&format!(
+            "; workers start again every epoch here, and an epoch holds {} batches: at most {r}, each fetching two prefetch rounds an epoch, until persistent_workers keeps them alive",
+            s.incumbent.batches_per_epoch.unwrap_or(0)
+        ));
+    } else if wanted > need {
         let cut = cut_short(s, cap, None);
         if cut.is_empty() {
             // No workers yet, so no measured memory per worker: the
@@ -202,6 +217,16 @@ fn jump(s: &LoaderState<'_>, m: &LoaderModel, cap: u64) -> Option<(u64, String)>
         }
     }
     Some((need, why))
+}
+
+/// The most workers worth starting again every epoch: an epoch's batches
+/// over two prefetch rounds, when the measurement saw epochs begin (none
+/// when it did not, or an epoch's length is unknown).
+fn restart_cap(m: &crate::bench::Measurement) -> Option<u64> {
+    let batches = m.batches_per_epoch.filter(|b| *b > 0)?;
+    m.epoch_starts_timed
+        .is_some_and(|n| n > 0)
+        .then(|| batches / (2 * super::prefetch_of(m)))
 }
 
 /// After a jump from 0 workers that was not kept — reverted (slower, or
@@ -385,6 +410,37 @@ mod tests {
         failed.reason = "bench failed (candidate): too_few_steps: …".into();
         let p = propose(&m, src, &[failed]).unwrap();
         assert_eq!(p.value, "13", "{}", p.why);
+    }
+
+    #[test]
+    fn workers_started_every_epoch_bound_the_jump() {
+        let src = "DataLoader(ds)\n";
+        // An epoch began within the measurement: each of 16 batches would
+        // pay a worker's start at 16 workers. Two prefetch rounds each: 4.
+        let mut m = demo_baseline();
+        m.epoch_starts_timed = Some(1);
+        m.batches_per_epoch = Some(16);
+        let p = propose(&m, src, &[]).unwrap();
+        assert_eq!(p.value, "4", "{}", p.why);
+        assert!(
+            p.why.contains("workers start again every epoch here, and an epoch holds 16 batches: at most 4"),
+            "{}",
+            p.why
+        );
+        // The demo's 32-batch epochs: 8. A deeper prefetch leaves fewer.
+        m.batches_per_epoch = Some(32);
+        assert_eq!(propose(&m, src, &[]).unwrap().value, "8");
+        m.loader.insert("prefetch_factor".into(), 4.into());
+        assert_eq!(propose(&m, src, &[]).unwrap().value, "4");
+        // Epochs of 8 batches leave no jump: the core count.
+        m.batches_per_epoch = Some(8);
+        let p = propose(&m, src, &[]).unwrap();
+        assert_eq!(p.value, "2", "{}", p.why);
+        assert!(p.why.contains("start at the core count"), "{}", p.why);
+        // No epoch began within the measurement: the epoch's batches alone bound it.
+        m.epoch_starts_timed = Some(0);
+        m.batches_per_epoch = Some(12);
+        assert_eq!(propose(&m, src, &[]).unwrap().value, "12");
     }
 
     #[test]
