@@ -230,7 +230,10 @@ fn a_hugging_face_trainer_script_is_tuned_in_its_training_arguments() {
     assert_eq!(changed.len(), 2, "{diff}");
     assert!(changed[0].contains("dataloader_num_workers=0"), "{diff}");
     let n = first_count(&rep);
-    assert!(changed[1].contains(&format!("dataloader_num_workers={n}")), "{diff}");
+    assert!(
+        changed[1].contains(&format!("dataloader_num_workers={n}")),
+        "{diff}"
+    );
 }
 
 #[test]

@@ -76,7 +76,9 @@ fn torchrun_two_ranks_keeps_a_change_and_leaves_no_process() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{change}"));
     assert!((2..=8).contains(&workers), "{change}");
-    assert!(ws.read("train.py").contains(&format!("num_workers={workers},")));
+    assert!(ws
+        .read("train.py")
+        .contains(&format!("num_workers={workers},")));
     std::thread::sleep(std::time::Duration::from_millis(500));
     let left = processes_mentioning(ws.path().to_str().unwrap());
     assert!(left.is_empty(), "processes left behind: {left:?}");

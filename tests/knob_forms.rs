@@ -385,11 +385,7 @@ fn a_run_killed_while_measuring_a_command_change_resumes_from_the_incumbent_comm
         .unwrap();
     kill_when(&ws, child, "\"agent_finished\"");
     // The unmeasured candidate command is on disk.
-    assert!(
-        !run_line(&ws).contains(r#""-j", "0""#),
-        "{}",
-        run_line(&ws)
-    );
+    assert!(!run_line(&ws).contains(r#""-j", "0""#), "{}", run_line(&ws));
     let r = ws.tuneloop(&["resume"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let rep = json_file(&r.run_dir().join("report.json"));
@@ -406,7 +402,10 @@ fn a_run_killed_while_measuring_a_command_change_resumes_from_the_incumbent_comm
     );
     match turns[0]["decision"].as_str().unwrap() {
         "kept" => {
-            assert_eq!(rep["run_command"], format!("python train.py -j {n} --epochs 3"));
+            assert_eq!(
+                rep["run_command"],
+                format!("python train.py -j {n} --epochs 3")
+            );
             assert_eq!(
                 ws.read("tuneloop.toml"),
                 toml.replace(r#""-j", "0""#, &format!(r#""-j", "{n}""#))
@@ -455,7 +454,9 @@ fn an_hf_argument_parser_option_is_tuned_in_the_command() {
     let n = first_count(&turn["change"]);
     assert_eq!(
         turn["change"],
-        format!("num_workers 0 → {n} (--dataloader_num_workers in [bench] run, tuneloop.toml:{run})"),
+        format!(
+            "num_workers 0 → {n} (--dataloader_num_workers in [bench] run, tuneloop.toml:{run})"
+        ),
         "{rep:#}\n{}",
         r.stderr
     );
@@ -531,7 +532,9 @@ fn a_lightning_cli_option_is_tuned_in_the_command() {
     );
     assert_eq!(
         run_line(&ws),
-        format!(r#"run = ["python", "train.py", "fit", "--data.num_workers", "{n}", "--trainer.max_epochs", "2", "--trainer.accelerator", "cpu"]"#)
+        format!(
+            r#"run = ["python", "train.py", "fit", "--data.num_workers", "{n}", "--trainer.max_epochs", "2", "--trainer.accelerator", "cpu"]"#
+        )
     );
     let diff = std::fs::read_to_string(dir.join("turns/01/diff.patch")).unwrap();
     assert_eq!(changed_lines(&diff).len(), 2, "{diff}");

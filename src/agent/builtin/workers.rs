@@ -239,8 +239,8 @@ fn after_a_jump(s: &LoaderState<'_>, last: Option<&Tried>, cap: u64) -> Option<P
     let t = last?;
     let to: u64 = t.to.parse().ok()?;
     let from_none = matches!(t.from.as_str(), "(default)" | "0");
-    let not_kept = t.decision == Decision::Reverted
-        || (t.decision == Decision::Failed && !t.did_not_fit);
+    let not_kept =
+        t.decision == Decision::Reverted || (t.decision == Decision::Failed && !t.did_not_fit);
     if s.nw != 0
         || !from_none
         || !not_kept
@@ -404,7 +404,11 @@ mod tests {
         m.command_batches = Some(70);
         let p = propose(&m, src, &[]).unwrap();
         assert_eq!(p.value, "14", "{}", p.why);
-        assert!(p.why.contains("the command runs 70 training batches"), "{}", p.why);
+        assert!(
+            p.why.contains("the command runs 70 training batches"),
+            "{}",
+            p.why
+        );
         // A count that did not fit the command bounds the jump too.
         let mut failed = row(1, "num_workers (default) → 14", Decision::Failed);
         failed.reason = "bench failed (candidate): too_few_steps: …".into();
@@ -423,7 +427,9 @@ mod tests {
         let p = propose(&m, src, &[]).unwrap();
         assert_eq!(p.value, "4", "{}", p.why);
         assert!(
-            p.why.contains("workers start again every epoch here, and an epoch holds 16 batches: at most 4"),
+            p.why.contains(
+                "workers start again every epoch here, and an epoch holds 16 batches: at most 4"
+            ),
             "{}",
             p.why
         );
@@ -469,12 +475,16 @@ mod tests {
         let p = propose(&m, src, std::slice::from_ref(&jump)).unwrap();
         assert_eq!(p.value, "2", "{}", p.why);
         assert!(
-            p.why.contains("the jump to 16 workers was not kept (×0.92, interval [0.81, 1.04])"),
+            p.why
+                .contains("the jump to 16 workers was not kept (×0.92, interval [0.81, 1.04])"),
             "{}",
             p.why
         );
         // Once: the core count reverted too ends the climb.
-        let h = [jump.clone(), row(2, "num_workers (default) → 2", Decision::Reverted)];
+        let h = [
+            jump.clone(),
+            row(2, "num_workers (default) → 2", Decision::Reverted),
+        ];
         assert_eq!(propose(&m, src, &h), None);
         // A jump that failed (16 workers crashed) also leads to the core count;
         // one that did not fit the command leads to the most that fit instead.
@@ -500,6 +510,9 @@ mod tests {
             row(1, "num_workers (default) → 16", Decision::Kept),
             row(2, "num_workers 16 → 32", Decision::Reverted),
         ];
-        assert_eq!(propose(&figures(16, 30.0, 5.0, 2.0, 5.5, 0.0), s16, &h), None);
+        assert_eq!(
+            propose(&figures(16, 30.0, 5.0, 2.0, 5.5, 0.0), s16, &h),
+            None
+        );
     }
 }
