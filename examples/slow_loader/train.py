@@ -42,8 +42,6 @@ def build():
         ds,
         batch_size=32,
         shuffle=True,
-        num_workers=30,
-        persistent_workers=True,
     )
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = nn.Sequential(nn.Linear(2 * FEATURES, 256), nn.ReLU(), nn.Linear(256, CLASSES))
