@@ -179,9 +179,18 @@ fn a_torchrun_launched_script_is_measured_in_every_rank_and_tuned() {
     let rep: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(rep["turns"][0]["decision"], "kept", "{rep:#}");
+    // The core count's floor (2), or the count the baseline's figures predict.
+    let change = rep["turns"][0]["change"].as_str().unwrap();
+    let workers: u32 = change
+        .strip_prefix("num_workers 0 → ")
+        .and_then(|rest| rest.split_once(' '))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("{change}"));
+    assert!(workers >= 2, "{change}");
     assert!(
-        ws.read("train.py")
-            .contains(r#"ap.add_argument("--workers", type=int, default=2)"#),
+        ws.read("train.py").contains(&format!(
+            r#"ap.add_argument("--workers", type=int, default={workers})"#
+        )),
         "{}",
         ws.read("train.py")
     );
