@@ -327,7 +327,7 @@ fn an_mnist_style_script_gets_num_workers_in_the_dict_it_spreads() {
             now,
             script.replace(
                 r#"{"batch_size": args.batch_size}"#,
-                r#"{"batch_size": args.batch_size, "num_workers": 2}"#
+                &format!(r#"{{"batch_size": args.batch_size, "num_workers": {n}}}"#)
             )
         );
     } else {
