@@ -1342,7 +1342,14 @@ fn a_hybrid_run_spends_no_claude_call_until_the_knobs_are_settled() {
             ))
             .collect::<Vec<_>>()
     );
-    assert_eq!(turns[0]["change"], "num_workers (default) → 2");
+    // The core count, or the count the baseline's figures predict.
+    assert!(
+        turns[0]["change"]
+            .as_str()
+            .unwrap()
+            .starts_with("num_workers (default) → "),
+        "{rep:#}"
+    );
     // One Claude call per Claude turn, none before the knobs were settled.
     assert_eq!(ws.fake_calls(), backends.len() - builtin);
     for n in 1..=builtin as u32 {

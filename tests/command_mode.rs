@@ -106,6 +106,19 @@ fn start_one_turn(ws: &Ws) -> (std::path::PathBuf, Value, String) {
     (dir, rep, diff)
 }
 
+/// The count the first turn wrote ("num_workers 0 → N …"): the core count,
+/// or what the baseline's figures predict when items wait; at least 2.
+fn first_count(rep: &Value) -> u32 {
+    let change = rep["turns"][0]["change"].as_str().unwrap_or_default();
+    let n = change
+        .split_once("→ ")
+        .map(|(_, to)| to.split(|c: char| !c.is_ascii_digit()).next().unwrap_or(""))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{change}"));
+    assert!(n >= 2, "{change}");
+    n
+}
+
 /// The changed lines of a unified diff, without the file headers.
 fn changed_lines(diff: &str) -> Vec<&str> {
     diff.lines()
@@ -159,15 +172,16 @@ fn an_argparse_script_is_tuned_at_its_flag_default() {
         changed[0].starts_with("-") && changed[0].contains(r#""--workers", type=int, default=0"#),
         "{diff}"
     );
-    assert!(changed[1].contains("default=2"), "{diff}");
+    let n = first_count(&rep);
+    assert!(changed[1].contains(&format!("default={n}")), "{diff}");
     assert!(ws
         .read("train.py")
-        .contains(r#""--workers", type=int, default=2"#));
+        .contains(&format!(r#""--workers", type=int, default={n}"#)));
     assert!(rep["speedup"].as_f64().unwrap() > 1.0, "{rep:#}");
     // The report names the measured loader and where its knobs are set.
     assert_eq!(
         rep["measured_loader"],
-        format!("train.py:{train_line} (num_workers=2, pin_memory=false, prefetch_factor=2, persistent_workers=false)"),
+        format!("train.py:{train_line} (num_workers={n}, pin_memory=false, prefetch_factor=2, persistent_workers=false)"),
         "{rep:#}"
     );
     let sources = rep["knob_sources"].as_array().unwrap();
@@ -175,14 +189,14 @@ fn an_argparse_script_is_tuned_at_its_flag_default() {
         sources
             .iter()
             .any(|s| s.as_str().unwrap().contains("--workers")
-                && s.as_str().unwrap().contains("default=2")),
+                && s.as_str().unwrap().contains(&format!("default={n}"))),
         "{sources:?}"
     );
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("Its knobs are set at"), "{md}");
     // The command's own files (a log it opens at start) are not the agent's change.
     assert!(ws.path().join("checkpoints/train.log").is_file());
-    // The user's own command, run exactly as before, now trains with 2 workers.
+    // The user's own command, run exactly as before, now trains with n workers.
     let out = std::process::Command::new(python())
         .args(["train.py", "--epochs", "1"])
         .current_dir(ws.path())
@@ -201,7 +215,7 @@ fn a_hugging_face_trainer_script_is_tuned_in_its_training_arguments() {
     let _one = serial();
     let ws = example("hf_trainer");
     init_command(&ws, &["python", "train.py"], 8, TO_DECIDE);
-    let (dir, _rep, diff) = start_one_turn(&ws);
+    let (dir, rep, diff) = start_one_turn(&ws);
     let base = json_file(&dir.join("baseline/bench.json"));
     let m = &base["runs"][0];
     // The DataLoader is built inside transformers/accelerate: the measured
@@ -215,7 +229,11 @@ fn a_hugging_face_trainer_script_is_tuned_in_its_training_arguments() {
     let changed = changed_lines(&diff);
     assert_eq!(changed.len(), 2, "{diff}");
     assert!(changed[0].contains("dataloader_num_workers=0"), "{diff}");
-    assert!(changed[1].contains("dataloader_num_workers=2"), "{diff}");
+    let n = first_count(&rep);
+    assert!(
+        changed[1].contains(&format!("dataloader_num_workers={n}")),
+        "{diff}"
+    );
 }
 
 #[test]
@@ -223,7 +241,7 @@ fn a_lightning_script_is_tuned_and_its_logs_are_not_a_change() {
     let _one = serial();
     let ws = example("lightning");
     init_command(&ws, &["python", "train.py"], 12, TO_DECIDE);
-    let (dir, _rep, diff) = start_one_turn(&ws);
+    let (dir, rep, diff) = start_one_turn(&ws);
     let base = json_file(&dir.join("baseline/bench.json"));
     let m = &base["runs"][0];
     // Lightning iterates the validation loader first (its sanity check); the
@@ -239,7 +257,8 @@ fn a_lightning_script_is_tuned_and_its_logs_are_not_a_change() {
     );
     let changed = changed_lines(&diff);
     assert_eq!(changed.len(), 2, "{diff}");
-    assert!(changed[1].contains("num_workers=2"), "{diff}");
+    let n = first_count(&rep);
+    assert!(changed[1].contains(&format!("num_workers={n}")), "{diff}");
     assert!(
         ws.path().join("lightning_logs").is_dir(),
         "Lightning wrote its logs while measured"
@@ -281,11 +300,12 @@ fn an_mnist_style_script_gets_num_workers_in_the_dict_it_spreads() {
         r.stdout
     );
     let diff = std::fs::read_to_string(dir.join("turns/01/diff.patch")).unwrap();
+    let n = first_count(&rep);
     assert_eq!(
         changed_lines(&diff),
         vec![
-            r#"-    train_kwargs = {"batch_size": args.batch_size}"#,
-            r#"+    train_kwargs = {"batch_size": args.batch_size, "num_workers": 2}"#,
+            r#"-    train_kwargs = {"batch_size": args.batch_size}"#.to_string(),
+            format!(r#"+    train_kwargs = {{"batch_size": args.batch_size, "num_workers": {n}}}"#),
         ],
         "{diff}"
     );
@@ -307,7 +327,7 @@ fn an_mnist_style_script_gets_num_workers_in_the_dict_it_spreads() {
             now,
             script.replace(
                 r#"{"batch_size": args.batch_size}"#,
-                r#"{"batch_size": args.batch_size, "num_workers": 2}"#
+                &format!(r#"{{"batch_size": args.batch_size, "num_workers": {n}}}"#)
             )
         );
     } else {

@@ -62,10 +62,18 @@ fn kill_when(ws: &Ws, mut child: Child, what: &str, pred: impl Fn(&Value) -> boo
     child.wait().unwrap();
 }
 
-fn kept_version(before: &str) -> String {
+/// `before` with the one line the agent adds: the count the baseline's
+/// figures predict, read back from `now` (at least the 2 cores).
+fn kept_version(before: &str, now: &str) -> String {
+    let workers: u32 = now
+        .split_once("        num_workers=")
+        .and_then(|(_, rest)| rest.split_once(",\n"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no num_workers line:\n{now}"));
+    assert!(workers >= 2, "{now}");
     before.replace(
         "        shuffle=True,\n",
-        "        shuffle=True,\n        num_workers=2,\n",
+        &format!("        shuffle=True,\n        num_workers={workers},\n"),
     )
 }
 
@@ -78,7 +86,8 @@ fn kill_during_measurement_then_start_refuses_and_resume_finishes() {
         e["event"] == "agent_finished"
     });
     // The agent's edit is on disk, unmeasured.
-    assert_eq!(ws.read("train.py"), kept_version(&before));
+    let edited = ws.read("train.py");
+    assert_eq!(edited, kept_version(&before, &edited));
     // No python process of the killed run is left behind.
     std::thread::sleep(Duration::from_millis(500));
 
@@ -97,7 +106,7 @@ fn kill_during_measurement_then_start_refuses_and_resume_finishes() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(rep["turns"].as_array().unwrap().len(), 1, "{rep:#}");
     assert_eq!(rep["turns"][0]["decision"], "kept");
-    assert_eq!(ws.read("train.py"), kept_version(&before));
+    assert_eq!(ws.read("train.py"), edited);
     let ev = events(&ws);
     assert!(ev.iter().any(|e| e["event"] == "run_resumed"));
     let run: Value =
@@ -148,7 +157,7 @@ fn kill_while_writing_the_report_then_resume_writes_it() {
     assert!(
         r.code == 0
             && r.stdout.contains("**Interrupted**")
-            && r.stdout.contains("| 1 | num_workers (default) → 2 |"),
+            && r.stdout.contains("| 1 | num_workers (default) → "),
         "{}\n{}",
         r.stdout,
         r.stderr
@@ -159,10 +168,11 @@ fn kill_while_writing_the_report_then_resume_writes_it() {
     let rep: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(rep["turns"][0]["decision"], "kept");
-    assert_eq!(ws.read("train.py"), kept_version(&before));
+    let kept = ws.read("train.py");
+    assert_eq!(kept, kept_version(&before, &kept));
     // restore --to baseline and --to best on the finished run.
     assert_eq!(ws.tuneloop(&["restore", "--to", "baseline"]).code, 0);
     assert_eq!(ws.read("train.py"), before);
     assert_eq!(ws.tuneloop(&["restore", "--to", "best"]).code, 0);
-    assert_eq!(ws.read("train.py"), kept_version(&before));
+    assert_eq!(ws.read("train.py"), kept);
 }

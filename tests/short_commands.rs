@@ -84,7 +84,14 @@ fn a_lightning_epoch_that_ends_at_the_timed_steps_is_measured_within_it() {
     let (dir, rep, out) = start(&ws);
     no_turn_failed_for_too_few_steps(&rep, &out);
     let t1 = &rep["turns"][0];
-    assert_eq!(t1["change"], "num_workers 0 → 2", "{t1:#}\n{out}");
+    // The core count, or the count the baseline's figures predict within
+    // the command's batches (3 workers' first rounds fit its 7 of warm-up).
+    let n: u64 = t1["change"]
+        .as_str()
+        .and_then(|c| c.strip_prefix("num_workers 0 → "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{t1:#}\n{out}"));
+    assert!((2..=3).contains(&n), "{t1:#}\n{out}");
     assert!(
         ["kept", "reverted"].contains(&t1["decision"].as_str().unwrap()),
         "measured and decided: {t1:#}\n{out}"
@@ -92,7 +99,7 @@ fn a_lightning_epoch_that_ends_at_the_timed_steps_is_measured_within_it() {
     for run in candidate_runs(&dir) {
         assert_eq!(
             run,
-            (7, 12, 2, 20),
+            (7, 12, n, 20),
             "within the command's 20 batches\n{out}"
         );
     }

@@ -6,8 +6,12 @@
 //! `TrainingArguments` keyword: [`crate::edit::knobs`]), so the user's own
 //! command, run again unchanged, gets the new setting.
 //!
-//! num_workers starts at the cores the job may use, as the harness reports
-//! them (the affinity mask and the cgroup CPU quota, not the host's count). From there the
+//! num_workers jumps from 0 to the count the baseline's own figures predict
+//! (without workers, data_wait is one batch's loading latency), within the
+//! same caps as the climb, when that is clearly past the cores; else it
+//! starts at the cores the job may use, as the harness reports
+//! them (the affinity mask and the cgroup CPU quota, not the host's count).
+//! A jump not kept leads to the core count once before the climb ends. From there the
 //! next count comes from the incumbent's own figures ([`LoaderModel`]): how long
 //! one worker takes to produce a batch, how long the step takes, and how much
 //! CPU loading and training use against the cores left free (other processes
@@ -1331,11 +1335,12 @@ mod tests {
         let changes: Vec<&str> = history.iter().map(|r| r.change.as_str()).collect();
         let first = first_cheaper.expect("a cheaper neighbour once the climb was over") as usize;
         let before = &history[..first - 1];
-        // The pointing-up revert led to the next count, which was kept, and a
-        // later count reverted without gain ended the climb.
-        assert_eq!(changes[0], "num_workers 0 → 2", "{changes:?}");
-        assert_eq!(changes[1], "num_workers 0 → 4", "{changes:?}");
-        assert!(steps_up >= 3, "{changes:?}");
+        // The jump the baseline's figures predict (30 ms / 5 ms × 1.25 → 8)
+        // was reverted pointing up, which led to the next count, kept; at
+        // 16 (the cap on 2 cores) the climb was over.
+        assert_eq!(changes[0], "num_workers 0 → 8", "{changes:?}");
+        assert_eq!(changes[1], "num_workers 0 → 16", "{changes:?}");
+        assert_eq!(steps_up, 2, "{changes:?}");
         // Every knob the figures allowed, and the structural turn, before.
         for want in ["prefetch_factor", "persistent_workers", "__getitems__"] {
             assert!(
@@ -1760,11 +1765,13 @@ mod tests {
             next_proposal(&m16, &s16, &h3, &ALL, 0.1).unwrap().knob,
             LoaderKnob::PrefetchFactor
         );
-        // Without workers there is nothing to keep alive: the core count first.
+        // Without workers there is nothing to keep alive: workers first, as
+        // many as the baseline's figures predict (30 ms / 5 ms × 1.25 → 8).
         let s0 = site("DataLoader(ds)\n");
         let mut m0 = figures(0, 30.0, 5.0, 2.0, 5.5, 0.0);
         m0.epoch_starts_timed = Some(3);
-        assert_eq!(next_proposal(&m0, &s0, &[], &ALL, 0.1).unwrap().value, "2");
+        let p = next_proposal(&m0, &s0, &[], &ALL, 0.1).unwrap();
+        assert_eq!((p.knob.name(), p.value.as_str()), ("num_workers", "8"));
     }
 
     #[test]
