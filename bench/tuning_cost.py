@@ -95,6 +95,10 @@ def tune(label, binary, name, rnd):
         wall = time.monotonic() - t0
         runs = sorted((ws / "runs").glob("2*"))
         rep = read(runs[-1] / "report.json") if runs else None
+        if runs and (runs[-1] / "report.md").exists():
+            keep = OUT.parent / "tuning_cost"
+            keep.mkdir(exist_ok=True)
+            shutil.copy(runs[-1] / "report.md", keep / f"{name}-{label}-{runs[-1].name}.md")
         row = {"workload": name, "binary": label, "round": rnd, "rc": p.returncode,
                "wall_s": round(wall, 1), "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
         if rep:
