@@ -140,7 +140,8 @@ def table():
           "(bench/tuning_cost.py, every run in bench/tuning_cost.jsonl). Measured: the timed "
           "windows of the throughput runs, summed, as a share of the wall time.",
           "",
-          "| workload | binary | n | wall | processes | measured | turns | speedup | final / binding limit | stop reason (last run) |",
+          "| workload | binary | n | wall | processes | measured | turns | speedup "
+          "| final / binding limit | stop reason (last run) |",
           "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for (name, label), rs in sorted(groups.items()):
         wall = med(rs, "wall_s")
@@ -148,7 +149,8 @@ def table():
         share = f"{meas:.0f} s ({meas / wall:.0%})" if wall and meas is not None else "—"
         binding = med(rs, "final_share_of_binding")
         md.append(
-            f"| {name} | {label} | {len(rs)} | {wall / 60:.1f} min | {fmt(med(rs, 'bench_runs'), '.0f')} "
+            f"| {name} | {label} | {len(rs)} | {wall / 60:.1f} min "
+            f"| {fmt(med(rs, 'bench_runs'), '.0f')} "
             f"| {share} | {fmt(med(rs, 'turns'), '.0f')} | ×{fmt(med(rs, 'speedup'), '.2f')} "
             f"| {fmt(binding and binding * 100, '.0f')}% | {rs[-1].get('stop_reason') or '—'} |")
     text = "\n".join(md) + "\n"
