@@ -11,16 +11,28 @@ use support::Ws;
 
 /// A fast step over a quick loader: 12 steps take a few tens of ms (on a
 /// loaded 2-core box, half a second: the window is longer than that).
+/// A batch takes about 5 ms to load (16 items of 0.3 ms), so a stretch of
+/// 12 steps is about 60 ms and 1.5 s is some 25 stretches: more than one,
+/// and well inside the harness's 64 (a step of microseconds would reach the
+/// 64 before the 1.5 s, and the window would rightly end short).
 const TRAIN_PY: &str = r#"
+import time
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Dataset
+
+
+class Items(Dataset):
+    def __len__(self):
+        return 4096
+
+    def __getitem__(self, i):
+        time.sleep(0.0003)
+        return torch.full((8,), float(i % 7)), i % 2
 
 
 def build():
-    x = torch.randn(4096, 8)
-    y = torch.randint(0, 2, (4096,))
-    loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True)
+    loader = DataLoader(Items(), batch_size=16, shuffle=True)
     model = nn.Linear(8, 2)
     return {"loader": loader, "model": model,
             "optimizer": torch.optim.SGD(model.parameters(), lr=0.1)}

@@ -32,14 +32,6 @@ use crate::process::{self, Ending, Interrupt, Spec};
 pub const HARNESS_PY: &str = include_str!("harness.py");
 const RESULT_PREFIX: &str = "TUNELOOP_RESULT ";
 
-/// `[bench] window_s`'s default: a run times at least `steps` steps and at
-/// least this many seconds of them. 40 steps of a fast loader are a fifth of
-/// a second, where an epoch's restart or one stall moves the figure by a
-/// tenth; a second of steps holds several epochs' restarts and pauses alike,
-/// so fewer pairs settle a decision (measured in bench/RESULTS.md, "The
-/// timed window by time").
-pub const WINDOW_S: f64 = 1.0;
-
 /// Overrides `[bench] window_s` (the test suite's short runs: `0`).
 pub const ENV_WINDOW_S: &str = "TUNELOOP_WINDOW_S";
 
@@ -62,7 +54,7 @@ pub struct Measurement {
     #[serde(default)]
     pub steps: Option<u32>,
     /// Stretches of `[bench] steps` the timed window held: 1, or more when
-    /// `[bench] window_s` lengthened it ([`WINDOW_S`]).
+    /// `[bench] window_s` lengthened it ([`crate::config::WINDOW_S`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_stretches: Option<u32>,
     /// Untimed steps before them: `[bench] warmup_steps`, or more with many
