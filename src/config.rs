@@ -80,6 +80,9 @@ pub struct BenchSection {
     /// final, interleaved) when one run of it ends within this many seconds;
     /// 0 = never ([`crate::bench::whole`]).
     pub whole_command_s: u64,
+    /// Managed mode: fork each run from a server that imported torch once,
+    /// instead of starting Python afresh (see `bench::fork`).
+    pub fork_server: bool,
 }
 
 /// `[bench] window_s`'s default: a run times at least `steps` steps and at
@@ -104,6 +107,7 @@ impl Default for BenchSection {
             nproc: 1,
             distributed_sampler: false,
             whole_command_s: 120,
+            fork_server: true,
         }
     }
 }

@@ -56,6 +56,12 @@ pub trait Measure: Send + Sync {
         Ok(())
     }
 
+    /// Why runs start as fresh processes though the fork server was on
+    /// (`bench::fork`): it could not start, or it died.
+    fn fresh_because(&self) -> Option<String> {
+        None
+    }
+
     /// Project files that are part of the measurement (the bench script,
     /// the command's script): an agent may not edit them.
     fn script_files(&self) -> Vec<String> {
@@ -120,6 +126,10 @@ impl Measure for Bencher {
 
     fn restore_harness(&self) -> std::io::Result<()> {
         Bencher::restore_harness(self)
+    }
+
+    fn fresh_because(&self) -> Option<String> {
+        self.fork.gave_up()
     }
 
     fn script_files(&self) -> Vec<String> {

@@ -1,6 +1,8 @@
 //! The one place that spawns children. Each child gets its own process group,
 //! a wall-clock limit, and on the limit (or on Ctrl-C) SIGTERM to the whole
 //! group, a grace period, then SIGKILL — so no worker or rank is left behind.
+//! A long-lived helper ([`Server`]) is held open instead, and dies with
+//! tuneloop.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -221,6 +223,81 @@ pub async fn run(
         stderr,
         duration: started.elapsed(),
     })
+}
+
+/// A long-lived helper child (the fork server, `bench::fork`): its own
+/// process group, dead with tuneloop (PDEATHSIG, and its stdin, a pipe from
+/// tuneloop, closes), killed when dropped. stderr goes to `log`.
+#[derive(Debug)]
+pub struct Server {
+    child: tokio::process::Child,
+    // Held open: the server ends when it reads end-of-file here.
+    _stdin: tokio::process::ChildStdin,
+    // Held, never read after the ready line: a server that printed more would
+    // otherwise die of a broken pipe.
+    _stdout: BufReader<tokio::process::ChildStdout>,
+}
+
+impl Server {
+    /// Spawns `spec` and waits, up to `spec.timeout`, for a stdout line
+    /// starting with `ready`. An error says why it never got there.
+    pub async fn start(spec: &Spec, ready: &str, log: &std::path::Path) -> std::io::Result<Server> {
+        let mut cmd = Command::new(&spec.program);
+        for k in &spec.env_remove {
+            cmd.env_remove(k);
+        }
+        cmd.args(&spec.args)
+            .current_dir(&spec.cwd)
+            .envs(&spec.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(std::fs::File::create(log)?))
+            .process_group(0)
+            .kill_on_drop(true);
+        #[cfg(target_os = "linux")]
+        // SAFETY: prctl is async-signal-safe and touches only the child's own state.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
+        let stdin = child.stdin.take().expect("piped");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let wait_ready = async {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if stdout.read_line(&mut line).await? == 0 {
+                    return Err(std::io::Error::other(format!(
+                        "it ended before it was ready (see {})",
+                        log.display()
+                    )));
+                }
+                if line.starts_with(ready) {
+                    return Ok(());
+                }
+            }
+        };
+        match tokio::time::timeout(spec.timeout, wait_ready).await {
+            Ok(Ok(())) => Ok(Server {
+                child,
+                _stdin: stdin,
+                _stdout: stdout,
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(std::io::Error::other(format!(
+                "not ready within {} s",
+                spec.timeout.as_secs()
+            ))),
+        }
+    }
+
+    /// Whether the server is still there to be asked.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
 }
 
 async fn terminate_group(pgid: Option<i32>, child: &mut tokio::process::Child) {

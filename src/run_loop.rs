@@ -1067,6 +1067,13 @@ impl<'a> Session<'a> {
             device: self.incumbent.device.clone(),
             torch_version: self.incumbent.torch_version.clone(),
         });
+        if let Some(why) = self.bencher.fresh_because() {
+            self.emit(Event::Warning {
+                message: format!(
+                    "runs start as fresh processes, each paying Python's start and `import torch`: {why}"
+                ),
+            });
+        }
         Ok(())
     }
 

@@ -238,7 +238,7 @@ fn blank_comments_and_strings(src: &str) -> String {
                 let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
                 if b.get(i + 1 + hashes) == Some(&b'"') {
                     let close: Vec<u8> = std::iter::once(b'"')
-                        .chain(std::iter::repeat(b'#').take(hashes))
+                        .chain(std::iter::repeat_n(b'#', hashes))
                         .collect();
                     let body = i + 2 + hashes;
                     let end = b[body..]

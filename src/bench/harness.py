@@ -934,6 +934,9 @@ def main():
         "loader": loader_settings(job.loader),
         "world_size": dist_env.world if dist_env is not None else 1,
         "profiled": profiling,
+        # Forked from tuneloop's fork server (torch already imported), or
+        # started as a process of its own.
+        "process_start": "forked" if os.environ.get("TUNELOOP_FORKED") else "fresh",
     }
     if dist_env is not None:
         result = dist_env.combine(result)

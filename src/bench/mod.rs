@@ -4,11 +4,14 @@
 //! and runs it against the user's `build()`; command mode runs the user's own
 //! training command with tuneloop's instrumentation on its interpreter's path
 //! (`instrument/`, see [`command`]); contract mode runs the user's command and
-//! reads its `samples/sec: N` line. Either way each measurement is a fresh
-//! process (worker start-up counts) run through [`crate::process`].
+//! reads its `samples/sec: N` line. Either way each measurement is a process
+//! of its own (worker start-up counts) run through [`crate::process`]; in
+//! managed mode it is forked from a server that imported torch once
+//! ([`fork`]) rather than started afresh.
 
 pub mod command;
 pub mod cost;
+pub mod fork;
 pub mod identity;
 pub mod limits;
 pub mod load;
@@ -143,6 +146,9 @@ pub struct Measurement {
     pub loaders: Vec<serde_json::Value>,
     #[serde(default)]
     pub world_size: Option<u32>,
+    /// Managed mode: `forked` from the fork server ([`fork`]) or `fresh`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_start: Option<String>,
     /// Under a launcher: each rank's figures (rank, samples_per_sec, data_wait_share, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_rank: Vec<serde_json::Value>,
@@ -336,6 +342,9 @@ pub struct Bencher {
     /// than `warmup` and stays within it (see [`command::measure`]).
     /// Shared by the copies of this bencher (a widened window's).
     pub command_length: std::sync::Arc<std::sync::Mutex<Option<command::CommandLength>>>,
+    /// Managed mode without a launcher: the fork server the runs start from
+    /// (off by default; [`Bencher::new`] follows `[bench] fork_server`).
+    pub fork: fork::ForkServer,
 }
 
 impl Bencher {
@@ -365,6 +374,9 @@ impl Bencher {
                 .map(|l| launcher_words(l, b.nproc, &ws.python())),
             distributed_sampler: b.distributed_sampler,
             command_length: Default::default(),
+            fork: fork::ForkServer::new(
+                fork::enabled(b.fork_server) && b.entry.is_some() && b.launcher.is_none(),
+            ),
         };
         if bencher.entry.is_some() || bencher.run.is_some() {
             std::fs::create_dir_all(harness_dir)?;
@@ -398,6 +410,9 @@ impl Bencher {
         let mut v = vec![];
         if self.entry.is_some() || self.run.is_some() {
             v.push(("tuneloop_harness.py", HARNESS_PY));
+        }
+        if self.entry.is_some() && self.run.is_none() && self.command.is_none() {
+            v.push((fork::ZYGOTE_FILE, fork::ZYGOTE_PY));
         }
         if self.run.is_some() {
             v.extend(command::INSTRUMENT_FILES);
@@ -547,7 +562,10 @@ impl Bencher {
         if self.run.is_some() {
             return command::measure(self, mode, interrupt).await;
         }
-        let spec = self.spec(mode);
+        let mut spec = self.spec(mode);
+        if self.command.is_none() && self.launcher.is_none() {
+            spec = self.fork.wrap(spec, &self.harness_dir).await;
+        }
         let out = process::run(&spec, interrupt, |_| {})
             .await
             .map_err(|e| BenchError::Spawn {
@@ -790,6 +808,7 @@ mod tests {
             launcher: None,
             distributed_sampler: false,
             command_length: Default::default(),
+            fork: Default::default(),
             run_file: None,
         };
         let pinned = std::env::var("PYTHONHASHSEED").ok();

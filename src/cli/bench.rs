@@ -112,6 +112,9 @@ async fn bench_inner(
     if let Some(line) = window_line(&t.runs, bencher.window_s) {
         println!("{line}");
     }
+    if let Some(line) = crate::bench::fork::start_line(&t.runs, &bencher.fork) {
+        println!("{line}");
+    }
     for line in machine_lines(&t.runs, &f, &bencher, policy) {
         println!("{line}");
     }

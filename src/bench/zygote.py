@@ -1,0 +1,294 @@
+"""tuneloop's fork server (managed mode): import torch once, fork each run.
+
+A managed-mode run spends more time starting than measuring: Python, then
+``import torch`` (1-2.5 s on a 2-core box), then the lazy imports of the first
+optimizer step (``torch._dynamo`` and what it pulls in, about 1-2 s more),
+before the one second the decision uses. This file is two programs:
+
+``serve --socket NAME``
+    The server. tuneloop starts it once per bencher with the environment of
+    every run. It imports torch and those modules, listens on the abstract
+    Unix socket NAME, prints ``TUNELOOP_ZYGOTE_READY`` and then, for each
+    request, forks a child that becomes the harness run: its own session,
+    the client's stdin/stdout/stderr, environment, working folder and argv,
+    fresh random seeds, then ``tuneloop_harness.py`` as ``__main__``. No torch
+    op ever runs in the server, so no thread pool or device exists to fork.
+    It ends when its stdin (a pipe from tuneloop) closes.
+
+``run --socket NAME -- HARNESS_ARGS...``
+    The client, the process tuneloop spawns and times like any run. It hands
+    its own stdio and environment to the server and relays the child's end
+    as its own: the exit code, or the same signal. SIGTERM and SIGINT go on
+    to the child's process group; if the client dies (tuneloop's SIGKILL),
+    a pipe only it held closes and the child ends its whole group. Where
+    no server answers, or the environment differs from the one the server
+    imported torch under, it runs the harness as a fresh process instead.
+
+Only the harness beside this file is ever run, and only for a peer of the
+server's own user.
+"""
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+
+READY = "TUNELOOP_ZYGOTE_READY"
+# Set in a forked run's environment: the harness reports how it started.
+FORKED_ENV = "TUNELOOP_FORKED"
+HERE = os.path.dirname(os.path.abspath(__file__))
+HARNESS = os.path.join(HERE, "tuneloop_harness.py")
+# What a run imports before its first timed step. torch is required; the
+# rest is what the first optimizer step and the harness import lazily.
+PRELOAD = ("torch", "torch.optim", "torch.utils.data", "torch.profiler", "torch._dynamo",
+           "numpy")
+HEADER = struct.Struct("!I")
+
+
+def address(name):
+    return "\0" + name
+
+
+# ---------------------------------------------------------------- the client
+
+
+def run_fresh(args):
+    os.execv(sys.executable, [sys.executable, HARNESS] + args)
+
+
+def client(name, args):
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(address(name))
+    except OSError:
+        run_fresh(args)
+    # The lifeline: the child watches the read end; only this process holds
+    # the write end, so it reads end-of-file when this process is gone.
+    life_r, life_w = os.pipe()
+    payload = json.dumps({"args": args, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    try:
+        socket.send_fds(s, [HEADER.pack(len(payload)) + payload], [0, 1, 2, life_r])
+    except OSError:
+        run_fresh(args)
+    os.close(life_r)
+    replies = s.makefile("r")
+    first = replies.readline().split()
+    if len(first) != 2 or first[0] != "pid":
+        # "fallback <why>", or a server that ended before forking.
+        s.close()
+        run_fresh(args)
+    pid = int(first[1])
+
+    def forward(sig, _frame):
+        try:
+            os.killpg(pid, sig)
+        except OSError:
+            pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    end = replies.readline().split()
+    if len(end) != 2:
+        # The server went away with the run under way: end the run too.
+        forward(signal.SIGKILL, None)
+        sys.stderr.write("tuneloop: the fork server ended during the run\n")
+        os._exit(1)
+    kind, value = end[0], int(end[1])
+    if kind == "signal":
+        signal.signal(value, signal.SIG_DFL)
+        os.kill(os.getpid(), value)
+    os._exit(value)
+
+
+# ---------------------------------------------------------------- the server
+
+
+def receive(conn):
+    """The request (args, env, cwd) and the four descriptors sent with it."""
+    data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 4)
+    if len(data) < HEADER.size or len(fds) != 4:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("malformed request")
+    (length,) = HEADER.unpack(data[:HEADER.size])
+    body = data[HEADER.size:]
+    while len(body) < length:
+        more = conn.recv(length - len(body))
+        if not more:
+            for fd in fds:
+                os.close(fd)
+            raise ValueError("short request")
+        body += more
+    return json.loads(body), fds
+
+
+def same_user(conn):
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid == os.getuid()
+
+
+def same_environment(env, start_env):
+    """Whether a run's environment is the server's, but for ``_`` (the
+    shell's last command, which says nothing to torch)."""
+    if not isinstance(env, dict):
+        return False
+    return {k: v for k, v in env.items() if k != "_"} == {
+        k: v for k, v in start_env.items() if k != "_"}
+
+
+def serve(name):
+    """Returns only in a forked child, with what it needs to become the run."""
+    import importlib
+    import select
+
+    start_env = dict(os.environ)
+    import torch  # noqa: F401  (a server without torch is no server: tuneloop runs fresh)
+    for module in PRELOAD[1:]:
+        try:
+            importlib.import_module(module)
+        except Exception:  # an older torch, no numpy: the run imports what it has
+            pass
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address(name))
+    listener.listen(16)
+    # A child's end wakes the loop at once (its client waits on the reply).
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    print(READY, flush=True)
+    children = {}  # pid -> the client's connection
+    while True:
+        watched = [listener, sys.stdin, wake_r] + list(children.values())
+        readable, _, _ = select.select(watched, [], [], 1.0)
+        for r in readable:
+            if r == wake_r:
+                os.read(wake_r, 4096)
+            elif r is sys.stdin:
+                if not os.read(sys.stdin.fileno(), 4096):
+                    # tuneloop is gone: so are the clients, and with their
+                    # lifelines the children.
+                    os._exit(0)
+            elif r is listener:
+                conn, _ = listener.accept()
+                try:
+                    if not same_user(conn):
+                        raise ValueError("another user")
+                    req, fds = receive(conn)
+                except (OSError, ValueError):
+                    conn.close()
+                    continue
+                if not same_environment(req.get("env"), start_env):
+                    # torch was imported under another environment (threads,
+                    # devices, allocators read it at import): a fresh process.
+                    for fd in fds:
+                        os.close(fd)
+                    conn.sendall(b"fallback environment\n")
+                    conn.close()
+                    continue
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    signal.set_wakeup_fd(-1)
+                    for fd in (wake_r, wake_w):
+                        os.close(fd)
+                    listener.close()
+                    for other in children.values():
+                        other.close()
+                    return conn, req, fds
+                for fd in fds:
+                    os.close(fd)
+                try:
+                    conn.sendall(b"pid %d\n" % pid)
+                except OSError:
+                    os.kill(pid, signal.SIGKILL)
+                children[pid] = conn
+            else:
+                # A client that hangs up before its run ended: end the run.
+                if not r.recv(1):
+                    pid = next(p for p, c in children.items() if c is r)
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+        reap(children)
+
+
+def reap(children):
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = children.pop(pid, None)
+        if conn is None:
+            continue
+        if os.WIFSIGNALED(status):
+            reply = b"signal %d\n" % os.WTERMSIG(status)
+        else:
+            reply = b"exit %d\n" % os.waitstatus_to_exitcode(status)
+        try:
+            conn.sendall(reply)
+        except OSError:
+            pass
+        conn.close()
+
+
+def become_the_run(conn, req, fds):
+    """In the forked child: make this process what a fresh start would be."""
+    import importlib
+    import random
+    import runpy
+    import threading
+
+    conn.close()
+    os.setsid()
+    for target, fd in zip((0, 1, 2), fds[:3]):
+        os.dup2(fd, target)
+    for fd in fds[:3]:
+        if fd > 2:
+            os.close(fd)
+    lifeline = fds[3]
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    os.environ.clear()
+    os.environ.update(req["env"])
+    os.environ[FORKED_ENV] = "1"
+    os.chdir(req["cwd"])
+    sys.argv = [HARNESS] + list(req["args"])
+    sys.path[0] = HERE
+    # A fresh process seeds these from the OS; forked, they would repeat.
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    importlib.invalidate_caches()
+
+    def watch():
+        os.read(lifeline, 1)
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="tuneloop-lifeline", daemon=True).start()
+    runpy.run_path(HARNESS, run_name="__main__")
+
+
+def main():
+    argv = sys.argv[1:]
+    if len(argv) >= 3 and argv[0] in ("serve", "run") and argv[1] == "--socket":
+        name = argv[2]
+        if argv[0] == "run":
+            rest = argv[3:]
+            return client(name, rest[1:] if rest[:1] == ["--"] else rest)
+        child = serve(name)
+        return become_the_run(*child)
+    sys.exit("usage: tuneloop_zygote.py serve --socket NAME | run --socket NAME -- ARGS...")
+
+
+if __name__ == "__main__":
+    main()

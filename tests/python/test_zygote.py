@@ -1,0 +1,214 @@
+"""The fork server of managed mode (src/bench/zygote.py) as the binary uses
+it: a real server process that imported torch, real client processes that
+tuneloop would spawn and time, the harness beside them doing a real run.
+What is checked is what a fresh process would have given: the result, the
+exit status, the end of the run when its client is ended, its own random
+seeds; and that a run goes fresh where the server cannot serve it."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+from conftest import BENCH, OWN_FILES, Outcome
+
+PYTHON = sys.executable
+READY = "TUNELOOP_ZYGOTE_READY"
+
+
+@pytest.fixture(scope="module")
+def zdir(tmp_path_factory):
+    """A harness folder as the binary writes it for managed mode."""
+    d = tmp_path_factory.mktemp("zygote")
+    shutil.copyfile(OWN_FILES["tuneloop_harness.py"], d / "tuneloop_harness.py")
+    shutil.copyfile(BENCH / "zygote.py", d / "tuneloop_zygote.py")
+    return d
+
+
+def run_env():
+    """The environment of every run (and of the server): the binary gives
+    each run of a bencher the same one."""
+    # (Not PYTEST_CURRENT_TEST, which pytest changes as it goes.)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("TUNELOOP_") and k != "PYTEST_CURRENT_TEST"}
+    env.update({"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    return env
+
+
+class Server:
+    def __init__(self, zdir):
+        self.name = f"tuneloop-test-{uuid.uuid4().hex}"
+        self.proc = subprocess.Popen(
+            [PYTHON, str(zdir / "tuneloop_zygote.py"), "serve", "--socket", self.name],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=run_env(),
+            start_new_session=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError("the server ended before it was ready")
+            if line.startswith(READY):
+                return
+        raise AssertionError("the server was not ready in 120 s")
+
+    def stop(self):
+        self.proc.stdin.close()
+        return self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(zdir):
+    s = Server(zdir)
+    yield s
+    if s.proc.poll() is None:
+        s.stop()
+
+
+PROJECT = '''\
+import os
+import random
+import time
+
+import numpy
+import torch
+from torch.utils.data import DataLoader
+
+OUT = {out!r}
+
+
+def build():
+    # What this run is: its pid, its session, its seeds.
+    with open(OUT, "w") as f:
+        f.write("%d %d %r %r %r\\n" % (os.getpid(), os.getsid(0), random.random(),
+                                      float(numpy.random.random()), float(torch.rand(1))))
+    if {fail}:
+        raise RuntimeError("build failed on purpose")
+    data = [(torch.full((4,), float(i)), i % 2) for i in range(64)]
+
+    def step(batch):
+        time.sleep({step_sleep})
+
+    return {{"loader": DataLoader(data, batch_size=4), "step": step}}
+'''
+
+
+def project(tmp_path, name="proj", fail=False, step_sleep=0.0):
+    d = tmp_path / name
+    d.mkdir()
+    out = tmp_path / f"{name}.out"
+    (d / "train.py").write_text(textwrap.dedent(PROJECT.format(
+        out=str(out), fail=fail, step_sleep=step_sleep)))
+    return d, out
+
+
+def client_args(zdir, name, proj, steps="4"):
+    return [PYTHON, str(zdir / "tuneloop_zygote.py"), "run", "--socket", name, "--",
+            "--project", str(proj), "--entry", "train:build", "--steps", steps,
+            "--warmup", "1"]
+
+
+def run_client(zdir, name, proj, env=None, steps="4"):
+    p = subprocess.run(client_args(zdir, name, proj, steps), env=env or run_env(),
+                       capture_output=True, text=True, timeout=120)
+    return Outcome(p.returncode, p.stdout), p
+
+
+def what_ran(out):
+    pid, sid, r, n, t = out.read_text().split()
+    return int(pid), int(sid), float(r), float(n), float(t)
+
+
+def gone(pid, within=10.0):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        # A zombie of the server's is gone for the purpose: reap by waiting.
+        time.sleep(0.05)
+    return False
+
+
+def test_a_run_is_forked_and_gives_the_result_a_fresh_one_gives(zdir, server, tmp_path):
+    proj, out = project(tmp_path)
+    forked, p = run_client(zdir, server.name, proj)
+    assert forked.code == 0, p.stderr
+    assert forked.result["process_start"] == "forked"
+    pid, sid, *forked_draws = what_ran(out)
+    # Its own process in its own session, not the client nor the server.
+    assert pid not in (server.proc.pid,) and sid == pid
+    fresh, p = run_client(zdir, "no-such-server-" + uuid.uuid4().hex, proj)
+    assert fresh.code == 0, p.stderr
+    assert fresh.result["process_start"] == "fresh"
+    for key in ("steps", "samples", "batch_size", "warmup_steps", "loader", "fingerprint"):
+        assert forked.result[key] == fresh.result[key], key
+    # The harness seeds random, numpy and torch the same in every run (data
+    # identity): the forked run draws what the fresh one draws.
+    _, _, *fresh_draws = what_ran(out)
+    assert forked_draws == fresh_draws
+
+
+def test_another_environment_runs_fresh(zdir, server, tmp_path):
+    # torch read its environment at import: OMP_NUM_THREADS=1 would not
+    # take in a process forked from a server that imported it without.
+    proj, _ = project(tmp_path)
+    o, p = run_client(zdir, server.name, proj, env={**run_env(), "OMP_NUM_THREADS": "1"})
+    assert o.code == 0, p.stderr
+    assert o.result["process_start"] == "fresh"
+
+
+def test_the_run_exit_status_is_the_clients(zdir, server, tmp_path):
+    proj, _ = project(tmp_path, fail=True)
+    forked, _ = run_client(zdir, server.name, proj)
+    fresh, _ = run_client(zdir, "no-such-server-" + uuid.uuid4().hex, proj)
+    assert fresh.code != 0
+    assert forked.code == fresh.code
+    assert forked.error is not None and forked.error == fresh.error
+
+
+def start_slow_run(zdir, server, tmp_path, name):
+    proj, out = project(tmp_path, name=name, step_sleep=0.5)
+    client = subprocess.Popen(client_args(zdir, server.name, proj, steps="1000"),
+                              env=run_env(), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not out.exists() or not out.read_text().strip():
+        assert time.monotonic() < deadline and client.poll() is None
+        time.sleep(0.05)
+    return client, what_ran(out)[0]
+
+
+def test_sigterm_to_the_client_ends_the_run_as_it_would_a_fresh_one(zdir, server, tmp_path):
+    client, run_pid = start_slow_run(zdir, server, tmp_path, "term")
+    assert run_pid != client.pid
+    client.send_signal(signal.SIGTERM)
+    # The run dies of the SIGTERM, and the client relays that as its own end.
+    assert client.wait(timeout=30) == -signal.SIGTERM
+    assert gone(run_pid)
+
+
+def test_a_killed_client_takes_its_run_with_it(zdir, server, tmp_path):
+    # tuneloop ends an overrunning run with SIGKILL to its group: here only
+    # the client is killed, and the run still ends (its lifeline closes).
+    client, run_pid = start_slow_run(zdir, server, tmp_path, "kill")
+    client.kill()
+    client.wait(timeout=30)
+    assert gone(run_pid)
+
+
+def test_the_server_ends_when_its_stdin_closes(zdir):
+    s = Server(zdir)
+    assert s.stop() == 0
+    # Its socket went with it: a client now runs fresh.
+    assert json.dumps(s.name)  # the name was a real one
+    with pytest.raises(OSError):
+        import socket
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect("\0" + s.name)
