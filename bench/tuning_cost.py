@@ -13,6 +13,8 @@ bench/RESULTS.md.
 
     python3 bench/tuning_cost.py --bin before=/path/a --bin after=/path/b \\
         --rounds 1 demo io_latency own_script
+    python3 bench/tuning_cost.py --bin forked=/path/a --bin fresh=/path/a \\
+        --env fresh=TUNELOOP_FORK_SERVER=0 demo
     python3 bench/tuning_cost.py --table
 
 Workloads: `demo` (examples/slow_loader as `make demo` tunes it), a name of
@@ -81,11 +83,11 @@ def measured_s(run):
     return total
 
 
-def tune(label, binary, name, rnd):
+def tune(label, binary, name, rnd, extra_env):
     with tempfile.TemporaryDirectory(prefix=f"tl-cost-{name}-") as tmp:
         ws = Path(tmp) / name
         init = workspace(name, ws)
-        env = dict(os.environ, TUNELOOP_PYTHON=PYTHON, NO_COLOR="1")
+        env = dict(os.environ, TUNELOOP_PYTHON=PYTHON, NO_COLOR="1", **extra_env)
         if init:
             subprocess.run([binary, "-C", str(ws), *init], env=env, check=True,
                            capture_output=True)
@@ -99,7 +101,8 @@ def tune(label, binary, name, rnd):
             keep = OUT.parent / "tuning_cost"
             keep.mkdir(exist_ok=True)
             shutil.copy(runs[-1] / "report.md", keep / f"{name}-{label}-{runs[-1].name}.md")
-        row = {"workload": name, "binary": label, "round": rnd, "rc": p.returncode,
+        row = {"workload": name, "binary": label, "env": extra_env, "round": rnd,
+               "rc": p.returncode,
                "wall_s": round(wall, 1), "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
         if rep:
             limits = rep.get("limits") or {}
@@ -171,6 +174,8 @@ def table():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", action="append", default=[], metavar="LABEL=PATH")
+    ap.add_argument("--env", action="append", default=[], metavar="LABEL=VAR=VALUE",
+                    help="a variable set for that binary's runs only")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--table", action="store_true", help="write the RESULTS.md section only")
     ap.add_argument("workloads", nargs="*")
@@ -179,13 +184,19 @@ def main():
         table()
         return
     bins = [b.split("=", 1) for b in a.bin]
+    envs = {label: {} for label, _ in bins}
+    for e in a.env:
+        label, var, value = (e.split("=", 2) + ["", ""])[:3]
+        if label not in envs or not var:
+            ap.error(f"--env {e}: give LABEL=VAR=VALUE for a --bin LABEL")
+        envs[label][var] = value
     if not bins or not a.workloads:
         ap.error("give --bin LABEL=PATH (one or more) and workloads")
     for rnd in range(a.rounds):
         for name in a.workloads:
             order = bins if rnd % 2 == 0 else bins[::-1]
             for label, path in order:
-                tune(label, path, name, rnd)
+                tune(label, path, name, rnd, envs[label])
 
 
 if __name__ == "__main__":
