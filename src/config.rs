@@ -790,8 +790,19 @@ impl Workspace {
         self.interpreter().program
     }
 
-    /// The interpreter and the rule that chose it, from this process's environment.
+    /// The interpreter and the rule that chose it, from this process's
+    /// environment; a `[bench] run` whose head is a path to a Python runs
+    /// that one, so it is that one.
     pub fn interpreter(&self) -> crate::interpreter::Interpreter {
+        if let Some(i) = self
+            .file
+            .bench
+            .run
+            .as_deref()
+            .and_then(|w| crate::interpreter::of_command(w, &self.project_root))
+        {
+            return i;
+        }
         crate::interpreter::discover(
             self.file.project.python.as_deref(),
             &crate::interpreter::DiscoveryEnv::from_process(),

@@ -72,9 +72,40 @@ pub enum WorkspaceFacts {
     Loaded {
         dir: PathBuf,
         warnings: Vec<String>,
-        managed: bool,
+        mode: BenchMode,
         launcher: Option<String>,
     },
+}
+
+/// How the workspace measures (docs/measuring.md, "Three ways in").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchMode {
+    /// `[bench] entry`: tuneloop's harness runs `build()`.
+    Managed,
+    /// `[bench] run`: the user's training command, instrumented.
+    Command,
+    /// `[bench] command`: a script that prints `samples/sec: N`.
+    Contract,
+}
+
+impl BenchMode {
+    fn of(b: &crate::config::BenchSection) -> BenchMode {
+        if b.entry.is_some() {
+            BenchMode::Managed
+        } else if b.run.is_some() {
+            BenchMode::Command
+        } else {
+            BenchMode::Contract
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            BenchMode::Managed => "managed",
+            BenchMode::Command => "command",
+            BenchMode::Contract => "contract",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -153,7 +184,7 @@ pub async fn gather(cwd: &Path, interrupt: &Interrupt) -> Facts {
                 WorkspaceFacts::Loaded {
                     dir: ws.dir.clone(),
                     warnings: ws.warnings.clone(),
-                    managed: ws.file.bench.entry.is_some(),
+                    mode: BenchMode::of(&ws.file.bench),
                     launcher: ws.file.bench.launcher.clone(),
                 },
                 Some(ws),
@@ -438,7 +469,7 @@ pub fn assess(f: &Facts) -> Report {
     };
 
     // The workspace, and with it the editable files and bench mode.
-    let (managed, launcher_set) = match &f.workspace {
+    let (mode, launcher_set) = match &f.workspace {
         WorkspaceFacts::Missing(e) => {
             v.push(miss(
                 "workspace",
@@ -446,7 +477,7 @@ pub fn assess(f: &Facts) -> Report {
                 first_line(e),
                 "run `tuneloop init --entry train:build` in your project (or `--bench-cmd \"python bench.py\"`), or pass -C DIR".into(),
             ));
-            (true, false)
+            (BenchMode::Managed, false)
         }
         WorkspaceFacts::Invalid(e) => {
             v.push(miss(
@@ -455,12 +486,12 @@ pub fn assess(f: &Facts) -> Report {
                 e.clone(),
                 "fix the key named above in tuneloop.toml".into(),
             ));
-            (true, false)
+            (BenchMode::Managed, false)
         }
         WorkspaceFacts::Loaded {
             dir,
             warnings,
-            managed,
+            mode,
             launcher,
         } => {
             v.push(ok(
@@ -468,7 +499,7 @@ pub fn assess(f: &Facts) -> Report {
                 format!(
                     "{} ({} mode)",
                     dir.join(crate::config::WORKSPACE_FILE).display(),
-                    if *managed { "managed" } else { "contract" }
+                    mode.word()
                 ),
             ));
             for w in warnings {
@@ -479,7 +510,7 @@ pub fn assess(f: &Facts) -> Report {
                     "remove or rename the key (see docs/configuration.md)".into(),
                 ));
             }
-            (*managed, launcher.is_some())
+            (*mode, launcher.is_some())
         }
     };
     match &f.policy {
@@ -529,8 +560,14 @@ pub fn assess(f: &Facts) -> Report {
         Some(_) => v.push(ok("torch", f.torch.summary())),
         None => v.push(miss(
             "torch",
-            // Contract mode runs the user's own command, which may use another Python.
-            if managed { Status::Fail } else { Status::Warn },
+            // It is the Python that runs in managed mode, and in command mode
+            // where the command names it; otherwise the user's own command
+            // may start another.
+            if mode == BenchMode::Managed || i.rule == interpreter::Rule::CommandHead {
+                Status::Fail
+            } else {
+                Status::Warn
+            },
             format!("{}: {}", i.program, f.torch.summary()),
             interpreter::fix_missing_torch(i),
         )),
@@ -712,7 +749,7 @@ mod tests {
             workspace: WorkspaceFacts::Loaded {
                 dir: "/p".into(),
                 warnings: vec![],
-                managed: true,
+                mode: BenchMode::Managed,
                 launcher: None,
             },
             policy: PolicyFacts::Loaded {
@@ -842,10 +879,38 @@ mod tests {
         f.workspace = WorkspaceFacts::Loaded {
             dir: "/p".into(),
             warnings: vec![],
-            managed: false,
+            mode: BenchMode::Contract,
             launcher: None,
         };
         assert!(assess(&f).ready);
+        assert!(render_text(&assess(&f)).contains("(contract mode)"));
+        // Command mode: a bare `python` may be another interpreter than the
+        // one discovered (a warning); a command that names its interpreter
+        // runs exactly that one, so no torch there stops the run.
+        f.workspace = WorkspaceFacts::Loaded {
+            dir: "/p".into(),
+            warnings: vec![],
+            mode: BenchMode::Command,
+            launcher: None,
+        };
+        let r = assess(&f);
+        assert!(r.ready);
+        assert!(render_text(&r).contains("(command mode)"));
+        f.interpreter = crate::interpreter::Interpreter {
+            program: "/v/bin/python".into(),
+            rule: Rule::CommandHead,
+        };
+        let r = assess(&f);
+        assert!(!r.ready);
+        let c = r.checks.iter().find(|c| c.name == "torch").unwrap();
+        assert_eq!(c.status, Status::Fail);
+        assert!(
+            c.fix
+                .as_deref()
+                .unwrap()
+                .contains("[bench] run starts /v/bin/python"),
+            "{c:?}"
+        );
     }
 
     #[test]
@@ -862,7 +927,7 @@ mod tests {
         f.workspace = WorkspaceFacts::Loaded {
             dir: "/p".into(),
             warnings: vec![],
-            managed: true,
+            mode: BenchMode::Managed,
             launcher: Some("torchrun --nproc_per_node {nproc}".into()),
         };
         f.launcher = Some(LauncherFacts {

@@ -10,6 +10,10 @@
 //!    running binary (`pip install tuneloop` puts it in `<venv>/bin/`);
 //! 6. `python3` on `PATH`.
 //!
+//! Before all of these, a command-mode command that names its interpreter by
+//! path (`[bench] run = ["/venv/bin/python", "train.py"]`) runs that one, so
+//! that is the one announced and probed ([`of_command`]).
+//!
 //! Rules 3–5 apply only when that file exists, so a stale `VIRTUAL_ENV` or a
 //! binary built by cargo (no python beside it) falls through to the next rule.
 //! [`discover`] reads nothing from the process: the environment comes in as a
@@ -32,6 +36,8 @@ pub enum Rule {
     CondaPrefix,
     BesideBinary,
     PathPython3,
+    /// The head of `[bench] run`, a path to a Python.
+    CommandHead,
 }
 
 impl Rule {
@@ -44,6 +50,7 @@ impl Rule {
             Rule::CondaPrefix => "the active conda environment ($CONDA_PREFIX)",
             Rule::BesideBinary => "the environment tuneloop is installed in",
             Rule::PathPython3 => "python3 on PATH",
+            Rule::CommandHead => "the head of [bench] run",
         }
     }
 }
@@ -82,6 +89,34 @@ impl DiscoveryEnv {
             home: var("HOME"),
         }
     }
+}
+
+/// Whether a command's word means "the Python interpreter" (`python`,
+/// `python3`, `python3.12`), as a bare name or the last part of a path.
+pub fn names_python(word: &str) -> bool {
+    let w = Path::new(word)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(word);
+    w == "python"
+        || w == "python3"
+        || w.strip_prefix("python3.")
+            .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// The interpreter a command runs when its head is a path to a Python
+/// (`/venv/bin/python train.py`; a relative one is the project's, `root`):
+/// that one runs whatever discovery would pick. A bare `python` is
+/// discovery's to resolve, so none.
+pub fn of_command(words: &[String], root: &Path) -> Option<Interpreter> {
+    let head = words.first()?;
+    if !head.contains('/') || !names_python(head) {
+        return None;
+    }
+    Some(Interpreter {
+        program: root.join(head).display().to_string(),
+        rule: Rule::CommandHead,
+    })
 }
 
 /// Picks the interpreter; `is_file` says whether a candidate path exists
@@ -248,6 +283,10 @@ pub fn fix_missing_torch(i: &Interpreter) -> String {
             "[project] python is {}: install torch there (`{} -m pip install torch`), or fix the path in tuneloop.toml",
             i.program, i.program
         ),
+        Rule::CommandHead => format!(
+            "[bench] run starts {}: install torch there (`{} -m pip install torch`), or change the command's interpreter in tuneloop.toml",
+            i.program, i.program
+        ),
         _ => format!(
             "activate the virtualenv or conda environment that has torch (`source .venv/bin/activate`), or install it into this one (`{} -m pip install torch`), {pin}",
             i.program
@@ -393,5 +432,27 @@ mod tests {
         assert_eq!(none.torch_version, None);
         assert!(none.summary().contains("No module named 'torch'"));
         assert!(parse_probe("Traceback ...").is_none());
+    }
+
+    #[test]
+    fn a_command_that_names_its_python_by_path_runs_that_one() {
+        let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let root = Path::new("/proj");
+        let i = of_command(&w(&["/venv/bin/python3.12", "train.py"]), root).unwrap();
+        assert_eq!(i.program, "/venv/bin/python3.12");
+        assert_eq!(i.rule, Rule::CommandHead);
+        // Relative: the project's.
+        let i = of_command(&w(&[".venv/bin/python", "train.py"]), root).unwrap();
+        assert_eq!(i.program, "/proj/.venv/bin/python");
+        // A bare name is discovery's; another program is not a Python.
+        for words in [
+            &["python", "train.py"][..],
+            &["/usr/bin/torchrun", "t.py"],
+            &["./run.sh"],
+        ] {
+            assert!(of_command(&w(words), root).is_none(), "{words:?}");
+        }
+        assert!(names_python("/x/python3") && names_python("python3.12"));
+        assert!(!names_python("python3.x") && !names_python("pythonista"));
     }
 }

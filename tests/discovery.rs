@@ -218,3 +218,35 @@ fn doctor_checks_the_launcher_program_where_the_bench_finds_it() {
         "{out}"
     );
 }
+
+#[test]
+fn a_command_that_names_its_interpreter_is_the_one_announced() {
+    // `[bench] run` starts the cached venv's python by path; nothing else
+    // names an interpreter, and the python3 on PATH has no torch (the
+    // venv's base interpreter). doctor and bench speak of the one that runs.
+    let o = Command::new(python())
+        .args(["-c", "import sys; print(sys._base_executable)"])
+        .output()
+        .unwrap();
+    let base = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&base, bin.path().join("python3")).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.path().display());
+    let ws = Ws::new();
+    ws.write("train.py", IO_BOUND_TRAIN);
+    ws.write(
+        "tuneloop.toml",
+        &format!(
+            "[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\nrun = [\"{}\", \"train.py\"]\nsteps = 4\nwarmup_steps = 2\n",
+            python()
+        ),
+    );
+    let (code, out, err) = tuneloop(ws.path(), &["doctor"], &[("PATH", &path)]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("(command mode)"), "{out}");
+    assert!(
+        out.contains(&format!("{} (the head of [bench] run)", python())),
+        "{out}"
+    );
+    assert!(!out.contains("no torch"), "{out}");
+}

@@ -40,12 +40,10 @@ pub const INSTRUMENT_FILES: [(&str, &str); 2] = [
     ),
 ];
 
-/// Heads of a command that mean "the Python interpreter".
+/// Heads of a command that mean "the Python interpreter" by name alone
+/// (a path names its own, [`crate::interpreter::of_command`]).
 fn is_python_word(w: &str) -> bool {
-    w == "python"
-        || w == "python3"
-        || w.strip_prefix("python3.")
-            .is_some_and(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_digit()))
+    !w.contains('/') && crate::interpreter::names_python(w)
 }
 
 /// The command as it will run: a `python` at its head is the project's
