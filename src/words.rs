@@ -121,6 +121,9 @@ pub struct Labels {
     pub measuring: &'static str,
     /// `{measured}`, `{wall}`, `{pct}`, `{runs}` are replaced.
     pub measuring_line: &'static str,
+    /// The same runs' time around their windows: `{start}`, `{build}`,
+    /// `{warmup}`, `{after}`, `{other}` are replaced.
+    pub around_line: &'static str,
     pub stop_reason: &'static str,
     pub profiler: &'static str,
     /// The enabled compute knobs the run ended without trying, with why.
@@ -233,6 +236,7 @@ pub const EN: Labels = Labels {
     wall_time: "Wall time",
     measuring: "Measuring",
     measuring_line: "{measured} of {wall} ({pct}): the timed steps of {runs} throughput runs (the rest is each process's start, imports and warm-up, the profiled run, the agent)",
+    around_line: "around those windows: start and import torch {start}, the project's build() {build}, warm-up {warmup}, after the window {after}, the rest {other}",
     stop_reason: "Stop reason",
     profiler: "Profiler",
     compute_not_tried: "Compute changes not tried",
@@ -332,6 +336,7 @@ pub const JA: Labels = Labels {
     wall_time: "所要時間",
     measuring: "計測",
     measuring_line: "{wall} のうち {measured} ({pct}): スループット計測 {runs} 回の計測区間（残りは各プロセスの起動・import・ウォームアップ、プロファイル実行、エージェント）",
+    around_line: "計測区間の前後: 起動と import torch {start}、プロジェクトの build() {build}、ウォームアップ {warmup}、計測後 {after}、その他 {other}",
     stop_reason: "停止理由",
     profiler: "プロファイラ",
     compute_not_tried: "試さなかった計算側の変更",

@@ -700,7 +700,23 @@ def loader_settings(loader):
     return out
 
 
+def _since_process_start():
+    """Seconds since this process began (its exec, or its fork from the fork
+    server), from /proc: where the run's start went before main(). None
+    where /proc does not say."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def main():
+    t_main = time.perf_counter()
+    before_main = _since_process_start()
     # On tuneloop's SIGTERM (a run past timeout_s), print where every thread
     # was stuck before dying: the tail of that output goes into the report.
     faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
@@ -724,6 +740,7 @@ def main():
         fail("no_torch", f"{sys.executable} cannot import torch ({e}); point [project] python "
              "in tuneloop.toml (or TUNELOOP_PYTHON) at the interpreter your training uses")
 
+    t_torch = time.perf_counter()
     dist_env = Distributed.from_env(torch)
     losses = Losses()
     watch_losses(torch, losses)
@@ -739,6 +756,7 @@ def main():
     except Exception as e:
         fail("build_failed", f"build() raised {type(e).__name__}: {e}\n"
              f"{traceback.format_exc(limit=6)}")
+    t_built = time.perf_counter()
 
     if dist_env is not None:
         dist_env.setup(job, args.distributed_sampler)
@@ -773,6 +791,7 @@ def main():
            if profiling else contextlib.nullcontext())
     job.sync()
     t_start = None
+    t_first_batch = None
     loader_cpu = LoaderCpu()
     # Every thread of the workers: what the CPU limit needs (the agent's
     # loader model was calibrated on the main threads' figure above).
@@ -820,6 +839,8 @@ def main():
                     epoch_starts_timed += i >= args.warmup
                     batch = next(it)
             t1 = time.perf_counter()
+            if t_first_batch is None:
+                t_first_batch = t1
             if fill is not None and i >= args.warmup:
                 epoch_fills.append(_epoch_fill(fill, t1))
             c1 = time.thread_time()
@@ -843,7 +864,8 @@ def main():
             if profiling:
                 prof.step()
         job.sync()
-    wall = time.perf_counter() - (t_start if t_start is not None else time.perf_counter())
+    t_end = time.perf_counter()
+    wall = t_end - (t_start if t_start is not None else t_end)
     main_cpu = time.process_time() - main_cpu_start if main_cpu_start is not None else None
     busy_end = _machine_busy_s()
     machine_busy = (busy_end - busy_start
@@ -937,6 +959,20 @@ def main():
         # Forked from tuneloop's fork server (torch already imported), or
         # started as a process of its own.
         "process_start": "forked" if os.environ.get("TUNELOOP_FORKED") else "fresh",
+        # Where the run's time went around the timed window (seconds): the
+        # process's start to main() (the interpreter's start; its fork when
+        # forked), `import torch` (none when forked: the server did it), the
+        # project's import and build(), the first batch, the rest of the
+        # warm-up, and after the window (the workers' memory and shutdown,
+        # the ceiling's steps).
+        "phases_s": {
+            "before_main": before_main,
+            "import_torch": t_torch - t_main,
+            "build": t_built - t_torch,
+            "first_batch": (t_first_batch or t_built) - t_built,
+            "warmup": (t_start or t_end) - (t_first_batch or t_built),
+            "after_window": time.perf_counter() - t_end,
+        },
     }
     if dist_env is not None:
         result = dist_env.combine(result)

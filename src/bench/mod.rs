@@ -149,6 +149,15 @@ pub struct Measurement {
     /// Managed mode: `forked` from the fork server ([`fork`]) or `fresh`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_start: Option<String>,
+    /// Managed mode: the run's seconds around its timed window, by phase
+    /// (`before_main`, `import_torch`, `build`, `first_batch`, `warmup`,
+    /// `after_window`; see the harness).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases_s: Option<BTreeMap<String, Option<f64>>>,
+    /// The bench process's whole wall time as tuneloop timed it, spawn to
+    /// exit (managed mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_s: Option<f64>,
     /// Under a launcher: each rank's figures (rank, samples_per_sec, data_wait_share, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_rank: Vec<serde_json::Value>,
@@ -589,7 +598,9 @@ impl Bencher {
         if self.command.is_some() {
             return parse_contract(&out.stdout, &out.stderr, &out.ending);
         }
-        parse_managed(&out.stdout, &out.stderr, &out.ending)
+        let mut m = parse_managed(&out.stdout, &out.stderr, &out.ending)?;
+        m.process_s = Some(out.duration.as_secs_f64());
+        Ok(m)
     }
 
     /// One profiled run: its figures and the profiler table.

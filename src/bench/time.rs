@@ -29,6 +29,60 @@ pub struct TimeSpent {
     /// event log; a turn done again after a resume counts its last try).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<TurnSeconds>,
+    /// Around the timed windows of the same runs (managed mode, where the
+    /// harness reports its phases): seconds summed by phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub around: Option<Around>,
+}
+
+/// The phases of a run around its timed window, summed over runs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Around {
+    /// The process's start to the harness's main() and `import torch`
+    /// (next to nothing when forked from the fork server).
+    pub start_s: f64,
+    /// The project's import and its `build()`.
+    pub build_s: f64,
+    /// The first batch and the rest of the warm-up.
+    pub warmup_s: f64,
+    /// After the window: the workers' memory and shutdown, the ceiling's
+    /// steps.
+    pub after_s: f64,
+    /// The rest of each process's time as tuneloop timed it, spawn to exit:
+    /// the fork server's hand-over, the interpreter's exit.
+    pub other_s: f64,
+    /// The runs these sum.
+    pub runs: u32,
+}
+
+impl Around {
+    /// `runs`' phases summed; `None` when no run reports them.
+    pub fn of<'a>(runs: impl IntoIterator<Item = &'a Measurement>) -> Option<Around> {
+        let mut a = Around::default();
+        for m in runs {
+            let Some(p) = &m.phases_s else { continue };
+            let get = |k: &str| {
+                p.get(k)
+                    .copied()
+                    .flatten()
+                    .filter(|v| v.is_finite())
+                    .unwrap_or(0.0)
+            };
+            let start = get("before_main") + get("import_torch");
+            let build = get("build");
+            let warmup = get("first_batch") + get("warmup");
+            a.start_s += start;
+            a.build_s += build;
+            a.warmup_s += warmup;
+            let after = get("after_window");
+            a.after_s += after;
+            if let (Some(total), Some(window)) = (m.process_s, m.wall_s) {
+                a.other_s += (total - start - build - warmup - window - after).max(0.0);
+            }
+            a.runs += 1;
+        }
+        (a.runs > 0).then_some(a)
+    }
 }
 
 /// One turn's wall time.
@@ -47,8 +101,10 @@ impl TimeSpent {
         runs: impl IntoIterator<Item = &'a Measurement>,
         turns: Vec<TurnSeconds>,
     ) -> TimeSpent {
-        let (measured_s, measured_runs) = measured_seconds(runs);
+        let runs: Vec<&Measurement> = runs.into_iter().collect();
+        let (measured_s, measured_runs) = measured_seconds(runs.iter().copied());
         TimeSpent {
+            around: Around::of(runs.iter().copied()),
             wall_s,
             measured_s,
             measured_share: (wall_s.is_finite() && wall_s > 0.0).then(|| measured_s / wall_s),
@@ -178,6 +234,41 @@ mod tests {
             None
         );
         assert_eq!(TimeSpent::of(0.0, 0, &[], vec![]).measured_share, None);
+    }
+
+    #[test]
+    fn around_sums_each_phase_and_leaves_the_rest_to_other() {
+        let phased = |window: f64, process: Option<f64>| Measurement {
+            wall_s: Some(window),
+            process_s: process,
+            phases_s: Some(
+                [
+                    ("before_main", Some(0.25)),
+                    ("import_torch", Some(1.5)),
+                    ("build", Some(1.0)),
+                    ("first_batch", Some(0.5)),
+                    ("warmup", Some(0.75)),
+                    ("after_window", None),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            ),
+            ..Default::default()
+        };
+        let runs = [phased(1.0, Some(6.0)), phased(2.0, None), timed(Some(1.0))];
+        let a = TimeSpent::of(60.0, 3, &runs, vec![]).around.unwrap();
+        assert_eq!(a.runs, 2, "the run without phases is not in it");
+        assert_eq!(a.start_s, 2.0 * 1.75);
+        assert_eq!(a.build_s, 2.0);
+        assert_eq!(a.warmup_s, 2.0 * 1.25);
+        assert_eq!(a.after_s, 0.0);
+        // 6 s timed by tuneloop, of which 1.75 + 1 + 1.25 + 1 (the window)
+        // are accounted for; the run tuneloop did not time adds nothing.
+        assert_eq!(a.other_s, 1.0);
+        assert!(TimeSpent::of(60.0, 1, &[timed(Some(1.0))], vec![])
+            .around
+            .is_none());
     }
 
     #[test]

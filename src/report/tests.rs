@@ -170,6 +170,7 @@ fn sample_report() -> RunReport {
                 crate::bench::time::TurnSeconds { turn: 1, s: 61.5 },
                 crate::bench::time::TurnSeconds { turn: 2, s: 58.0 },
             ],
+            around: None,
         }),
     }
 }
@@ -850,6 +851,26 @@ fn the_report_says_how_much_of_the_wall_time_was_measuring() {
     assert!((t["measured_share"].as_f64().unwrap() - 0.1606).abs() < 1e-3);
     assert_eq!(t["turns"][1]["turn"], 2);
     assert!(render_html(&r, "").contains("<dt>Measuring</dt><dd>1m 56s of 12m 03s (16%)"));
+    // Managed mode: the same runs' time around their windows goes on the line.
+    let mut around = r.clone();
+    if let Some(t) = around.time.as_mut() {
+        t.around = Some(crate::bench::time::Around {
+            start_s: 4.0,
+            build_s: 61.5,
+            warmup_s: 90.0,
+            after_s: 12.0,
+            other_s: 3.0,
+            runs: 53,
+        });
+    }
+    let md = render_markdown(&around);
+    assert!(
+        md.contains("(16%): the timed steps of 53 throughput runs (the rest is each process's start, imports and warm-up, the profiled run, the agent); around those windows: start and import torch 4.0s, the project's build() 1m 02s"),
+        "{md}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&render_json(&around)).unwrap();
+    assert_eq!(json["time"]["around"]["warmup_s"], 90.0);
+    assert!(!render_json(&r).contains("\"around\""));
     // A report written before it has no time, and no line.
     let old = RunReport { time: None, ..r };
     assert!(!render_markdown(&old).contains("Measuring"));

@@ -69,6 +69,17 @@ pub fn measuring(t: &crate::bench::time::TimeSpent, l: &super::labels::Labels) -
         .replace("{wall}", &duration_s(t.wall_s))
         .replace("{pct}", &percent_whole(t.measured_share))
         .replace("{runs}", &t.measured_runs.to_string())
+        + &t.around.as_ref().map_or_else(String::new, |a| {
+            format!(
+                "; {}",
+                l.around_line
+                    .replace("{start}", &duration_s(a.start_s))
+                    .replace("{build}", &duration_s(a.build_s))
+                    .replace("{warmup}", &duration_s(a.warmup_s))
+                    .replace("{after}", &duration_s(a.after_s))
+                    .replace("{other}", &duration_s(a.other_s))
+            )
+        })
 }
 
 /// A share as a whole percent (`16%`), a dash when unknown.

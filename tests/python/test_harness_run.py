@@ -218,3 +218,41 @@ def test_profiled_run_is_never_lengthened(run_harness, managed_project, tmp_path
     r = run_harness(project, STEPS, "4", WARMUP, "1", "--window-s", "0.5",
                     "--mode", "profile", "--table-out", str(tmp_path / "t.txt")).result
     assert (r["steps"], r["window_stretches"]) == (4, 1)
+
+
+def test_reports_where_the_time_around_the_window_went(run_harness, managed_project):
+    import time
+
+    # build() takes 0.2 s; each item 5 ms, so the first batch (4 items) 20 ms.
+    body = '''\
+    import time
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Slow(Dataset):
+        def __len__(self):
+            return 400
+        def __getitem__(self, i):
+            time.sleep(0.005)
+            return torch.zeros(2), 0
+
+    def build():
+        time.sleep(0.2)
+        return {"loader": DataLoader(Slow(), batch_size=4), "step": lambda b: None}
+    '''
+    t0 = time.perf_counter()
+    r = run_harness(managed_project(body=body), STEPS, "4", WARMUP, "3").result
+    elapsed = time.perf_counter() - t0
+    p = r["phases_s"]
+    assert set(p) == {"before_main", "import_torch", "build", "first_batch", "warmup",
+                      "after_window"}
+    assert r["process_start"] == "fresh"
+    assert p["build"] >= 0.2
+    assert p["first_batch"] >= 4 * 0.005
+    # Two more warm-up batches after the first.
+    assert p["warmup"] >= 2 * 4 * 0.005
+    assert all(v >= 0 for v in p.values())
+    # In this process before_main is the test process's age; the rest and
+    # the window fit in the call.
+    inside = sum(v for k, v in p.items() if k != "before_main") + r["wall_s"]
+    assert inside <= elapsed
