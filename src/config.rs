@@ -80,8 +80,9 @@ pub struct BenchSection {
     /// final, interleaved) when one run of it ends within this many seconds;
     /// 0 = never ([`crate::bench::whole`]).
     pub whole_command_s: u64,
-    /// Managed mode: fork each run from a server that imported torch once,
-    /// instead of starting Python afresh (see `bench::fork`).
+    /// Fork each measured run from a server that imported torch once,
+    /// instead of starting Python afresh (managed mode, and command mode's
+    /// `python SCRIPT` / `python -m MODULE`; see `bench::fork`).
     pub fork_server: bool,
 }
 

@@ -116,3 +116,41 @@ fn the_setting_and_the_environment_turn_it_off() {
     );
     assert!(!r.stdout.contains("process start:"), "{}", r.stdout);
 }
+
+/// A user's own command: `python train.py`, three epochs of a small loop.
+const COMMAND_TRAIN_PY: &str = r#"
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+data = TensorDataset(torch.randn(512, 8), torch.randint(0, 2, (512,)))
+model = nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(3):
+    for x, y in DataLoader(data, batch_size=16, shuffle=True):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+"#;
+
+#[test]
+fn command_mode_forks_python_commands_with_the_same_data() {
+    let ws = Ws::new();
+    ws.write("train.py", COMMAND_TRAIN_PY);
+    ws.init_command(&["python", "train.py"], 8, "");
+    let forked = bench(&ws, &["bench", "--repeats", "2", "--json"], &[]);
+    assert_eq!(starts(&forked), ["forked"; 2], "{}", forked.stdout);
+    let fresh = bench(
+        &ws,
+        &["bench", "--repeats", "2", "--json"],
+        &[("TUNELOOP_FORK_SERVER", "0")],
+    );
+    assert_eq!(starts(&fresh), ["fresh"; 2], "{}", fresh.stdout);
+    // The same batches either way: the data identity is the command's.
+    let identity = |r: &support::Run| {
+        let v: Value = serde_json::from_str(&r.stdout).unwrap();
+        v["runs"][0]["data_identity"].clone()
+    };
+    assert!(identity(&forked).is_object(), "{}", forked.stdout);
+    assert_eq!(identity(&forked), identity(&fresh));
+}

@@ -184,7 +184,10 @@ pub async fn measure(
     for _ in 0..4 {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(io_err)?;
-        let spec = spec(b, &words, mode, BTreeMap::new());
+        let spec = b
+            .fork
+            .wrap_command(spec(b, &words, mode, BTreeMap::new()), &b.harness_dir)
+            .await;
         let out = process::run(&spec, interrupt, |_| {})
             .await
             .map_err(|e| BenchError::Spawn {

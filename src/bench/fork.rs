@@ -1,6 +1,7 @@
-//! The fork server of managed mode (`zygote.py`): one Python process per
-//! bencher imports torch and the first step's lazy imports once, and each
-//! run is forked from it instead of starting Python afresh. A run is still
+//! The fork server (`zygote.py`): one Python process per bencher imports
+//! torch and the first step's lazy imports once, and each run is forked
+//! from it instead of starting Python afresh: managed mode's harness runs,
+//! and command mode's `python SCRIPT …` / `python -m MODULE …`. A run is still
 //! a process of its own that tuneloop spawns, times, limits and ends (the
 //! small client `zygote.py run`), with its own session, stdio, environment
 //! and random seeds; only the 2-4 s of imports before its first step are
@@ -9,8 +10,9 @@
 //! The server starts with the first run that can use it, and is given up
 //! for the bencher's life when it cannot start: the runs are then fresh
 //! processes, as with `[bench] fork_server = false` or
-//! `TUNELOOP_FORK_SERVER=0`. A launcher (torchrun) and command mode always
-//! start fresh processes.
+//! `TUNELOOP_FORK_SERVER=0`. A launcher (torchrun, `[bench] launcher` or at
+//! the command's head), a command with interpreter flags (`python -u …`),
+//! contract mode and the whole-command rounds always start fresh processes.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -49,6 +51,8 @@ enum State {
     Running {
         server: Box<Server>,
         name: String,
+        /// The interpreter it runs: a run of another goes fresh.
+        program: String,
     },
     /// It could not start (or died): fresh processes from now on.
     GaveUp(String),
@@ -86,6 +90,21 @@ impl ForkServer {
     /// The server gets `run`'s interpreter, folder and environment: a run
     /// whose environment differs goes fresh (the server checks).
     pub async fn wrap(&self, run: Spec, harness_dir: &Path) -> Spec {
+        let args = run.args.iter().skip(1).cloned().collect();
+        self.wrap_as(run, harness_dir, "harness", args).await
+    }
+
+    /// Command mode: `run` (the user's command as measured) forked from the
+    /// server where it is `python SCRIPT …` or `python -m MODULE …`;
+    /// unchanged otherwise (a launcher, a shell script, interpreter flags).
+    pub async fn wrap_command(&self, run: Spec, harness_dir: &Path) -> Spec {
+        let Some((kind, args)) = command_kind(&run) else {
+            return run;
+        };
+        self.wrap_as(run, harness_dir, kind, args).await
+    }
+
+    async fn wrap_as(&self, run: Spec, harness_dir: &Path, kind: &str, args: Vec<String>) -> Spec {
         let mut state = self.0.lock().await;
         if let State::Running { server, .. } = &mut *state {
             if !server.is_running() {
@@ -98,19 +117,17 @@ impl ForkServer {
         if matches!(*state, State::NotStarted) {
             *state = start(&run, harness_dir).await;
         }
-        let State::Running { name, .. } = &*state else {
+        let State::Running { name, program, .. } = &*state else {
             return run;
         };
+        if *program != run.program {
+            return run;
+        }
         let zygote = harness_dir.join(ZYGOTE_FILE).display().to_string();
-        let mut args = vec![
-            zygote,
-            "run".into(),
-            "--socket".into(),
-            name.clone(),
-            "--".into(),
-        ];
-        args.extend(run.args.iter().skip(1).cloned());
-        Spec { args, ..run }
+        let mut words = vec![zygote, "run".into(), "--socket".into(), name.clone()];
+        words.extend(["--kind".into(), kind.into(), "--".into()]);
+        words.extend(args);
+        Spec { args: words, ..run }
     }
 
     /// Why runs are fresh processes though the server was on, if they are
@@ -120,6 +137,20 @@ impl ForkServer {
             State::GaveUp(why) => Some(why.clone()),
             _ => None,
         }
+    }
+}
+
+/// What a command-mode run is to the server: `script` with `SCRIPT ARGS…`,
+/// or `module` with `MODULE ARGS…`; none where the program is not a Python
+/// or the words after it are interpreter flags.
+fn command_kind(run: &Spec) -> Option<(&'static str, Vec<String>)> {
+    if !crate::interpreter::names_python(&run.program) {
+        return None;
+    }
+    match run.args.first().map(String::as_str) {
+        Some("-m") if run.args.len() >= 2 => Some(("module", run.args[1..].to_vec())),
+        Some(w) if !w.starts_with('-') => Some(("script", run.args.clone())),
+        _ => None,
     }
 }
 
@@ -140,6 +171,14 @@ async fn start(run: &Spec, harness_dir: &Path) -> State {
             "--socket".into(),
             name.clone(),
         ],
+        // Not the TUNELOOP_* variables: in command mode they arm the
+        // instrumentation at start-up, which only the forked run may do.
+        env: run
+            .env
+            .iter()
+            .filter(|(k, _)| !k.starts_with("TUNELOOP_"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         timeout: READY_TIMEOUT.min(run.timeout.max(Duration::from_secs(1))),
         stdin: None,
         done_marker: None,
@@ -149,6 +188,7 @@ async fn start(run: &Spec, harness_dir: &Path) -> State {
         Ok(server) => State::Running {
             server: Box::new(server),
             name,
+            program: run.program.clone(),
         },
         Err(e) => State::GaveUp(format!("the fork server did not start: {e}")),
     }
@@ -176,6 +216,42 @@ pub fn start_line(runs: &[crate::bench::Measurement], fork: &ForkServer) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_is_forked_as_a_script_or_a_module_and_nothing_else() {
+        let spec = |program: &str, args: &[&str]| Spec {
+            program: program.into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            cwd: ".".into(),
+            env: Default::default(),
+            env_remove: vec![],
+            stdin: None,
+            timeout: Duration::from_secs(1),
+            done_marker: None,
+        };
+        let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            command_kind(&spec("/v/bin/python", &["train.py", "--epochs", "1"])),
+            Some(("script", w(&["train.py", "--epochs", "1"])))
+        );
+        assert_eq!(
+            command_kind(&spec("/v/bin/python3.12", &["-m", "pkg.train", "-x"])),
+            Some(("module", w(&["pkg.train", "-x"])))
+        );
+        for (program, args) in [
+            ("/v/bin/python", &["-u", "train.py"][..]),
+            ("/v/bin/python", &["-m"]),
+            ("/v/bin/python", &[]),
+            ("/v/bin/torchrun", &["train.py"]),
+            ("sh", &["-c", "python train.py"]),
+        ] {
+            assert_eq!(
+                command_kind(&spec(program, args)),
+                None,
+                "{program} {args:?}"
+            );
+        }
+    }
 
     #[test]
     fn the_environment_overrides_the_workspace_either_way() {

@@ -5,9 +5,9 @@
 //! training command with tuneloop's instrumentation on its interpreter's path
 //! (`instrument/`, see [`command`]); contract mode runs the user's command and
 //! reads its `samples/sec: N` line. Either way each measurement is a process
-//! of its own (worker start-up counts) run through [`crate::process`]; in
-//! managed mode it is forked from a server that imported torch once
-//! ([`fork`]) rather than started afresh.
+//! of its own (worker start-up counts) run through [`crate::process`],
+//! forked where it can be from a server that imported torch once ([`fork`])
+//! rather than started afresh.
 
 pub mod command;
 pub mod cost;
@@ -146,7 +146,7 @@ pub struct Measurement {
     pub loaders: Vec<serde_json::Value>,
     #[serde(default)]
     pub world_size: Option<u32>,
-    /// Managed mode: `forked` from the fork server ([`fork`]) or `fresh`.
+    /// `forked` from the fork server ([`fork`]) or `fresh` (managed and command mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_start: Option<String>,
     /// Managed mode: the run's seconds around its timed window, by phase
@@ -351,8 +351,10 @@ pub struct Bencher {
     /// than `warmup` and stays within it (see [`command::measure`]).
     /// Shared by the copies of this bencher (a widened window's).
     pub command_length: std::sync::Arc<std::sync::Mutex<Option<command::CommandLength>>>,
-    /// Managed mode without a launcher: the fork server the runs start from
-    /// (off by default; [`Bencher::new`] follows `[bench] fork_server`).
+    /// Managed mode without a launcher, and command mode where the command
+    /// is `python SCRIPT` or `python -m MODULE`: the fork server the runs
+    /// start from (off by default; [`Bencher::new`] follows `[bench]
+    /// fork_server`).
     pub fork: fork::ForkServer,
 }
 
@@ -384,7 +386,9 @@ impl Bencher {
             distributed_sampler: b.distributed_sampler,
             command_length: Default::default(),
             fork: fork::ForkServer::new(
-                fork::enabled(b.fork_server) && b.entry.is_some() && b.launcher.is_none(),
+                fork::enabled(b.fork_server)
+                    && (b.entry.is_some() || b.run.is_some())
+                    && b.launcher.is_none(),
             ),
         };
         if bencher.entry.is_some() || bencher.run.is_some() {
@@ -420,7 +424,7 @@ impl Bencher {
         if self.entry.is_some() || self.run.is_some() {
             v.push(("tuneloop_harness.py", HARNESS_PY));
         }
-        if self.entry.is_some() && self.run.is_none() && self.command.is_none() {
+        if (self.entry.is_some() && self.command.is_none()) || self.run.is_some() {
             v.push((fork::ZYGOTE_FILE, fork::ZYGOTE_PY));
         }
         if self.run.is_some() {

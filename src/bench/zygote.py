@@ -15,17 +15,26 @@ before the one second the decision uses. This file is two programs:
     op ever runs in the server, so no thread pool or device exists to fork.
     It ends when its stdin (a pipe from tuneloop) closes.
 
-``run --socket NAME -- HARNESS_ARGS...``
+``run --socket NAME [--kind KIND] -- ARGS...``
     The client, the process tuneloop spawns and times like any run. It hands
     its own stdio and environment to the server and relays the child's end
     as its own: the exit code, or the same signal. SIGTERM and SIGINT go on
     to the child's process group; if the client dies (tuneloop's SIGKILL),
     a pipe only it held closes and the child ends its whole group. Where
     no server answers, or the environment differs from the one the server
-    imported torch under, it runs the harness as a fresh process instead.
+    imported torch under, it runs the same as a fresh process instead.
 
-Only the harness beside this file is ever run, and only for a peer of the
-server's own user.
+KIND says what the run is, as the words after ``python`` would:
+``harness`` (the default: managed mode, ``tuneloop_harness.py ARGS``),
+``script`` (command mode, ``python SCRIPT ARGS``) or ``module`` (command
+mode, ``python -m MODULE ARGS``). In command mode the server is started
+without the instrumentation armed (no ``TUNELOOP_RESULT_DIR``); the forked
+run sets its environment, then arms it as ``sitecustomize`` would have. The ``TUNELOOP_*``
+variables are read only by the harness and the instrumentation, which
+import after the fork, so they may differ from the server's; any other
+difference sends the run fresh.
+
+Only a peer of the server's own user is served.
 """
 
 import json
@@ -34,10 +43,13 @@ import signal
 import socket
 import struct
 import sys
+import time
 
 READY = "TUNELOOP_ZYGOTE_READY"
 # Set in a forked run's environment: the harness reports how it started.
 FORKED_ENV = "TUNELOOP_FORKED"
+# Set beside it: the seconds the server's imports took.
+PRELOAD_ENV = "TUNELOOP_FORK_PRELOAD_S"
 HERE = os.path.dirname(os.path.abspath(__file__))
 HARNESS = os.path.join(HERE, "tuneloop_harness.py")
 # What a run imports before its first timed step. torch is required; the
@@ -54,31 +66,43 @@ def address(name):
 # ---------------------------------------------------------------- the client
 
 
-def run_fresh(args):
-    os.execv(sys.executable, [sys.executable, HARNESS] + args)
+KINDS = ("harness", "script", "module")
 
 
-def client(name, args):
+def fresh_argv(kind, args):
+    """The command line a fresh process of this run has."""
+    if kind == "script":
+        return [sys.executable] + args
+    if kind == "module":
+        return [sys.executable, "-m"] + args
+    return [sys.executable, HARNESS] + args
+
+
+def client(name, kind, args):
+    def run_fresh():
+        os.execv(sys.executable, fresh_argv(kind, args))
+
     try:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(address(name))
     except OSError:
-        run_fresh(args)
+        run_fresh()
     # The lifeline: the child watches the read end; only this process holds
     # the write end, so it reads end-of-file when this process is gone.
     life_r, life_w = os.pipe()
-    payload = json.dumps({"args": args, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    payload = json.dumps({"kind": kind, "args": args, "env": dict(os.environ),
+                          "cwd": os.getcwd()}).encode()
     try:
         socket.send_fds(s, [HEADER.pack(len(payload)) + payload], [0, 1, 2, life_r])
     except OSError:
-        run_fresh(args)
+        run_fresh()
     os.close(life_r)
     replies = s.makefile("r")
     first = replies.readline().split()
     if len(first) != 2 or first[0] != "pid":
         # "fallback <why>", or a server that ended before forking.
         s.close()
-        run_fresh(args)
+        run_fresh()
     pid = int(first[1])
 
     def forward(sig, _frame):
@@ -132,11 +156,15 @@ def same_user(conn):
 
 def same_environment(env, start_env):
     """Whether a run's environment is the server's, but for ``_`` (the
-    shell's last command, which says nothing to torch)."""
+    shell's last command, which says nothing to torch) and the TUNELOOP_*
+    variables (read only by what the run imports after the fork)."""
     if not isinstance(env, dict):
         return False
-    return {k: v for k, v in env.items() if k != "_"} == {
-        k: v for k, v in start_env.items() if k != "_"}
+
+    def relevant(e):
+        return {k: v for k, v in e.items() if k != "_" and not k.startswith("TUNELOOP_")}
+
+    return relevant(env) == relevant(start_env)
 
 
 def serve(name):
@@ -145,12 +173,14 @@ def serve(name):
     import select
 
     start_env = dict(os.environ)
+    t0 = time.perf_counter()
     import torch  # noqa: F401  (a server without torch is no server: tuneloop runs fresh)
     for module in PRELOAD[1:]:
         try:
             importlib.import_module(module)
         except Exception:  # an older torch, no numpy: the run imports what it has
             pass
+    preload_s = time.perf_counter() - t0
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address(name))
     listener.listen(16)
@@ -181,6 +211,14 @@ def serve(name):
                 except (OSError, ValueError):
                     conn.close()
                     continue
+                kind, args = req.get("kind", "harness"), req.get("args")
+                if (kind not in KINDS or not isinstance(args, list)
+                        or (kind != "harness" and not args)):
+                    for fd in fds:
+                        os.close(fd)
+                    conn.sendall(b"fallback request\n")
+                    conn.close()
+                    continue
                 if not same_environment(req.get("env"), start_env):
                     # torch was imported under another environment (threads,
                     # devices, allocators read it at import): a fresh process.
@@ -199,7 +237,7 @@ def serve(name):
                     listener.close()
                     for other in children.values():
                         other.close()
-                    return conn, req, fds
+                    return conn, req, fds, preload_s
                 for fd in fds:
                     os.close(fd)
                 try:
@@ -240,7 +278,7 @@ def reap(children):
         conn.close()
 
 
-def become_the_run(conn, req, fds):
+def become_the_run(conn, req, fds, preload_s):
     """In the forked child: make this process what a fresh start would be."""
     import importlib
     import random
@@ -261,9 +299,11 @@ def become_the_run(conn, req, fds):
     os.environ.clear()
     os.environ.update(req["env"])
     os.environ[FORKED_ENV] = "1"
+    # What this run did not pay for its imports: the instrumentation counts
+    # it into the command's start-up, as a fresh start would have paid it.
+    os.environ[PRELOAD_ENV] = f"{preload_s:.3f}"
     os.chdir(req["cwd"])
-    sys.argv = [HARNESS] + list(req["args"])
-    sys.path[0] = HERE
+    kind, args = req.get("kind", "harness"), list(req["args"])
     # A fresh process seeds these from the OS; forked, they would repeat.
     random.seed()
     if "numpy" in sys.modules:
@@ -275,7 +315,35 @@ def become_the_run(conn, req, fds):
         os.killpg(0, signal.SIGKILL)
 
     threading.Thread(target=watch, name="tuneloop-lifeline", daemon=True).start()
-    runpy.run_path(HARNESS, run_name="__main__")
+    if kind == "harness":
+        sys.argv = [HARNESS] + args
+        sys.path[0] = HERE
+        runpy.run_path(HARNESS, run_name="__main__")
+        return
+    # Command mode: sys.argv and sys.path[0] as `python SCRIPT` / `python -m
+    # MODULE` set them, the instrumentation armed as sitecustomize arms it.
+    sys.argv = args
+    sys.path[0] = (os.path.dirname(os.path.abspath(args[0])) if kind == "script"
+                   else os.getcwd())
+    arm_instrumentation()
+    if kind == "script":
+        runpy.run_path(args[0], run_name="__main__")
+    else:
+        runpy.run_module(args[0], run_name="__main__", alter_sys=True)
+
+
+def arm_instrumentation():
+    """What ``sitecustomize`` does in a fresh command-mode process. The
+    loader module is imported already, so ``arm`` patches it at once, and
+    seeds torch as it does when the module is imported after it."""
+    if not os.environ.get("TUNELOOP_RESULT_DIR"):
+        return
+    try:
+        import tuneloop_instrument
+
+        tuneloop_instrument.arm()
+    except Exception as e:  # as sitecustomize: never break the user's command
+        print(f"tuneloop: instrumentation not armed: {type(e).__name__}: {e}", file=sys.stderr)
 
 
 def main():
@@ -284,10 +352,14 @@ def main():
         name = argv[2]
         if argv[0] == "run":
             rest = argv[3:]
-            return client(name, rest[1:] if rest[:1] == ["--"] else rest)
+            kind = "harness"
+            if rest[:1] == ["--kind"] and len(rest) >= 2 and rest[1] in KINDS:
+                kind, rest = rest[1], rest[2:]
+            return client(name, kind, rest[1:] if rest[:1] == ["--"] else rest)
         child = serve(name)
         return become_the_run(*child)
-    sys.exit("usage: tuneloop_zygote.py serve --socket NAME | run --socket NAME -- ARGS...")
+    sys.exit("usage: tuneloop_zygote.py serve --socket NAME | "
+             "run --socket NAME [--kind harness|script|module] -- ARGS...")
 
 
 if __name__ == "__main__":

@@ -212,3 +212,105 @@ def test_the_server_ends_when_its_stdin_closes(zdir):
         import socket
         c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         c.connect("\0" + s.name)
+
+
+# -- command mode: the user's own `python train.py` / `python -m pkg.train`
+
+
+@pytest.fixture(scope="module")
+def cmd_dir(tmp_path_factory):
+    """A harness folder as the binary writes it for command mode."""
+    d = tmp_path_factory.mktemp("zygote-cmd")
+    for name, src in OWN_FILES.items():
+        shutil.copyfile(src, d / name)
+    shutil.copyfile(BENCH / "zygote.py", d / "tuneloop_zygote.py")
+    return d
+
+
+def command_env(cmd_dir, result_dir, project):
+    """A measured run's environment, as src/bench/command.rs sets it."""
+    env = run_env()
+    env.update({"PYTHONPATH": str(cmd_dir), "PYTHONHASHSEED": "0",
+                "TUNELOOP_RESULT_DIR": str(result_dir), "TUNELOOP_STEPS": "6",
+                "TUNELOOP_WARMUP": "2", "TUNELOOP_PROJECT": str(project)})
+    return env
+
+
+@pytest.fixture(scope="module")
+def cmd_server(cmd_dir, tmp_path_factory):
+    """The server as the binary starts it in command mode: the run's
+    environment without the TUNELOOP_* variables."""
+    env = {k: v for k, v in command_env(cmd_dir, "x", "x").items()
+           if not k.startswith("TUNELOOP_")}
+    name = f"tuneloop-test-{uuid.uuid4().hex}"
+    proc = subprocess.Popen(
+        [PYTHON, str(cmd_dir / "tuneloop_zygote.py"), "serve", "--socket", name],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+        start_new_session=True)
+    assert proc.stdout.readline().startswith(READY)
+    yield name
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+TRAIN = '''\
+import json
+import random
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+# The random state the script starts from: the instrumentation's seeds.
+with open("rng.json", "w") as f:
+    json.dump({"random": random.random(), "torch": torch.rand(1).item(),
+               "main": __name__}, f)
+data = [(torch.randn(4), i % 3) for i in range(64)]
+model = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(3):
+    for x, y in DataLoader(data, batch_size=4, shuffle=True):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+'''
+
+
+def measured_command(cmd_dir, tmp_path, name, words, server=None):
+    """Runs `python WORDS…` in a fresh project folder, forked from `server`
+    (``--kind script`` or ``module`` from the words) or fresh; gives back the
+    result.0.json and rng.json it left."""
+    project = tmp_path / name
+    (project / "pkg").mkdir(parents=True)
+    (project / "train.py").write_text(TRAIN)
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "pkg" / "train.py").write_text(TRAIN)
+    result_dir = tmp_path / (name + "-result")
+    result_dir.mkdir()
+    env = command_env(cmd_dir, result_dir, project)
+    if server is None:
+        argv = [PYTHON] + words
+    else:
+        kind, rest = ("module", words[1:]) if words[0] == "-m" else ("script", words)
+        argv = [PYTHON, str(cmd_dir / "tuneloop_zygote.py"), "run", "--socket", server,
+                "--kind", kind, "--"] + rest
+    p = subprocess.run(argv, cwd=project, env=env, capture_output=True, text=True,
+                       timeout=120)
+    result = result_dir / "result.0.json"
+    assert result.exists(), f"rc={p.returncode}\n{p.stdout}\n{p.stderr}"
+    return json.loads(result.read_text()), json.loads((project / "rng.json").read_text())
+
+
+@pytest.mark.parametrize("words", [["train.py"], ["-m", "pkg.train"]])
+def test_a_command_forked_measures_what_it_measures_fresh(cmd_dir, cmd_server, tmp_path,
+                                                          words):
+    forked, forked_rng = measured_command(cmd_dir, tmp_path, "forked", words, cmd_server)
+    fresh, fresh_rng = measured_command(cmd_dir, tmp_path, "fresh", words)
+    assert (forked["process_start"], fresh["process_start"]) == ("forked", "fresh")
+    # The same seeds at the script's start, so the same batches and losses.
+    assert forked_rng == fresh_rng and forked_rng["main"] == "__main__"
+    for key in ("steps", "samples", "fingerprint", "data_identity", "losses", "loader"):
+        assert forked[key] == fresh[key], key
+    # The start-up counts the imports the server made for the forked run
+    # (torch's alone take more than a tenth of a second).
+    assert forked["startup_s"] > 0.1 and fresh["startup_s"] > 0.1

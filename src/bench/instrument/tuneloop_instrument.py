@@ -78,8 +78,10 @@ def warmup_for(loader):
     return max(WARMUP, min(want, WARMUP_MAX)) if WARMUP_MAX else want
 
 perf = time.perf_counter
-# The process's start as this module sees it (imported from sitecustomize, before the user's code).
-STARTED = perf()
+# The command's start, for its start-up: this import (sitecustomize imports
+# it as the interpreter starts), less the imports a run forked from
+# tuneloop's fork server did not pay itself (they were the server's).
+STARTED = perf() - float(ENV.get("TUNELOOP_FORK_PRELOAD_S", "0") or 0)
 cpu_now = time.process_time
 thread_cpu = time.thread_time
 
@@ -468,6 +470,8 @@ class Recorder:
             "loaders": self.describe(),
             "world_size": WORLD,
             "rank": RANK,
+            # Forked from tuneloop's fork server, or a process of its own.
+            "process_start": "forked" if ENV.get("TUNELOOP_FORKED") else "fresh",
             "profiled": MODE == "profile",
             "mode": "command",
         }
