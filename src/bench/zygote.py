@@ -267,6 +267,13 @@ def reap(children):
         conn = children.pop(pid, None)
         if conn is None:
             continue
+        # The run is gone; its group may not be (workers it left, as an
+        # os._exit leaves persistent ones): end it, as tuneloop ends the group
+        # of a fresh run, before the client hears the end.
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
         if os.WIFSIGNALED(status):
             reply = b"signal %d\n" % os.WTERMSIG(status)
         else:

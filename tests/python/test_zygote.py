@@ -314,3 +314,27 @@ def test_a_command_forked_measures_what_it_measures_fresh(cmd_dir, cmd_server, t
     # The start-up counts the imports the server made for the forked run
     # (torch's alone take more than a tenth of a second).
     assert forked["startup_s"] > 0.1 and fresh["startup_s"] > 0.1
+
+
+def test_what_a_run_leaves_in_its_group_ends_with_it(zdir, server, tmp_path):
+    # A process the run started and left behind (persistent workers after an
+    # os._exit, here a plain `sleep`): tuneloop kills a fresh run's group
+    # when its leader ends; the server does the same for a forked run.
+    proj = tmp_path / "leaves"
+    proj.mkdir()
+    pidfile = tmp_path / "sleep.pid"
+    (proj / "train.py").write_text(textwrap.dedent(f'''\
+        import subprocess
+        import torch
+        from torch.utils.data import DataLoader
+
+        def build():
+            p = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            open({str(pidfile)!r}, "w").write(str(p.pid))
+            data = [(torch.zeros(2), 0) for _ in range(16)]
+            return {{"loader": DataLoader(data, batch_size=4), "step": lambda b: None}}
+        '''))
+    o, p = run_client(zdir, server.name, proj)
+    assert o.code == 0 and o.result["process_start"] == "forked", p.stderr
+    assert gone(int(pidfile.read_text()), within=5.0)
