@@ -300,6 +300,23 @@ impl Server {
     }
 }
 
+impl Drop for Server {
+    /// Ends the server and reaps it before going on: nothing of tuneloop's
+    /// is left running (or left a zombie) once the bencher that held it is
+    /// gone. A SIGKILL'd process that serves no run ends at once.
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            let pid = pid as i32;
+            kill_group(Some(pid), libc::SIGKILL);
+            let mut status = 0;
+            // SAFETY: waits for this process's own child, which is ours to reap.
+            unsafe {
+                libc::waitpid(pid, &mut status, 0);
+            }
+        }
+    }
+}
+
 async fn terminate_group(pgid: Option<i32>, child: &mut tokio::process::Child) {
     kill_group(pgid, libc::SIGTERM);
     if tokio::time::timeout(GRACE, child.wait()).await.is_err() {

@@ -568,8 +568,15 @@ fn a_measurement_leaves_no_process_behind() {
     let left: Vec<String> = std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter_map(|e| std::fs::read_link(e.path().join("cwd")).ok())
-        .map(|p| p.display().to_string())
+        .filter_map(|e| {
+            let cwd = std::fs::read_link(e.path().join("cwd")).ok()?;
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            Some(format!(
+                "{} ({})",
+                cwd.display(),
+                String::from_utf8_lossy(&cmd).replace('\0', " ")
+            ))
+        })
         .filter(|p| p.starts_with(&needle))
         .collect();
     assert!(
