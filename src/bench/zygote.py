@@ -54,8 +54,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 HARNESS = os.path.join(HERE, "tuneloop_harness.py")
 # What a run imports before its first timed step. torch is required; the
 # rest is what the first optimizer step and the harness import lazily.
-PRELOAD = ("torch", "torch.optim", "torch.utils.data", "torch.profiler", "torch._dynamo",
-           "numpy")
+PRELOAD = ("torch", "torch.optim", "torch.utils.data", "torch.profiler", "torch._dynamo", "numpy")
 HEADER = struct.Struct("!I")
 
 
@@ -90,8 +89,9 @@ def client(name, kind, args):
     # The lifeline: the child watches the read end; only this process holds
     # the write end, so it reads end-of-file when this process is gone.
     life_r, life_w = os.pipe()
-    payload = json.dumps({"kind": kind, "args": args, "env": dict(os.environ),
-                          "cwd": os.getcwd()}).encode()
+    payload = json.dumps(
+        {"kind": kind, "args": args, "env": dict(os.environ), "cwd": os.getcwd()}
+    ).encode()
     try:
         socket.send_fds(s, [HEADER.pack(len(payload)) + payload], [0, 1, 2, life_r])
     except OSError:
@@ -119,8 +119,8 @@ def client(name, kind, args):
         forward(signal.SIGKILL, None)
         sys.stderr.write("tuneloop: the fork server ended during the run\n")
         os._exit(1)
-    kind, value = end[0], int(end[1])
-    if kind == "signal":
+    how, value = end[0], int(end[1])
+    if how == "signal":
         signal.signal(value, signal.SIG_DFL)
         os.kill(os.getpid(), value)
     os._exit(value)
@@ -136,8 +136,8 @@ def receive(conn):
         for fd in fds:
             os.close(fd)
         raise ValueError("malformed request")
-    (length,) = HEADER.unpack(data[:HEADER.size])
-    body = data[HEADER.size:]
+    (length,) = HEADER.unpack(data[: HEADER.size])
+    body = data[HEADER.size :]
     while len(body) < length:
         more = conn.recv(length - len(body))
         if not more:
@@ -145,7 +145,12 @@ def receive(conn):
                 os.close(fd)
             raise ValueError("short request")
         body += more
-    return json.loads(body), fds
+    try:
+        return json.loads(body), fds
+    except ValueError:
+        for fd in fds:
+            os.close(fd)
+        raise
 
 
 def same_user(conn):
@@ -175,6 +180,7 @@ def serve(name):
     start_env = dict(os.environ)
     t0 = time.perf_counter()
     import torch  # noqa: F401  (a server without torch is no server: tuneloop runs fresh)
+
     for module in PRELOAD[1:]:
         try:
             importlib.import_module(module)
@@ -212,8 +218,11 @@ def serve(name):
                     conn.close()
                     continue
                 kind, args = req.get("kind", "harness"), req.get("args")
-                if (kind not in KINDS or not isinstance(args, list)
-                        or (kind != "harness" and not args)):
+                if (
+                    kind not in KINDS
+                    or not isinstance(args, list)
+                    or (kind != "harness" and not args)
+                ):
                     for fd in fds:
                         os.close(fd)
                     conn.sendall(b"fallback request\n")
@@ -330,8 +339,7 @@ def become_the_run(conn, req, fds, preload_s):
     # Command mode: sys.argv and sys.path[0] as `python SCRIPT` / `python -m
     # MODULE` set them, the instrumentation armed as sitecustomize arms it.
     sys.argv = args
-    sys.path[0] = (os.path.dirname(os.path.abspath(args[0])) if kind == "script"
-                   else os.getcwd())
+    sys.path[0] = os.path.dirname(os.path.abspath(args[0])) if kind == "script" else os.getcwd()
     arm_instrumentation()
     if kind == "script":
         runpy.run_path(args[0], run_name="__main__")
@@ -365,8 +373,10 @@ def main():
             return client(name, kind, rest[1:] if rest[:1] == ["--"] else rest)
         child = serve(name)
         return become_the_run(*child)
-    sys.exit("usage: tuneloop_zygote.py serve --socket NAME | "
-             "run --socket NAME [--kind harness|script|module] -- ARGS...")
+    sys.exit(
+        "usage: tuneloop_zygote.py serve --socket NAME | "
+        "run --socket NAME [--kind harness|script|module] -- ARGS..."
+    )
 
 
 if __name__ == "__main__":
