@@ -66,6 +66,7 @@ fn row(turn: u32) -> TurnRow {
         candidate_samples: cand,
         incumbent_samples: inc,
         data_wait_share: Some(0.5),
+        confirmation: None,
     }
 }
 
@@ -157,6 +158,7 @@ fn build_run(ws: &Path) -> PathBuf {
         final_data_wait_share: Some(0.5),
         speedup: last / 400.0,
         speedup_ci: Some([8.0, 9.0]),
+        final_interval: None,
         ceiling_sps: Some(5000.0),
         final_share_of_ceiling: Some(last / 5000.0),
         stop_reason: format!("iteration limit ({TURNS}) reached"),

@@ -331,6 +331,18 @@ pub struct DecisionPolicy {
     pub stop_when_ceiling_share_above: f64,
     /// Throughput runs of the baseline (profiled run not counted).
     pub baseline_runs: u32,
+    /// After a run on a busy machine (others on a quarter of the cores or
+    /// more), wait up to this many seconds for it to quiet down before the
+    /// next pair; 0: never wait.
+    pub busy_wait_s: u64,
+    /// Measure a kept change again before it stays when it is a compute
+    /// change or its pairs saw load from other processes.
+    pub confirm_kept: bool,
+    /// The final comparison adds pairs until its interval's high end is
+    /// within this factor of its low end...
+    pub final_spread: f64,
+    /// ...or it has this many pairs.
+    pub final_max_pairs: u32,
 }
 
 impl Default for DecisionPolicy {
@@ -345,6 +357,10 @@ impl Default for DecisionPolicy {
             stop_when_data_wait_below: 0.10,
             stop_when_ceiling_share_above: 0.95,
             baseline_runs: 3,
+            busy_wait_s: 60,
+            confirm_kept: true,
+            final_spread: 1.5,
+            final_max_pairs: 10,
         }
     }
 }
@@ -435,6 +451,15 @@ impl Policy {
         }
         if d.baseline_runs < 1 {
             return Err(bad("decision.baseline_runs", "must be at least 1".into()));
+        }
+        if d.final_spread.is_nan() || d.final_spread <= 1.0 {
+            return Err(bad(
+                "decision.final_spread",
+                "must be above 1 (the interval's high end over its low end), e.g. 1.5".into(),
+            ));
+        }
+        if d.final_max_pairs < 3 {
+            return Err(bad("decision.final_max_pairs", "must be at least 3".into()));
         }
         for k in &self.loop_.knobs {
             if LoaderKnob::parse(k).is_none() {

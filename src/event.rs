@@ -103,6 +103,27 @@ pub enum Event {
     Warning {
         message: String,
     },
+    /// Other processes keep a busy share of the machine: the loop waits up
+    /// to `limit_s` (`[decision] busy_wait_s`) before its next pair.
+    MachineBusy {
+        turn: Option<u32>,
+        others: f64,
+        cores: f64,
+        limit_s: u64,
+    },
+    /// The wait ended: `quiet`, or the limit passed and the loop goes on.
+    MachineWaited {
+        turn: Option<u32>,
+        waited_s: f64,
+        quiet: bool,
+    },
+    /// A pair left out: one of its runs saw clearly more load from others.
+    PairSetAside {
+        turn: Option<u32>,
+        pair: u32,
+        candidate_others: Option<f64>,
+        incumbent_others: Option<f64>,
+    },
     ReportWritten {
         path: String,
     },

@@ -944,6 +944,7 @@ mod tests {
             candidate_samples: vec![],
             incumbent_samples: vec![],
             data_wait_share: None,
+            confirmation: None,
         }
     }
 

@@ -74,6 +74,13 @@ pub trait Measure: Send + Sync {
         None
     }
 
+    /// The cores other processes keep busy now, and the host's cores:
+    /// asked between runs, when the machine may be busy (see
+    /// `bench::load::others_now`). `None`: not known (tests script it).
+    fn load_now(&self) -> Pending<'_, Option<(f64, f64)>> {
+        Box::pin(async { Ok(None) })
+    }
+
     /// `[bench] warmup_steps`, where the measure has one.
     fn warmup(&self) -> Option<u32> {
         None
@@ -107,6 +114,13 @@ impl Measure for Bencher {
 
     fn steps(&self) -> Option<u32> {
         Some(self.steps)
+    }
+
+    fn load_now(&self) -> Pending<'_, Option<(f64, f64)>> {
+        Box::pin(async {
+            let probe = || crate::bench::load::others_now(Duration::from_secs(1));
+            Ok(tokio::task::spawn_blocking(probe).await.ok().flatten())
+        })
     }
 
     fn with_steps(&self, steps: u32) -> Option<Arc<dyn Measure>> {

@@ -284,6 +284,13 @@ pub struct FinalBench {
     pub median: Option<f64>,
     #[serde(default)]
     pub ci: Option<[f64; 2]>,
+    /// Pairs measured and left out: one run saw clearly more load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<crate::bench::load::SetAside>,
+    /// The interval's high end over its low end the pairs were added for
+    /// (`[decision] final_spread`); absent in older folders (a fixed 3 pairs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread_bound: Option<f64>,
 }
 
 impl FinalBench {

@@ -97,6 +97,8 @@ impl<T> AtPath<T> for std::io::Result<T> {
     }
 }
 
+pub use crate::bench::load::SetAside;
+
 /// Candidate and incumbent measured interleaved.
 #[derive(Clone, Debug)]
 pub struct Paired {
@@ -104,17 +106,33 @@ pub struct Paired {
     pub incumbent: Vec<Measurement>,
     pub ratio: PairedRatio,
     pub verdict: Verdict,
+    /// Pairs whose two runs saw clearly different loads: measured, not used.
+    pub set_aside: Vec<SetAside>,
+    /// Seconds spent waiting for a busy machine to quiet down.
+    pub waited_s: f64,
 }
 
 impl Paired {
+    /// Bench processes the comparison took, set-aside pairs included.
     pub fn runs(&self) -> u32 {
-        (self.candidate.len() + self.incumbent.len()) as u32
+        (self.candidate.len() + self.incumbent.len() + 2 * self.set_aside.len()) as u32
     }
     pub fn cand_sps(&self) -> Vec<f64> {
         self.candidate.iter().map(|m| m.samples_per_sec).collect()
     }
     pub fn inc_sps(&self) -> Vec<f64> {
         self.incumbent.iter().map(|m| m.samples_per_sec).collect()
+    }
+    /// Whether load was present: a pair set aside, a wait, or a run used
+    /// while others kept a busy share of the cores.
+    pub fn saw_load(&self) -> bool {
+        !self.set_aside.is_empty()
+            || self.waited_s > 0.0
+            || self
+                .candidate
+                .iter()
+                .chain(&self.incumbent)
+                .any(crate::bench::load::busy_run)
     }
 }
 
@@ -123,6 +141,76 @@ pub struct PairFailure {
     pub role: &'static str,
     pub error: BenchError,
     pub runs: u32,
+}
+
+/// What a paired comparison reports while it runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PairEvent {
+    /// One run measured (`pair` 1-based, set-aside pairs counted).
+    Ran {
+        role: &'static str,
+        pair: u32,
+        samples_per_sec: f64,
+    },
+    /// A pair left out (see [`SetAside`]).
+    SetAside(SetAside),
+    /// Others keep `others` of the host's `cores` busy: waiting up to `limit_s`.
+    Waiting {
+        others: f64,
+        cores: f64,
+        limit_s: u64,
+    },
+    /// The wait ended: the machine quieted down, or the limit passed.
+    Waited { seconds: f64, quiet: bool },
+}
+
+/// When a paired comparison stops: `decide` says after each pair used
+/// (`Undecided`: one more), and at most `max_pairs` pairs are used.
+#[derive(Clone, Copy)]
+pub struct PairRule {
+    pub decide: fn(&PairedRatio, &crate::config::DecisionPolicy) -> Verdict,
+    pub max_pairs: u32,
+}
+
+impl PairRule {
+    /// The decision rule: `stats::decide` (or the cheaper rule) up to
+    /// `[decision] max_repeats`.
+    pub fn turn(cheaper: bool, policy: &Policy) -> PairRule {
+        PairRule {
+            decide: if cheaper {
+                stats::decide_cheaper
+            } else {
+                stats::decide
+            },
+            max_pairs: policy.decision.max_repeats,
+        }
+    }
+
+    /// Exactly `n` pairs.
+    pub fn fixed(n: u32) -> PairRule {
+        PairRule {
+            decide: |_, _| Verdict::Undecided,
+            max_pairs: n,
+        }
+    }
+
+    /// The final comparison: pairs until the interval's high end is within
+    /// `[decision] final_spread` times its low end (at least `repeats`, and 3),
+    /// at most `[decision] final_max_pairs`.
+    pub fn final_comparison(policy: &Policy) -> PairRule {
+        PairRule {
+            decide: |pr, d| {
+                let enough = pr.pairs() >= d.repeats.max(3) as usize;
+                let narrow = pr.ci[0] > 0.0 && pr.ci[1] / pr.ci[0] <= d.final_spread;
+                if enough && narrow {
+                    Verdict::Keep
+                } else {
+                    Verdict::Undecided
+                }
+            },
+            max_pairs: policy.decision.final_max_pairs.max(3),
+        }
+    }
 }
 
 /// Runs candidate and incumbent alternately — A B, B A, A B … — writing each
@@ -137,47 +225,64 @@ pub async fn measure_interleaved(
     policy: &Policy,
     pairs_fixed: Option<u32>,
     interrupt: &Interrupt,
-    on_run: impl FnMut(&'static str, u32, f64),
+    mut on_run: impl FnMut(&'static str, u32, f64),
 ) -> Result<Paired, PairFailure> {
-    measure_interleaved_by(
-        stats::decide,
+    let rule = pairs_fixed.map_or_else(|| PairRule::turn(false, policy), PairRule::fixed);
+    measure_pairs(
+        rule,
         bencher,
         root,
         candidate,
         incumbent,
         policy,
-        pairs_fixed,
         interrupt,
-        on_run,
+        |e| {
+            if let PairEvent::Ran {
+                role,
+                pair,
+                samples_per_sec,
+            } = e
+            {
+                on_run(role, pair, samples_per_sec)
+            }
+        },
     )
     .await
 }
 
-/// [`measure_interleaved`] under a given rule: `stats::decide` (faster) or
-/// `stats::decide_cheaper` (a cheaper candidate as fast).
+/// Candidate and incumbent, interleaved, under `rule`. A pair whose two runs
+/// saw clearly different loads from other processes (`bench::load::uneven`)
+/// is set aside and another measured in its place, up to `[decision]
+/// max_repeats` such pairs (past that they are used as they are). After a
+/// run on a busy machine the next pair waits, up to `[decision] busy_wait_s`,
+/// for the load to fall under a quarter of the job's cores. A pair at the
+/// rule's cap still undecided is a revert (not proven faster).
 #[allow(clippy::too_many_arguments)]
-pub async fn measure_interleaved_by(
-    rule: fn(&PairedRatio, &crate::config::DecisionPolicy) -> Verdict,
+pub async fn measure_pairs(
+    rule: PairRule,
     bencher: &dyn Measure,
     root: &Path,
     candidate: &FileSet,
     incumbent: &FileSet,
     policy: &Policy,
-    pairs_fixed: Option<u32>,
     interrupt: &Interrupt,
-    mut on_run: impl FnMut(&'static str, u32, f64),
+    mut on: impl FnMut(PairEvent),
 ) -> Result<Paired, PairFailure> {
     let d = &policy.decision;
-    let mut cand = Vec::new();
-    let mut inc = Vec::new();
-    let mut runs = 0;
-    let max_pairs = pairs_fixed.unwrap_or(d.max_repeats);
-    for k in 0..max_pairs {
+    let (mut cand, mut inc, mut set_aside) = (Vec::new(), Vec::<Measurement>::new(), Vec::new());
+    let (mut runs, mut waited_s, mut k) = (0, 0.0, 0u32);
+    let mut last_busy = false;
+    while (cand.len() as u32) < rule.max_pairs {
+        if last_busy {
+            waited_s += wait_for_quiet(bencher, policy, interrupt, &mut on).await;
+        }
         let order: [(&'static str, &FileSet); 2] = if k % 2 == 0 {
             [("incumbent", incumbent), ("candidate", candidate)]
         } else {
             [("candidate", candidate), ("incumbent", incumbent)]
         };
+        k += 1;
+        last_busy = false;
         for (role, files) in order {
             files.apply(root).map_err(|e| PairFailure {
                 role,
@@ -193,28 +298,50 @@ pub async fn measure_interleaved_by(
                 .measure(Mode::Throughput, interrupt)
                 .await
                 .map_err(|error| PairFailure { role, error, runs })?;
-            on_run(role, k + 1, m.samples_per_sec);
+            on(PairEvent::Ran {
+                role,
+                pair: k,
+                samples_per_sec: m.samples_per_sec,
+            });
+            last_busy |= crate::bench::load::busy_run(&m);
             if role == "candidate" {
                 cand.push(m)
             } else {
                 inc.push(m)
             }
         }
-        if pairs_fixed.is_none() {
-            let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
-            let v = rule(&pr, d);
-            if v != Verdict::Undecided {
-                return Ok(Paired {
-                    candidate: cand,
-                    incumbent: inc,
-                    ratio: pr,
-                    verdict: v,
-                });
-            }
+        let (c, i) = (
+            cand.last().expect("measured"),
+            inc.last().expect("measured"),
+        );
+        if crate::bench::load::uneven(c, i).is_some() && set_aside.len() < d.max_repeats as usize {
+            let (c, i) = (cand.pop().expect("measured"), inc.pop().expect("measured"));
+            let aside = SetAside {
+                pair: k,
+                candidate_sps: c.samples_per_sec,
+                incumbent_sps: i.samples_per_sec,
+                candidate_others: c.others_cores(),
+                incumbent_others: i.others_cores(),
+            };
+            on(PairEvent::SetAside(aside.clone()));
+            set_aside.push(aside);
+            continue;
+        }
+        let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
+        let v = (rule.decide)(&pr, d);
+        if v != Verdict::Undecided {
+            return Ok(Paired {
+                candidate: cand,
+                incumbent: inc,
+                ratio: pr,
+                verdict: v,
+                set_aside,
+                waited_s,
+            });
         }
     }
     let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
-    let mut v = rule(&pr, d);
+    let mut v = (rule.decide)(&pr, d);
     if v == Verdict::Undecided {
         v = Verdict::Revert;
     }
@@ -223,7 +350,93 @@ pub async fn measure_interleaved_by(
         incumbent: inc,
         ratio: pr,
         verdict: v,
+        set_aside,
+        waited_s,
     })
+}
+
+/// The event the run log and the terminal get for a pair's event: a run of
+/// a turn (`turn`), the final's runs are not listed one by one.
+pub(crate) fn pair_event(turn: Option<u32>, e: PairEvent) -> Option<Event> {
+    Some(match e {
+        PairEvent::Ran {
+            role,
+            pair,
+            samples_per_sec,
+        } => Event::Measured {
+            turn: turn?,
+            role: role.into(),
+            pair,
+            samples_per_sec,
+        },
+        PairEvent::SetAside(a) => Event::PairSetAside {
+            turn,
+            pair: a.pair,
+            candidate_others: a.candidate_others,
+            incumbent_others: a.incumbent_others,
+        },
+        PairEvent::Waiting {
+            others,
+            cores,
+            limit_s,
+        } => Event::MachineBusy {
+            turn,
+            others,
+            cores,
+            limit_s,
+        },
+        PairEvent::Waited { seconds, quiet } => Event::MachineWaited {
+            turn,
+            waited_s: seconds,
+            quiet,
+        },
+    })
+}
+
+/// Waits while other processes keep at least a quarter of the host's cores
+/// busy, up to `[decision] busy_wait_s` (0: never), asking the measure for
+/// the load about once a second. Returns the seconds waited.
+pub async fn wait_for_quiet(
+    bencher: &dyn Measure,
+    policy: &Policy,
+    interrupt: &Interrupt,
+    on: &mut impl FnMut(PairEvent),
+) -> f64 {
+    let limit = policy.decision.busy_wait_s;
+    if limit == 0 {
+        return 0.0;
+    }
+    let start = std::time::Instant::now();
+    let mut announced = false;
+    let quiet = loop {
+        let Ok(Some((others, cores))) = bencher.load_now().await else {
+            break true;
+        };
+        if others < crate::bench::load::BUSY_SHARE * cores || interrupt.is_raised() {
+            break true;
+        }
+        if start.elapsed().as_secs_f64() >= limit as f64 {
+            break false;
+        }
+        if !announced {
+            on(PairEvent::Waiting {
+                others,
+                cores,
+                limit_s: limit,
+            });
+            announced = true;
+        }
+        // The probe itself takes a second on the machine; a scripted one
+        // answers at once, so pace it.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    if announced {
+        on(PairEvent::Waited { seconds, quiet });
+        seconds
+    } else {
+        0.0
+    }
 }
 
 fn sps(ms: &[Measurement]) -> Vec<f64> {
@@ -1214,11 +1427,15 @@ impl<'a> Session<'a> {
             return Ok(None);
         }
         self.check_interrupt()?;
-        let pairs = self.policy.decision.repeats.max(3);
+        let d = &self.policy.decision;
         self.phase(
             "final",
             None,
-            format!("best vs baseline, {pairs} interleaved pairs"),
+            format!(
+                "best vs baseline, interleaved pairs until the interval is within ×{} (at most {})",
+                d.final_spread,
+                d.final_max_pairs.max(3)
+            ),
         );
         let (root, best, base) = (
             self.root.clone(),
@@ -1230,15 +1447,20 @@ impl<'a> Session<'a> {
             self.policy.clone(),
             self.interrupt.clone(),
         );
-        let res = measure_interleaved(
+        let (store, view) = (&mut self.store, &mut self.view);
+        let res = measure_pairs(
+            PairRule::final_comparison(&policy),
             &*bencher,
             &root,
             &best,
             &base,
             &policy,
-            Some(pairs),
             &interrupt,
-            |_, _, _| {},
+            |e| {
+                if let Some(ev) = pair_event(None, e) {
+                    send(store, &mut **view, &ev);
+                }
+            },
         )
         .await;
         self.incumbent_files
@@ -1253,6 +1475,8 @@ impl<'a> Session<'a> {
                     ratios: p.ratio.ratios.clone(),
                     median: Some(p.ratio.median),
                     ci: Some(p.ratio.ci),
+                    set_aside: p.set_aside.clone(),
+                    spread_bound: Some(policy.decision.final_spread),
                 };
                 fin.write(&self.store.dir)
                     .at("cannot write", &FinalBench::path(&self.store.dir))?;

@@ -152,6 +152,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
     };
     let mut speedup = final_sps / baseline_sps;
     let mut speedup_ci = None;
+    let mut final_interval = None;
     let mut final_runs = facts.final_runs.clone();
     let mut counted_runs =
         facts.baseline.run_count() + facts.turns.iter().map(|r| r.runs).sum::<u32>();
@@ -161,8 +162,19 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
             speedup = m;
             final_sps = stats::median(&best);
             speedup_ci = f.ci;
+            let base: Vec<f64> = f.baseline.iter().map(|m| m.samples_per_sec).collect();
+            final_interval = f.ci.and_then(|ci| {
+                stats::FinalInterval::of(
+                    &best,
+                    &base,
+                    &f.ratios,
+                    ci,
+                    f.spread_bound,
+                    f.set_aside.clone(),
+                )
+            });
             final_runs = f.best.clone();
-            counted_runs += best.len() as u32 + f.baseline.len() as u32;
+            counted_runs += (best.len() + f.baseline.len() + 2 * f.set_aside.len()) as u32;
         }
     }
     let events = store::read_events(dir).unwrap_or_default();
@@ -185,6 +197,14 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         Some(state_costs(dir, base_runs, &facts.turns, &final_runs)).filter(|c| c.has_figures());
     let machine_load = machine_load(dir, base_runs, &facts.turns, &final_runs);
     let time = time_spent(dir, &facts, &live, &events);
+    // The final's limits: the Binding line's, and the stop line's figure too
+    // (the loop stopped on one run of the incumbent; one figure per report).
+    let limits = crate::bench::limits::ThroughputLimits::of(
+        ceiling.filter(|_| step_alone_stands(&facts.turns)),
+        &final_runs,
+        final_sps,
+    );
+    let stop_reason = limits.restate_stop_note(&live.stop_reason);
     RunReport {
         schema_version: report::SCHEMA_VERSION,
         run_id: facts.run_id,
@@ -199,9 +219,10 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         final_data_wait_share: final_share,
         speedup,
         speedup_ci,
+        final_interval,
         ceiling_sps: ceiling,
         final_share_of_ceiling: ceiling.filter(|c| *c > 0.0).map(|c| final_sps / c),
-        stop_reason: live.stop_reason,
+        stop_reason,
         interrupted: live.interrupted,
         total_cost_usd: live.total_cost_usd,
         agent_time_ms: live.agent_time_ms,
@@ -219,12 +240,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
             .incumbent
             .as_ref()
             .and_then(crate::bench::command::loader_summary),
-        limits: Some(crate::bench::limits::ThroughputLimits::of(
-            ceiling,
-            &final_runs,
-            final_sps,
-        ))
-        .filter(|l| l.cpu_limit_sps.is_some()), // else the ceiling line says it all
+        limits: Some(limits).filter(|l| l.cpu_limit_sps.is_some()), // else the ceiling line says it all
         costs,
         data_check: crate::judge::DataCheckPlan::of(&facts.baseline.reproduced()),
         profile_unavailable: facts.baseline.profile_unavailable.clone(),
@@ -318,6 +334,15 @@ fn state_costs(
             .collect(),
         final_: StateCost::of(final_runs),
     }
+}
+
+/// Whether the baseline's step-alone figure still bounds the final: not once
+/// a compute change was kept (the step itself got faster; a final at 270%
+/// of the old step is no share of a limit), so the limits leave it out.
+fn step_alone_stands(turns: &[TurnRow]) -> bool {
+    !turns
+        .iter()
+        .any(|r| r.decision.is_kept() && crate::edit::compute::knob_of_change(&r.change).is_some())
 }
 
 /// A rebuilt report's stop reason: the log's last `stopped` event, else what
@@ -483,7 +508,34 @@ mod tests {
             candidate_samples: vec![after],
             incumbent_samples: vec![100.0],
             data_wait_share: Some(0.1 * turn as f64),
+            confirmation: None,
         }
+    }
+
+    #[test]
+    fn a_kept_compute_change_retires_the_baselines_step_alone_limit() {
+        let named = |change: &str, d| TurnRow {
+            change: change.into(),
+            ..row(1, d, 150.0, 4, 0.0)
+        };
+        let loader = named("num_workers 0 → 2", Decision::Kept);
+        let compute_kept = named(
+            "foreach_optimizer: foreach=True on torch.optim.SGD",
+            Decision::Kept,
+        );
+        let compute_reverted = named(
+            "fused_optimizer: fused=True on torch.optim.SGD",
+            Decision::Reverted,
+        );
+        assert!(step_alone_stands(&[
+            loader.clone(),
+            compute_reverted.clone()
+        ]));
+        assert!(!step_alone_stands(&[
+            loader,
+            compute_kept,
+            compute_reverted
+        ]));
     }
 
     /// A run folder killed after its final measurement: baseline, a kept
@@ -538,6 +590,7 @@ mod tests {
             ratios: vec![1.5, 1.5, 1.5],
             median: Some(1.5),
             ci: Some([1.45, 1.55]),
+            ..Default::default()
         }
         .write(dir)
         .unwrap();

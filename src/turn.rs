@@ -89,4 +89,25 @@ pub struct TurnRow {
     /// data_wait share of step time of the candidate (median), when measured.
     #[serde(default)]
     pub data_wait_share: Option<f64>,
+    /// A kept change measured again before it stays (a compute change, or
+    /// one kept while other processes took cores): whether it held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<Box<Confirmation>>,
+}
+
+/// A kept change's second comparison, on a machine as quiet as it gets:
+/// candidate against the incumbent without it, in fresh interleaved pairs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Confirmation {
+    /// Why it was measured again: "a compute change" or "kept while other
+    /// processes took cores".
+    pub why: String,
+    /// Median paired ratio and its interval in the second comparison.
+    pub ratio: f64,
+    pub ci: [f64; 2],
+    pub pairs: u32,
+    /// Whether the rule kept it again; if not, the change was reverted.
+    pub held: bool,
+    /// The ratio it was first kept at.
+    pub first_ratio: f64,
 }

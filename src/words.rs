@@ -53,6 +53,8 @@ pub struct Labels {
     /// The ratio's confidence interval. No level here: the policy sets it
     /// (`decision.confidence`), and each row's reason states it.
     pub ci: &'static str,
+    /// The headline interval's line (when it stayed wide or pairs were left out).
+    pub interval: &'static str,
     pub ceiling: &'static str,
     /// What the cores the job may use can feed: usable cores / CPU per sample.
     pub cpu_limit: &'static str,
@@ -195,6 +197,7 @@ pub const EN: Labels = Labels {
     final_: "final",
     speedup: "Speedup",
     ci: "CI",
+    interval: "Interval",
     ceiling: "Ceiling",
     cpu_limit: "CPU limit",
     cpu_limit_how: "{cores} ÷ {cost} of CPU per sample",
@@ -295,6 +298,7 @@ pub const JA: Labels = Labels {
     final_: "最終",
     speedup: "高速化",
     ci: "信頼区間",
+    interval: "区間について",
     ceiling: "上限 (ceiling)",
     cpu_limit: "CPU の上限 (CPU limit)",
     cpu_limit_how: "{cores} ÷ 1 サンプルあたりの CPU 時間 {cost}",
@@ -413,6 +417,13 @@ pub struct ViewWords {
     pub stopped: &'static str,
     pub final_line: &'static str,
     pub warning: &'static str,
+    /// `{others}` `{cores}` `{limit}` are replaced.
+    pub machine_busy: &'static str,
+    /// `{secs}` is replaced.
+    pub machine_quiet: &'static str,
+    pub machine_still_busy: &'static str,
+    /// `{k}` `{c}` `{i}` are replaced.
+    pub pair_set_aside: &'static str,
     pub report: &'static str,
     pub phase_baseline: &'static str,
     pub phase_agent: &'static str,
@@ -445,6 +456,10 @@ pub const VIEW_EN: ViewWords = ViewWords {
     stopped: "stopped: {reason}",
     final_line: "final: best vs baseline ×{x} [{lo}, {hi}]",
     warning: "warning: ",
+    machine_busy: "the machine is busy: other processes keep {others} of {cores} cores busy; waiting up to {limit} s for it to quiet down ([decision] busy_wait_s)",
+    machine_quiet: "the machine quieted down after {secs} s; measuring goes on",
+    machine_still_busy: "the machine stayed busy for {secs} s; measuring goes on, and the report names the turn",
+    pair_set_aside: "pair {k} set aside: other processes took {c} cores during the candidate's run and {i} during the incumbent's; another pair is measured in its place",
     report: "report: {path}",
     phase_baseline: "baseline",
     phase_agent: "agent",
@@ -474,6 +489,10 @@ pub const VIEW_JA: ViewWords = ViewWords {
     stopped: "停止: {reason}",
     final_line: "最終: ベスト対ベースライン ×{x} [{lo}, {hi}]",
     warning: "警告: ",
+    machine_busy: "マシンが混雑しています: 他のプロセスが {cores} コア中 {others} コアを使用中。静かになるまで最大 {limit} 秒待ちます ([decision] busy_wait_s)",
+    machine_quiet: "{secs} 秒でマシンが静かになりました。計測を続けます",
+    machine_still_busy: "{secs} 秒待ってもマシンは混雑したままです。計測を続け、レポートにそのターンを記します",
+    pair_set_aside: "ペア {k} を除外: 他のプロセスの使用が候補の実行中 {c} コア、現行の実行中 {i} コアと大きく異なるため、代わりのペアを計測します",
     report: "レポート: {path}",
     phase_baseline: "ベースライン測定",
     phase_agent: "エージェント",

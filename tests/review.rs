@@ -61,6 +61,7 @@ fn rows() -> Vec<TurnRow> {
         candidate_samples: vec![],
         incumbent_samples: vec![],
         data_wait_share: None,
+        confirmation: None,
     };
     vec![
         TurnRow {
@@ -142,6 +143,7 @@ fn report(ws: &Path) -> RunReport {
         final_data_wait_share: Some(0.21),
         speedup: 2.4512,
         speedup_ci: Some([2.39, 2.51]),
+        final_interval: None,
         ceiling_sps: Some(3000.0),
         final_share_of_ceiling: Some(1999.5 / 3000.0),
         stop_reason: "iteration limit (5) reached".into(),

@@ -30,6 +30,14 @@ use serde::{Deserialize, Serialize};
 use super::stats;
 use super::Measurement;
 
+/// How a stop reason names each binding limit.
+const BINDS: [&str; 4] = [
+    "the step alone with receiving its batches binds",
+    "the step alone binds",
+    "what the cores can feed binds",
+    "what the cores can feed with each epoch's restart binds",
+];
+
 /// Which limit is the lowest.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -203,21 +211,47 @@ impl ThroughputLimits {
     /// What a stop reason adds: "; the CPU binds at 8300 samples/sec and
     /// the incumbent is at 92% of it" (empty without figures).
     pub fn stop_note(&self) -> String {
+        self.note("the incumbent")
+    }
+
+    fn note(&self, subject: &str) -> String {
         match (self.lower(), self.final_share) {
             (Some((b, sps)), Some(share)) => format!(
-                "; {} at {sps:.0} samples/sec and the incumbent is at {:.0}% of it",
+                "; {} at {sps:.0} samples/sec and {subject} is at {:.0}% of it",
                 match b {
-                    Binding::StepAlone if self.step_limit_sps.is_some() =>
-                        "the step alone with receiving its batches binds",
-                    Binding::StepAlone => "the step alone binds",
-                    Binding::Cpu => "what the cores can feed binds",
-                    Binding::EpochRestarts =>
-                        "what the cores can feed with each epoch's restart binds",
+                    Binding::StepAlone if self.step_limit_sps.is_some() => BINDS[0],
+                    Binding::StepAlone => BINDS[1],
+                    Binding::Cpu => BINDS[2],
+                    Binding::EpochRestarts => BINDS[3],
                 },
                 share * 100.0
             ),
             _ => String::new(),
         }
+    }
+
+    /// `reason` with the note [`stop_note`](Self::stop_note) put in it when
+    /// the loop stopped (figured from one run of the incumbent) restated from
+    /// these limits, the final's: a report cites one binding figure, the one
+    /// of its Binding line. A reason without a note comes back as it was.
+    pub fn restate_stop_note(&self, reason: &str) -> String {
+        let Some(start) = BINDS
+            .iter()
+            .filter_map(|b| reason.find(&format!("; {b} at ")))
+            .min()
+        else {
+            return reason.to_string();
+        };
+        let Some(len) = reason[start..].find("% of it") else {
+            return reason.to_string();
+        };
+        let end = start + len + "% of it".len();
+        format!(
+            "{}{}{}",
+            &reason[..start],
+            self.note("the final"),
+            &reason[end..]
+        )
     }
 
     /// One line for the terminal and the agents' evidence.
@@ -508,6 +542,36 @@ mod tests {
         assert_eq!(
             l.stop_note(),
             "; what the cores can feed binds at 8333 samples/sec and the incumbent is at 92% of it"
+        );
+    }
+
+    #[test]
+    fn a_stop_reason_cites_the_final_binding_figure_once_restated() {
+        // The argparse script's report: the loop stopped on one run of the
+        // incumbent (4,825/s, 83%), the final's runs give 8,333/s.
+        let x = m(0.6, 0.168, Some(2.0), Some("cpu_count"));
+        let l = ThroughputLimits::of(Some(32_000.0), &[x], 7_700.0);
+        let reason = "candidates exhausted; what the cores can feed binds at 4825 samples/sec \
+                      and the incumbent is at 83% of it; the command ran 192 training batches";
+        assert_eq!(
+            l.restate_stop_note(reason),
+            "candidates exhausted; what the cores can feed binds at 8333 samples/sec \
+             and the final is at 92% of it; the command ran 192 training batches"
+        );
+        // Another limit named at the stop is restated as the final's one.
+        let step = "settled; the step alone with receiving its batches binds at 4937 samples/sec \
+                    and the incumbent is at 85% of it";
+        assert_eq!(
+            l.restate_stop_note(step),
+            "settled; what the cores can feed binds at 8333 samples/sec and the final is at 92% of it"
+        );
+        let plain = "iteration limit (5) reached";
+        assert_eq!(l.restate_stop_note(plain), plain);
+        // Limits without figures drop the stale note rather than keep it.
+        let bare = ThroughputLimits::default();
+        assert_eq!(
+            bare.restate_stop_note(reason),
+            "candidates exhausted; the command ran 192 training batches"
         );
     }
 

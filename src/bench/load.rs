@@ -6,6 +6,11 @@
 //! and not the other: on a 2-core box, a compute change kept at ×1.6 while
 //! other processes took cores timed ×0.98 on the quiet box (bench/RESULTS.md).
 //! The report says so, so that nobody trusts such a decision blindly.
+//!
+//! The loop acts on it too (`run_loop`): a pair whose two runs saw clearly
+//! different loads ([`uneven`]) is set aside and measured again, and after a
+//! busy run it waits, up to `[decision] busy_wait_s`, for the machine to
+//! quiet down ([`others_now`]) before the next pair.
 
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +19,94 @@ use super::{stats, Measurement};
 /// A state ran on a busy machine when other processes kept at least this
 /// share of the job's cores busy (median over its runs): half a core of two.
 pub const BUSY_SHARE: f64 = 0.25;
+
+/// Whether other processes kept at least [`BUSY_SHARE`] of the job's cores
+/// busy over this run's timed steps.
+pub fn busy_run(m: &Measurement) -> bool {
+    match (m.others_cores(), m.job_cores()) {
+        (Some(o), Some(c)) => o >= BUSY_SHARE * c,
+        _ => false,
+    }
+}
+
+/// Whether the two runs of a pair saw clearly different loads: what other
+/// processes took differs by [`BUSY_SHARE`] of the job's cores or more (half
+/// a core of two). Smaller gaps are the box's own noise: a run with workers
+/// shows 0.1–0.2 cores more "others" than one without on a quiet 2-core box
+/// (their start and their queues' threads), so the line sits above that.
+/// `Some(gap)` in cores when uneven.
+pub fn uneven(a: &Measurement, b: &Measurement) -> Option<f64> {
+    let (oa, ob) = (a.others_cores()?, b.others_cores()?);
+    let cores = a.job_cores().or(b.job_cores())?;
+    let gap = (oa - ob).abs();
+    (gap >= BUSY_SHARE * cores).then_some(gap)
+}
+
+/// The machine's busy cores right now, over `over` (from `/proc/stat`):
+/// sampled between runs, when none of the job's processes runs, so it is
+/// what others take. With the host's core count. `None` off Linux.
+pub fn others_now(over: std::time::Duration) -> Option<(f64, f64)> {
+    let first = proc_stat()?;
+    std::thread::sleep(over);
+    let (busy, total, cores) = {
+        let second = proc_stat()?;
+        (second.0 - first.0, second.1 - first.1, second.2)
+    };
+    (total > 0.0).then(|| (busy / total * cores, cores))
+}
+
+/// busy and total jiffies of all CPUs, and the number of CPUs.
+fn proc_stat() -> Option<(f64, f64, f64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let mut lines = text.lines();
+    let all: Vec<f64> = lines
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    if all.len() < 5 {
+        return None;
+    }
+    let cores = lines.filter(|l| l.starts_with("cpu")).count() as f64;
+    // user nice system idle iowait irq softirq steal (guest time is in user)
+    let idle = all[3] + all[4];
+    let total: f64 = all.iter().take(8).sum();
+    Some((total - idle, total, cores.max(1.0)))
+}
+
+/// A pair left out of a comparison because other processes took clearly
+/// more of the machine during one of its runs (`bench::load::uneven`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SetAside {
+    /// Its place among the pairs measured (1-based, set-aside ones counted).
+    pub pair: u32,
+    pub candidate_sps: f64,
+    pub incumbent_sps: f64,
+    /// Cores other processes kept busy during each run.
+    pub candidate_others: Option<f64>,
+    pub incumbent_others: Option<f64>,
+}
+
+impl SetAside {
+    /// "pair 3 (other processes took 0.8 cores during the best's run, 0.0
+    /// during the baseline's)", with the two sides named by the caller.
+    pub fn describe(&self, ja: bool, cand: &str, inc: &str) -> String {
+        let c = |o: Option<f64>| o.map_or("?".to_string(), |o| format!("{o:.1}"));
+        let (co, io) = (c(self.candidate_others), c(self.incumbent_others));
+        if ja {
+            format!(
+                "ペア {}（他のプロセスの使用: {cand}の実行中 {co} コア、{inc}の実行中 {io} コア）",
+                self.pair
+            )
+        } else {
+            format!(
+                "pair {} (other processes took {co} cores during the {cand}'s run, {io} during the {inc}'s)",
+                self.pair
+            )
+        }
+    }
+}
 
 /// One measured turn's runs, for [`MachineLoad::of`].
 pub struct TurnRuns<'a> {
@@ -200,6 +293,39 @@ mod tests {
         );
         assert!(line.contains("kept among them: 2"), "{line}");
         assert!(l.describe(true).contains("そのうち採用: 2"));
+    }
+
+    #[test]
+    fn a_pair_is_uneven_when_one_run_saw_half_a_core_more_of_others() {
+        assert_eq!(uneven(&run(0.0), &run(0.2)), None);
+        assert_eq!(uneven(&run(0.15), &run(0.0)), None);
+        let gap = uneven(&run(0.8), &run(0.1)).unwrap();
+        assert!((gap - 0.7).abs() < 1e-9, "{gap}");
+        assert!(uneven(&run(0.1), &run(0.8)).is_some());
+        // Both loaded alike: even (a steady load is shared by the pair).
+        assert_eq!(uneven(&run(1.0), &run(0.9)), None);
+        assert!(busy_run(&run(0.6)) && !busy_run(&run(0.3)));
+        let bare = Measurement::default();
+        assert_eq!(uneven(&bare, &run(1.0)), None);
+    }
+
+    #[test]
+    fn the_machine_load_now_counts_a_busy_thread() {
+        let spin = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let s = spin.clone();
+        let t = std::thread::spawn(move || {
+            let mut x = 0u64;
+            while s.load(std::sync::atomic::Ordering::Relaxed) {
+                x = x.wrapping_add(1);
+            }
+            x
+        });
+        let (busy, cores) = others_now(std::time::Duration::from_millis(400)).unwrap();
+        spin.store(false, std::sync::atomic::Ordering::Relaxed);
+        t.join().unwrap();
+        assert!(cores >= 1.0);
+        // One spinning thread is about one core (less when descheduled).
+        assert!(busy >= 0.5 && busy <= cores + 0.01, "{busy} of {cores}");
     }
 
     #[test]

@@ -16,6 +16,120 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::config::DecisionPolicy;
 
+/// The headline interval's story: how many pairs it took, how wide it is
+/// against the bound the pairs were added for, and, when it stayed wide or
+/// pairs were left out, what the figures show about why.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct FinalInterval {
+    pub pairs: u32,
+    /// The interval's high end over its low end.
+    pub hi_over_lo: f64,
+    /// `[decision] final_spread` when measured (absent in older folders).
+    #[serde(default)]
+    pub bound: Option<f64>,
+    pub ratio_min: f64,
+    pub ratio_max: f64,
+    /// Each side's runs: (highest − lowest) / median.
+    pub baseline_spread: f64,
+    pub best_spread: f64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<super::load::SetAside>,
+}
+
+impl FinalInterval {
+    pub fn of(
+        best: &[f64],
+        baseline: &[f64],
+        ratios: &[f64],
+        ci: [f64; 2],
+        bound: Option<f64>,
+        set_aside: Vec<super::load::SetAside>,
+    ) -> Option<FinalInterval> {
+        if ratios.is_empty() || best.is_empty() || baseline.is_empty() {
+            return None;
+        }
+        let spread = |xs: &[f64]| {
+            let (lo, hi) = xs
+                .iter()
+                .fold((f64::INFINITY, 0.0f64), |(l, h), x| (l.min(*x), h.max(*x)));
+            (hi - lo) / median(xs)
+        };
+        Some(FinalInterval {
+            pairs: ratios.len() as u32,
+            hi_over_lo: if ci[0] > 0.0 {
+                ci[1] / ci[0]
+            } else {
+                f64::INFINITY
+            },
+            bound,
+            ratio_min: ratios.iter().copied().fold(f64::INFINITY, f64::min),
+            ratio_max: ratios.iter().copied().fold(0.0, f64::max),
+            baseline_spread: spread(baseline),
+            best_spread: spread(best),
+            set_aside,
+        })
+    }
+
+    /// Over the bound the pairs were added for.
+    pub fn wide(&self) -> bool {
+        self.bound.is_some_and(|b| self.hi_over_lo > b)
+    }
+
+    /// The report's line, when there is something to say: the interval
+    /// stayed wide (and the figures that show why), or pairs were left out.
+    pub fn describe(&self, ja: bool) -> Option<String> {
+        let mut parts = Vec::new();
+        if let (true, Some(b)) = (self.wide(), self.bound) {
+            let noisier = if self.best_spread >= self.baseline_spread {
+                (if ja { "最終" } else { "best" }, self.best_spread)
+            } else {
+                (
+                    if ja { "ベースライン" } else { "baseline" },
+                    self.baseline_spread,
+                )
+            };
+            parts.push(if ja {
+                format!(
+                    "{} ペア計測しても区間の上端は下端の ×{:.2} で、目標の ×{b} に収まりませんでした。ペアごとの比は {:.2} から {:.2} まで散らばり、実行ごとのばらつき（最大−最小を中央値で割った値）はベースライン {:.0}%、最終 {:.0}% で、{}側が大きい",
+                    self.pairs, self.hi_over_lo, self.ratio_min, self.ratio_max,
+                    self.baseline_spread * 100.0, self.best_spread * 100.0, noisier.0
+                )
+            } else {
+                format!(
+                    "wide: after {} pairs its high end is ×{:.2} its low end, over the ×{b} it was measured for; the paired ratios ran from {:.2} to {:.2}, and the runs themselves varied {:.0}% on the baseline's side and {:.0}% on the best's (highest − lowest over the median), most on the {} side: its windows differ from run to run more than the change does",
+                    self.pairs, self.hi_over_lo, self.ratio_min, self.ratio_max,
+                    self.baseline_spread * 100.0, self.best_spread * 100.0, noisier.0
+                )
+            });
+        }
+        if !self.set_aside.is_empty() {
+            let list: Vec<String> = self
+                .set_aside
+                .iter()
+                .map(|a| {
+                    if ja {
+                        a.describe(true, "最終", "ベースライン")
+                    } else {
+                        a.describe(false, "best", "baseline")
+                    }
+                })
+                .collect();
+            parts.push(if ja {
+                format!(
+                    "他のプロセスの負荷が片方の実行だけに重なったため除外したペア: {}",
+                    list.join("、")
+                )
+            } else {
+                format!(
+                    "left out, as one run saw clearly more load from other processes than its partner: {}",
+                    list.join("; ")
+                )
+            });
+        }
+        (!parts.is_empty()).then(|| parts.join(if ja { "。" } else { "; " }))
+    }
+}
+
 pub fn median(xs: &[f64]) -> f64 {
     if xs.is_empty() {
         return f64::NAN;

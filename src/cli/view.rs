@@ -465,6 +465,48 @@ impl Inner {
                 ],
             ),
             Event::Warning { message } => self.paint("33", &format!("{}{message}", w.warning)),
+            Event::MachineBusy {
+                others,
+                cores,
+                limit_s,
+                ..
+            } => self.paint(
+                "33",
+                &fill(
+                    w.machine_busy,
+                    &[
+                        ("others", &format!("{others:.1}")),
+                        ("cores", &format!("{cores:.0}")),
+                        ("limit", &limit_s.to_string()),
+                    ],
+                ),
+            ),
+            Event::MachineWaited {
+                waited_s, quiet, ..
+            } => fill(
+                if *quiet {
+                    w.machine_quiet
+                } else {
+                    w.machine_still_busy
+                },
+                &[("secs", &format!("{waited_s:.0}"))],
+            ),
+            Event::PairSetAside {
+                pair,
+                candidate_others,
+                incumbent_others,
+                ..
+            } => {
+                let c = |o: &Option<f64>| o.map_or("?".into(), |o| format!("{o:.1}"));
+                fill(
+                    w.pair_set_aside,
+                    &[
+                        ("k", &pair.to_string()),
+                        ("c", &c(candidate_others)),
+                        ("i", &c(incumbent_others)),
+                    ],
+                )
+            }
             Event::ReportWritten { path } => fill(w.report, &[("path", path)]),
             Event::Phase { .. }
             | Event::TurnStarted { .. }
@@ -706,6 +748,7 @@ mod tests {
             candidate_samples: vec![],
             incumbent_samples: vec![],
             data_wait_share: None,
+            confirmation: None,
         }
     }
 

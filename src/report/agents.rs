@@ -194,6 +194,7 @@ mod tests {
             candidate_samples: vec![],
             incumbent_samples: vec![],
             data_wait_share: None,
+            confirmation: None,
         }
     }
 
@@ -213,6 +214,7 @@ mod tests {
             final_data_wait_share: None,
             speedup,
             speedup_ci: None,
+            final_interval: None,
             ceiling_sps: None,
             final_share_of_ceiling: None,
             stop_reason: String::new(),

@@ -62,6 +62,13 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
         let _ = write!(speedup, " ({} {})", l.ci, text::interval(Some(ci), 2));
     }
     items.push((l.speedup, speedup));
+    if let Some(why) = r
+        .final_interval
+        .as_ref()
+        .and_then(|f| f.describe(r.language == "ja"))
+    {
+        items.push((l.interval, md_inline(&why)));
+    }
     if let Some(c) = &r.run_command {
         items.push((l.run_from_now_on, md_inline(c)));
     }

@@ -28,6 +28,10 @@ pub struct RunReport {
     /// Headline: best state vs baseline measured interleaved at the end.
     pub speedup: f64,
     pub speedup_ci: Option<[f64; 2]>,
+    /// How the headline's interval was reached: pairs, width against the
+    /// bound, pairs left out for uneven load (absent in older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_interval: Option<crate::bench::stats::FinalInterval>,
     pub ceiling_sps: Option<f64>,
     /// final_sps / ceiling_sps.
     pub final_share_of_ceiling: Option<f64>,

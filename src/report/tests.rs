@@ -28,6 +28,7 @@ fn sample_report() -> RunReport {
         final_data_wait_share: Some(0.081),
         speedup: 3.0161,
         speedup_ci: Some([2.951, 3.104]),
+        final_interval: None,
         ceiling_sps: Some(3000.0),
         final_share_of_ceiling: Some(0.8167),
         stop_reason: "iteration limit (5)".into(),
@@ -52,6 +53,7 @@ fn sample_report() -> RunReport {
                 candidate_samples: vec![1980.0, 1999.95, 2010.0, 2003.1, 1990.2],
                 incumbent_samples: vec![810.0, 812.0, 815.0, 809.0, 813.0],
                 data_wait_share: Some(0.2),
+                confirmation: None,
             },
             TurnRow {
                 turn: 2,
@@ -68,6 +70,7 @@ fn sample_report() -> RunReport {
                 candidate_samples: vec![1990.0, 2010.5, 2030.0],
                 incumbent_samples: vec![1995.0, 2001.0, 2005.0],
                 data_wait_share: Some(0.19),
+                confirmation: None,
             },
             TurnRow {
                 turn: 3,
@@ -84,6 +87,7 @@ fn sample_report() -> RunReport {
                 candidate_samples: vec![],
                 incumbent_samples: vec![],
                 data_wait_share: None,
+                confirmation: None,
             },
             TurnRow {
                 turn: 4,
@@ -100,6 +104,7 @@ fn sample_report() -> RunReport {
                 candidate_samples: vec![],
                 incumbent_samples: vec![2003.0],
                 data_wait_share: None,
+                confirmation: None,
             },
             TurnRow {
                 turn: 5,
@@ -116,6 +121,7 @@ fn sample_report() -> RunReport {
                 candidate_samples: vec![],
                 incumbent_samples: vec![],
                 data_wait_share: None,
+                confirmation: None,
             },
             TurnRow {
                 turn: 6,
@@ -132,6 +138,7 @@ fn sample_report() -> RunReport {
                 candidate_samples: vec![2440.0, 2450.06, 2461.0, f64::NAN],
                 incumbent_samples: vec![2000.0, 2002.0],
                 data_wait_share: Some(0.081),
+                confirmation: None,
             },
         ],
         kept_diff: "--- a/train.py\n+++ b/train.py\n@@ -10,3 +10,3 @@\n     loader = DataLoader(\n-        ds, batch_size=64, num_workers=0,\n+        ds, batch_size=64, num_workers=6,\n     )\n"
@@ -226,6 +233,7 @@ fn bare_report() -> RunReport {
         final_data_wait_share: None,
         speedup: 1.0,
         speedup_ci: None,
+        final_interval: None,
         ceiling_sps: None,
         final_share_of_ceiling: None,
         stop_reason: "baseline: data_wait below 5%".into(),

@@ -175,12 +175,17 @@ fn a_small_data_wait_leads_to_compute_turns_kept_reverted_and_rejected_by_the_lo
     );
     assert_eq!(rows[0].decision, Decision::Kept, "{}", rows[0].reason);
     assert!(
-        rows[0]
-            .reason
-            .ends_with("losses: 5 of 5 steps within 0% of the incumbent's (tolerance 0.10%)"),
+        rows[0].reason.contains(
+            "losses: 5 of 5 steps within 0% of the incumbent's (tolerance 0.10%); \
+             measured again (a compute change): ×1.60 [1.60, 1.60] in 2 pairs, held"
+        ),
         "{}",
         rows[0].reason
     );
+    // A compute change is measured again even on a quiet machine: 2 + 2 pairs.
+    let c = rows[0].confirmation.as_ref().expect("measured again");
+    assert!(c.held && c.why == "a compute change", "{c:?}");
+    assert_eq!(rows[0].runs, 8);
     assert!(changes[1].starts_with("channels_last: "), "{changes:?}");
     assert_eq!(rows[1].decision, Decision::Reverted, "{}", rows[1].reason);
     assert!(changes[2].starts_with("autocast: "), "{changes:?}");

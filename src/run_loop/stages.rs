@@ -9,7 +9,10 @@
 
 use std::path::PathBuf;
 
-use super::{measure_interleaved_by, median_share, send, test_stall, AtPath, LoopError};
+use super::{
+    measure_pairs, median_share, pair_event, send, test_stall, wait_for_quiet, AtPath, LoopError,
+    PairEvent, PairRule,
+};
 use super::{PairFailure, Paired, Session};
 use crate::agent::{AgentReport, TurnContext};
 use crate::bench::limits::ThroughputLimits;
@@ -113,6 +116,10 @@ impl<'a> Session<'a> {
         self.phase("deciding", Some(turn), "");
         let row = decide(row, &one.knob, &paired, &self.baseline_bench, &self.policy);
         let row = numerics_guard(row, &one.knob, &paired, &self.baseline_bench, &self.policy);
+        let row = match confirm_because(&row, &one.knob, &paired, &self.policy) {
+            Some(why) => self.confirm(&start, row, why, &changed.after).await?,
+            None => row,
+        };
         let change = row.change.clone();
         if self.record(&start, row, &paired, changed.after)? {
             self.commit(turn, &change);
@@ -289,6 +296,7 @@ impl<'a> Session<'a> {
             candidate_samples: vec![],
             incumbent_samples: vec![],
             data_wait_share: None,
+            confirmation: None,
         })
     }
 
@@ -323,29 +331,23 @@ impl<'a> Session<'a> {
         let (store, view) = (&mut self.store, &mut self.view);
         // Each run's seconds, end to end: the pace of the time-left estimate.
         let (mut clock, mut secs) = (std::time::Instant::now(), Vec::new());
-        let rule = match crate::agent::cheaper::is_cheaper(change) {
-            true => stats::decide_cheaper,
-            false => stats::decide,
-        };
-        let res = measure_interleaved_by(
+        let rule = PairRule::turn(crate::agent::cheaper::is_cheaper(change), &policy);
+        let res = measure_pairs(
             rule,
             &*bencher,
             &root,
             after,
             &inc,
             &policy,
-            None,
             &interrupt,
-            |role, pair, v| {
-                secs.push(clock.elapsed().as_secs_f64());
-                clock = std::time::Instant::now();
-                let ev = Event::Measured {
-                    turn,
-                    role: role.into(),
-                    pair,
-                    samples_per_sec: v,
-                };
-                send(store, &mut **view, &ev);
+            |e| {
+                if matches!(e, PairEvent::Ran { .. }) {
+                    secs.push(clock.elapsed().as_secs_f64());
+                    clock = std::time::Instant::now();
+                }
+                if let Some(ev) = pair_event(Some(turn), e) {
+                    send(store, &mut **view, &ev);
+                }
             },
         )
         .await;
@@ -355,6 +357,89 @@ impl<'a> Session<'a> {
             Err(f) => f.runs,
         };
         Ok(res)
+    }
+
+    /// Confirm: a kept change measured again against the incumbent, after
+    /// waiting for the machine to quiet down, in fresh interleaved pairs
+    /// under the same rule. Held, the row says so; not held, the change is
+    /// reverted with both comparisons in its reason. A comparison that
+    /// cannot finish leaves the first decision standing, with a warning.
+    pub(super) async fn confirm(
+        &mut self,
+        start: &TurnStart,
+        mut row: TurnRow,
+        why: &'static str,
+        after: &FileSet,
+    ) -> Result<TurnRow, LoopError> {
+        let turn = start.turn;
+        self.phase(
+            "measuring",
+            Some(turn),
+            format!("{}: measured again ({why})", row.change),
+        );
+        let (root, inc) = (self.root.clone(), self.incumbent_files.clone());
+        let (bencher, policy) = (self.bencher.clone(), self.policy.clone());
+        let interrupt = self.interrupt.clone();
+        let (store, view) = (&mut self.store, &mut self.view);
+        let mut on = |e| {
+            if let Some(ev) = pair_event(Some(turn), e) {
+                send(store, &mut **view, &ev);
+            }
+        };
+        let waited = wait_for_quiet(&*bencher, &policy, &interrupt, &mut on).await;
+        let rule = PairRule::turn(crate::agent::cheaper::is_cheaper(&row.change), &policy);
+        let res = measure_pairs(rule, &*bencher, &root, after, &inc, &policy, &interrupt, on).await;
+        let c = match res {
+            Ok(c) => c,
+            Err(f) if matches!(f.error, BenchError::Interrupted) => {
+                return Err(LoopError::Interrupted)
+            }
+            Err(f) => {
+                self.bench_runs += f.runs;
+                row.runs += f.runs;
+                self.emit(Event::Warning {
+                    message: format!(
+                        "turn {turn}: measuring the kept change again failed ({}); the first comparison stands",
+                        f.error.short()
+                    ),
+                });
+                return Ok(row);
+            }
+        };
+        self.bench_runs += c.runs();
+        row.runs += c.runs();
+        let held = c.verdict == stats::Verdict::Keep;
+        let first = row.ratio.unwrap_or(f64::NAN);
+        let again = format!(
+            "×{:.2} [{:.2}, {:.2}] in {} pairs{}",
+            c.ratio.median,
+            c.ratio.ci[0],
+            c.ratio.ci[1],
+            c.ratio.pairs(),
+            if waited > 0.0 {
+                format!(", after waiting {waited:.0} s for the machine")
+            } else {
+                String::new()
+            }
+        );
+        if held {
+            row.reason = format!("{}; measured again ({why}): {again}, held", row.reason);
+        } else {
+            row.decision = Decision::Reverted;
+            row.reason = format!(
+                "not confirmed: kept at ×{first:.2} ({why}), measured again {again}: reverted (first: {})",
+                row.reason
+            );
+        }
+        row.confirmation = Some(Box::new(crate::turn::Confirmation {
+            why: why.into(),
+            ratio: c.ratio.median,
+            ci: c.ratio.ci,
+            pairs: c.ratio.pairs() as u32,
+            held,
+            first_ratio: first,
+        }));
+        Ok(row)
     }
 
     /// A measurement that failed: the incumbent back, and the turn failed
@@ -531,6 +616,31 @@ pub(super) fn decide(
     };
     row.reason = j.reason;
     row
+}
+
+/// Why a kept change is measured again before it stays, if it is: its pairs
+/// saw load from other processes (a load that comes and goes favours one run
+/// of a pair), or it is a compute change (its effects are small beside what
+/// load does to them). `[decision] confirm_kept = false` turns it off.
+pub(super) fn confirm_because(
+    row: &TurnRow,
+    knob: &str,
+    paired: &Paired,
+    policy: &Policy,
+) -> Option<&'static str> {
+    if !row.decision.is_kept() || !policy.decision.confirm_kept {
+        return None;
+    }
+    if paired.saw_load() {
+        Some("kept while other processes took cores")
+    } else if matches!(
+        crate::knob::Knob::parse(knob),
+        Some(crate::knob::Knob::Compute(_))
+    ) {
+        Some("a compute change")
+    } else {
+        None
+    }
 }
 
 /// The numerics guard: a compute change's losses against the reference's

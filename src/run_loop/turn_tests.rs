@@ -900,3 +900,7 @@ fn a_profiled_run_that_cannot_measure_the_command_ends_the_baseline_at_once() {
 
 /// Each stage of a turn on its own.
 mod stages;
+
+/// Pairs that know the machine's load, kept changes measured again, and the
+/// final's interval.
+mod load;

@@ -809,6 +809,7 @@ mod tests {
             candidate_samples: vec![],
             incumbent_samples: vec![],
             data_wait_share: None,
+            confirmation: None,
         }
     }
 

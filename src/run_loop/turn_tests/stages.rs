@@ -91,10 +91,12 @@ fn paired(cand: &[Measurement], inc: &[Measurement]) -> Paired {
         incumbent: inc.to_vec(),
         ratio,
         verdict,
+        set_aside: Vec::new(),
+        waited_s: 0.0,
     }
 }
 
-fn blank_row(change: &str) -> TurnRow {
+pub(super) fn blank_row(change: &str) -> TurnRow {
     TurnRow {
         turn: 1,
         change: change.into(),
@@ -110,6 +112,7 @@ fn blank_row(change: &str) -> TurnRow {
         candidate_samples: vec![],
         incumbent_samples: vec![],
         data_wait_share: None,
+        confirmation: None,
     }
 }
 
