@@ -73,10 +73,13 @@ def measured_s(run):
     total = 0.0
     docs = [read(run / "baseline" / "bench.json"), read(run / "final.json")]
     docs += [read(p) for p in sorted((run / "turns").glob("*/bench.json"))]
-    for doc in docs:
+    while docs:
+        doc = docs.pop()
         if not doc:
             continue
-        for key in ("runs", "candidate", "incumbent", "best", "baseline"):
+        # A kept change measured again keeps its runs under "again".
+        docs.append(doc.get("again"))
+        for key in ("runs", "candidate", "incumbent", "best", "baseline", "set_aside_runs"):
             for m in doc.get(key) or []:
                 if isinstance(m, dict):
                     total += m.get("wall_s") or 0.0

@@ -254,7 +254,7 @@ impl BaselineBench {
 }
 
 /// `turns/NN/bench.json`: candidate and incumbent measured interleaved.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct TurnBench {
     #[serde(default)]
     pub candidate: Vec<Measurement>,
@@ -269,6 +269,29 @@ pub struct TurnBench {
     pub ci: Option<[f64; 2]>,
     #[serde(default)]
     pub verdict: Option<Verdict>,
+    /// The runs of pairs set aside for uneven load (not in the figures).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside_runs: Vec<Measurement>,
+    /// A kept change measured again (`TurnRow::confirmation`): its runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub again: Option<Box<TurnBench>>,
+}
+
+impl TurnBench {
+    /// Every run the turn measured: both sides, the pairs set aside and
+    /// the second comparison's, for the time the turn spent measuring.
+    pub fn all_runs(&self) -> Vec<Measurement> {
+        let mut out = [
+            &self.candidate[..],
+            &self.incumbent[..],
+            &self.set_aside_runs[..],
+        ]
+        .concat();
+        if let Some(a) = &self.again {
+            out.extend(a.all_runs());
+        }
+        out
+    }
 }
 
 /// `final.json`: the best files against the baseline's, interleaved.
@@ -291,6 +314,9 @@ pub struct FinalBench {
     /// (`[decision] final_spread`); absent in older folders (a fixed 3 pairs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spread_bound: Option<f64>,
+    /// The runs of those pairs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside_runs: Vec<Measurement>,
 }
 
 impl FinalBench {

@@ -110,12 +110,16 @@ pub struct Paired {
     pub set_aside: Vec<SetAside>,
     /// Seconds spent waiting for a busy machine to quiet down.
     pub waited_s: f64,
+    /// The runs of the pairs set aside.
+    pub set_aside_runs: Vec<Measurement>,
+    /// A kept change's second comparison (see `stages::confirm`).
+    pub again: Option<Box<Paired>>,
 }
 
 impl Paired {
     /// Bench processes the comparison took, set-aside pairs included.
     pub fn runs(&self) -> u32 {
-        (self.candidate.len() + self.incumbent.len() + 2 * self.set_aside.len()) as u32
+        (self.candidate.len() + self.incumbent.len() + self.set_aside_runs.len()) as u32
     }
     pub fn cand_sps(&self) -> Vec<f64> {
         self.candidate.iter().map(|m| m.samples_per_sec).collect()
@@ -270,6 +274,7 @@ pub async fn measure_pairs(
 ) -> Result<Paired, PairFailure> {
     let d = &policy.decision;
     let (mut cand, mut inc, mut set_aside) = (Vec::new(), Vec::<Measurement>::new(), Vec::new());
+    let mut set_aside_runs = Vec::new();
     let (mut runs, mut waited_s, mut k) = (0, 0.0, 0u32);
     let mut last_busy = false;
     while (cand.len() as u32) < rule.max_pairs {
@@ -325,6 +330,7 @@ pub async fn measure_pairs(
             };
             on(PairEvent::SetAside(aside.clone()));
             set_aside.push(aside);
+            set_aside_runs.extend([i, c]);
             continue;
         }
         let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
@@ -337,6 +343,8 @@ pub async fn measure_pairs(
                 verdict: v,
                 set_aside,
                 waited_s,
+                set_aside_runs,
+                again: None,
             });
         }
     }
@@ -352,7 +360,23 @@ pub async fn measure_pairs(
         verdict: v,
         set_aside,
         waited_s,
+        set_aside_runs,
+        again: None,
     })
+}
+
+/// A paired comparison as a turn's `bench.json` holds it.
+fn turn_bench(p: &Paired) -> TurnBench {
+    TurnBench {
+        candidate: p.candidate.clone(),
+        incumbent: p.incumbent.clone(),
+        ratios: p.ratio.ratios.clone(),
+        median: Some(p.ratio.median),
+        ci: Some(p.ratio.ci),
+        verdict: Some(p.verdict),
+        set_aside_runs: p.set_aside_runs.clone(),
+        again: p.again.as_deref().map(|a| Box::new(turn_bench(a))),
+    }
 }
 
 /// The event the run log and the terminal get for a pair's event: a run of
@@ -1347,14 +1371,7 @@ impl<'a> Session<'a> {
         };
         if let Some(p) = paired {
             folder
-                .write_bench(&TurnBench {
-                    candidate: p.candidate.clone(),
-                    incumbent: p.incumbent.clone(),
-                    ratios: p.ratio.ratios.clone(),
-                    median: Some(p.ratio.median),
-                    ci: Some(p.ratio.ci),
-                    verdict: Some(p.verdict),
-                })
+                .write_bench(&turn_bench(p))
                 .at("cannot write", &tdir.join("bench.json"))?;
         }
         folder
@@ -1477,6 +1494,7 @@ impl<'a> Session<'a> {
                     ci: Some(p.ratio.ci),
                     set_aside: p.set_aside.clone(),
                     spread_bound: Some(policy.decision.final_spread),
+                    set_aside_runs: p.set_aside_runs.clone(),
                 };
                 fin.write(&self.store.dir)
                     .at("cannot write", &FinalBench::path(&self.store.dir))?;

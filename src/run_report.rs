@@ -266,13 +266,16 @@ fn time_spent(
         .turns
         .iter()
         .filter_map(|r| folders.iter().find(|t| t.turn == r.turn)?.bench().ok())
-        .flat_map(|b| [b.candidate, b.incumbent].concat())
+        .flat_map(|b| b.all_runs())
         .collect();
     // The final comparison counts as the report counts it: when it decided.
     let final_runs: Vec<&Measurement> = match &facts.final_bench {
-        Some(f) if f.median.is_some() && !f.best.is_empty() => {
-            f.best.iter().chain(&f.baseline).collect()
-        }
+        Some(f) if f.median.is_some() && !f.best.is_empty() => f
+            .best
+            .iter()
+            .chain(&f.baseline)
+            .chain(&f.set_aside_runs)
+            .collect(),
         _ => Vec::new(),
     };
     let runs = (facts.baseline.runs.iter().chain(&turn_runs)).chain(final_runs);
@@ -754,6 +757,7 @@ mod tests {
                 median: None,
                 ci: None,
                 verdict: None,
+                ..Default::default()
             })
             .unwrap();
         }
@@ -827,6 +831,7 @@ mod tests {
             median: None,
             ci: None,
             verdict: None,
+            ..Default::default()
         })
         .unwrap();
         let mut f = FinalBench::read(d.path()).unwrap();

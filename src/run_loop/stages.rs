@@ -116,9 +116,18 @@ impl<'a> Session<'a> {
         self.phase("deciding", Some(turn), "");
         let row = decide(row, &one.knob, &paired, &self.baseline_bench, &self.policy);
         let row = numerics_guard(row, &one.knob, &paired, &self.baseline_bench, &self.policy);
-        let row = match confirm_because(&row, &one.knob, &paired, &self.policy) {
-            Some(why) => self.confirm(&start, row, why, &changed.after).await?,
-            None => row,
+        let (row, paired) = match confirm_because(&row, &one.knob, &paired, &self.policy) {
+            Some(why) => {
+                let (row, again) = self.confirm(&start, row, why, &changed.after).await?;
+                (
+                    row,
+                    Paired {
+                        again: again.map(Box::new),
+                        ..paired
+                    },
+                )
+            }
+            None => (row, paired),
         };
         let change = row.change.clone();
         if self.record(&start, row, &paired, changed.after)? {
@@ -370,7 +379,7 @@ impl<'a> Session<'a> {
         mut row: TurnRow,
         why: &'static str,
         after: &FileSet,
-    ) -> Result<TurnRow, LoopError> {
+    ) -> Result<(TurnRow, Option<Paired>), LoopError> {
         let turn = start.turn;
         self.phase(
             "measuring",
@@ -403,7 +412,7 @@ impl<'a> Session<'a> {
                         f.error.short()
                     ),
                 });
-                return Ok(row);
+                return Ok((row, None));
             }
         };
         self.bench_runs += c.runs();
@@ -439,7 +448,7 @@ impl<'a> Session<'a> {
             held,
             first_ratio: first,
         }));
-        Ok(row)
+        Ok((row, Some(c)))
     }
 
     /// A measurement that failed: the incumbent back, and the turn failed

@@ -65,6 +65,16 @@ fn a_pair_whose_runs_saw_uneven_load_is_set_aside_and_measured_again() {
     assert_eq!(r.runs, 10, "{}", r.reason);
     assert!(r.reason.contains("measured again"), "{}", r.reason);
     assert_eq!(o.on_disk, 2);
+    // bench.json keeps every run: the set-aside pair's and the second
+    // comparison's, and the report's measured time counts them.
+    let folder = TurnFolder {
+        turn: 1,
+        dir: o.dir.join("turns/01"),
+    };
+    let b = folder.bench().unwrap();
+    assert_eq!(b.set_aside_runs.len(), 2);
+    assert_eq!(b.again.as_ref().unwrap().candidate.len(), 2);
+    assert_eq!(b.all_runs().len() as u32, r.runs);
 }
 
 #[test]
@@ -138,6 +148,8 @@ fn a_compute_change_is_always_measured_again() {
         verdict: Verdict::Keep,
         set_aside: Vec::new(),
         waited_s: 0.0,
+        set_aside_runs: Vec::new(),
+        again: None,
     };
     let p = Policy::default();
     let because =

@@ -93,6 +93,8 @@ fn paired(cand: &[Measurement], inc: &[Measurement]) -> Paired {
         verdict,
         set_aside: Vec::new(),
         waited_s: 0.0,
+        set_aside_runs: Vec::new(),
+        again: None,
     }
 }
 
