@@ -146,6 +146,12 @@ def table():
           "(bench/tuning_cost.py, every run in bench/tuning_cost.jsonl). Measured: the timed "
           "windows of the throughput runs, summed, as a share of the wall time.",
           "",
+          "Binaries: `before` is 3f5ecf5 (main when issue 32 was filed); `after` is the "
+          "build its section names (the demo: the first issue-32 session's, 2026-12-05; the "
+          "bench workloads: f289453, 2026-12-06); `forked` / `fresh` one binary with the fork "
+          "server on and off; `f289453` / `issue33` before and after issue 33's load-aware "
+          "pairs, confirmations and sequential final.",
+          "",
           "| workload | binary | n | wall | processes | measured | turns | speedup "
           "| final / binding limit | stop reason (last run) |",
           "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]

@@ -159,6 +159,7 @@ fn build_run(ws: &Path) -> PathBuf {
         speedup: last / 400.0,
         speedup_ci: Some([8.0, 9.0]),
         final_interval: None,
+        numerics_yardstick: None,
         ceiling_sps: Some(5000.0),
         final_share_of_ceiling: Some(last / 5000.0),
         stop_reason: format!("iteration limit ({TURNS}) reached"),

@@ -40,6 +40,12 @@ pub trait Measure: Send + Sync {
         None
     }
 
+    /// The same measure with torch's intra-op threads pinned to `threads`:
+    /// the numerics guard's calibration run (`numerics::Yardstick`).
+    fn with_threads(&self, _threads: u32) -> Option<Arc<dyn Measure>> {
+        None
+    }
+
     /// Command mode: the user's own command is run, and what it writes while
     /// measured is recorded at the baseline.
     fn runs_command(&self) -> bool {
@@ -128,6 +134,16 @@ impl Measure for Bencher {
             steps,
             ..self.clone()
         }))
+    }
+
+    fn with_threads(&self, threads: u32) -> Option<Arc<dyn Measure>> {
+        // Contract mode runs a command that reports no losses: nothing to calibrate.
+        (self.command.is_none()).then(|| -> Arc<dyn Measure> {
+            Arc::new(Bencher {
+                threads: Some(threads),
+                ..self.clone()
+            })
+        })
     }
 
     fn runs_command(&self) -> bool {

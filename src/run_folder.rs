@@ -215,9 +215,19 @@ pub struct BaselineBench {
     /// gave no table; see `bench::table_unavailable`); absent when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile_unavailable: Option<String>,
+    /// The numerics guard's calibration run: the baseline with another
+    /// thread count ([`crate::numerics::Yardstick`]); absent when the
+    /// compute side is off or the runs record no losses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Measurement>,
 }
 
 impl BaselineBench {
+    /// How far another thread count moves the baseline's losses, step by step.
+    pub fn yardstick(&self) -> Option<crate::numerics::Yardstick> {
+        crate::numerics::Yardstick::of(&self.runs, self.calibration.as_ref()?)
+    }
+
     pub fn path(run_dir: &Path) -> PathBuf {
         run_dir.join("baseline").join("bench.json")
     }
@@ -235,6 +245,7 @@ impl BaselineBench {
     pub fn run_count(&self) -> u32 {
         u32::from(self.profiled.is_some() || self.profile_unavailable.is_some())
             + self.runs.len() as u32
+            + u32::from(self.calibration.is_some())
     }
 
     /// Which parts of the first batches the baseline's own runs (the

@@ -1272,10 +1272,12 @@ impl<'a> Session<'a> {
                 Err(e) => return Err(LoopError::Baseline(e.to_string())),
             }
         }
+        let calibration = self.calibrate(&ms).await?;
         self.baseline_bench = BaselineBench {
             profiled: prof.map(|p| p.measurement),
             runs: ms.clone(),
             profile_unavailable,
+            calibration,
         };
         self.baseline_bench
             .write(&self.store.dir)
@@ -1312,6 +1314,47 @@ impl<'a> Session<'a> {
             });
         }
         Ok(())
+    }
+
+    /// The numerics guard's yardstick: one more baseline run with torch's
+    /// intra-op threads at another count (1, or 2 when the baseline ran on
+    /// one), when compute changes may be tried and the baseline's runs
+    /// recorded losses. A run that fails leaves the guard uncalibrated
+    /// (its plain tolerances), with a warning; it never ends the baseline.
+    async fn calibrate(&mut self, ms: &[Measurement]) -> Result<Option<Measurement>, LoopError> {
+        if self.policy.compute.knobs.is_empty() || !ms.iter().any(|m| !m.losses.is_empty()) {
+            return Ok(None);
+        }
+        let threads = match ms.iter().find_map(|m| m.torch_threads) {
+            Some(t) if t > 1 => 1,
+            _ => 2,
+        };
+        let Some(measure) = self.bencher.with_threads(threads) else {
+            return Ok(None);
+        };
+        self.check_interrupt()?;
+        self.phase(
+            "baseline",
+            None,
+            format!("the numerics guard's yardstick: one run at {threads} thread(s)"),
+        );
+        let clock = Instant::now();
+        let run = measure.measure(Mode::Throughput, &self.interrupt).await;
+        self.bench_runs += 1;
+        self.run_secs.push(clock.elapsed().as_secs_f64());
+        match run {
+            Ok(m) => Ok(Some(m)),
+            Err(BenchError::Interrupted) => Err(LoopError::Interrupted),
+            Err(e) => {
+                self.emit(Event::Warning {
+                    message: format!(
+                        "the numerics guard's calibration run failed ({}); compute changes are held to the plain tolerances",
+                        e.short()
+                    ),
+                });
+                Ok(None)
+            }
+        }
     }
 
     /// A command with fewer training batches than warm-up + `[bench] steps`
@@ -1410,6 +1453,7 @@ impl<'a> Session<'a> {
             least_turn_runs: 2 * d.repeats,
             most_turn_runs: 2 * d.max_repeats,
             final_runs: 2 * d.repeats.max(3),
+            most_final_runs: 2 * d.final_max_pairs.max(3),
             whole_s: whole::ROUNDS as f64 * 2.0 * self.whole_run_s().unwrap_or(0.0),
             wall_left_s: (max_wall > 0)
                 .then(|| max_wall as f64 - self.started.elapsed().as_secs_f64()),

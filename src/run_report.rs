@@ -220,6 +220,7 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
         speedup,
         speedup_ci,
         final_interval,
+        numerics_yardstick: facts.baseline.yardstick(),
         ceiling_sps: ceiling,
         final_share_of_ceiling: ceiling.filter(|c| *c > 0.0).map(|c| final_sps / c),
         stop_reason,

@@ -55,6 +55,9 @@ pub struct Labels {
     pub ci: &'static str,
     /// The headline interval's line (when it stayed wide or pairs were left out).
     pub interval: &'static str,
+    /// The numerics guard's yardstick line; `{y}` and `{k}` are replaced.
+    pub numerics_yardstick: &'static str,
+    pub numerics_yardstick_text: &'static str,
     pub ceiling: &'static str,
     /// What the cores the job may use can feed: usable cores / CPU per sample.
     pub cpu_limit: &'static str,
@@ -198,6 +201,8 @@ pub const EN: Labels = Labels {
     speedup: "Speedup",
     ci: "CI",
     interval: "Interval",
+    numerics_yardstick: "Numerics yardstick",
+    numerics_yardstick_text: "{y} (the baseline run once more); a compute change's losses after step 1 may differ by up to {k}× that",
     ceiling: "Ceiling",
     cpu_limit: "CPU limit",
     cpu_limit_how: "{cores} ÷ {cost} of CPU per sample",
@@ -299,6 +304,8 @@ pub const JA: Labels = Labels {
     speedup: "高速化",
     ci: "信頼区間",
     interval: "区間について",
+    numerics_yardstick: "数値の物差し",
+    numerics_yardstick_text: "{y}（ベースラインをもう 1 回実行）。計算側の変更の 2 ステップ目以降の損失は、その {k} 倍まで許容",
     ceiling: "上限 (ceiling)",
     cpu_limit: "CPU の上限 (CPU limit)",
     cpu_limit_how: "{cores} ÷ 1 サンプルあたりの CPU 時間 {cost}",

@@ -144,6 +144,7 @@ fn report(ws: &Path) -> RunReport {
         speedup: 2.4512,
         speedup_ci: Some([2.39, 2.51]),
         final_interval: None,
+        numerics_yardstick: None,
         ceiling_sps: Some(3000.0),
         final_share_of_ceiling: Some(1999.5 / 3000.0),
         stop_reason: "iteration limit (5) reached".into(),

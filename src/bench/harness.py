@@ -266,6 +266,27 @@ def batch_bytes_of(batch, torch):
 # Shared by managed mode (below) and command mode (tuneloop_instrument).
 
 
+def pin_threads(torch):
+    """``TUNELOOP_THREADS=N`` (the numerics guard's calibration run): torch's
+    intra-op threads set to N, and the script's own ``torch.set_num_threads``
+    calls ignored, so the run is the baseline with another summation order
+    and nothing else changed. Without the variable, nothing happens."""
+    n = os.environ.get("TUNELOOP_THREADS")
+    if not n or getattr(torch, "_tl_threads_pinned", False):
+        return
+    torch.set_num_threads(int(n))
+    torch.set_num_threads = lambda *_a, **_k: None
+    torch._tl_threads_pinned = True
+
+
+def torch_threads(torch):
+    """torch's intra-op threads now (``None`` when torch cannot say)."""
+    try:
+        return int(torch.get_num_threads())
+    except Exception:
+        return None
+
+
 def seed_all(torch=None):
     """Seeds Python's ``random``, numpy's global generator (when numpy is
     already imported: never imported here) and, given torch, torch's: a
@@ -741,6 +762,7 @@ def main():
              "in tuneloop.toml (or TUNELOOP_PYTHON) at the interpreter your training uses")
 
     t_torch = time.perf_counter()
+    pin_threads(torch)
     dist_env = Distributed.from_env(torch)
     losses = Losses()
     watch_losses(torch, losses)
@@ -952,6 +974,7 @@ def main():
         "fingerprint_batches": identity.batches,
         "data_identity": data_identity,
         "losses": losses.values,
+        "torch_threads": torch_threads(torch),
         "ceiling_sps": ceiling_sps,
         "loader": loader_settings(job.loader),
         "world_size": dist_env.world if dist_env is not None else 1,

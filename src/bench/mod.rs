@@ -131,6 +131,9 @@ pub struct Measurement {
     /// guard of compute turns compares ([`crate::numerics`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub losses: Vec<Option<f64>>,
+    /// torch's intra-op threads at the end of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_threads: Option<u32>,
     #[serde(default)]
     pub ceiling_sps: Option<f64>,
     /// The DataLoader's settings as the harness saw them.
@@ -356,6 +359,9 @@ pub struct Bencher {
     /// start from (off by default; [`Bencher::new`] follows `[bench]
     /// fork_server`).
     pub fork: fork::ForkServer,
+    /// The numerics guard's calibration run: torch's intra-op threads pinned
+    /// to this count (`TUNELOOP_THREADS`, see the harness's `pin_threads`).
+    pub threads: Option<u32>,
 }
 
 impl Bencher {
@@ -390,6 +396,7 @@ impl Bencher {
                     && (b.entry.is_some() || b.run.is_some())
                     && b.launcher.is_none(),
             ),
+            threads: None,
         };
         if bencher.entry.is_some() || bencher.run.is_some() {
             std::fs::create_dir_all(harness_dir)?;
@@ -476,6 +483,9 @@ impl Bencher {
         // the first batches can reproduce (see `identity`).
         if std::env::var_os("PYTHONHASHSEED").is_none() {
             env.insert("PYTHONHASHSEED".into(), "0".into());
+        }
+        if let Some(n) = self.threads {
+            env.insert("TUNELOOP_THREADS".into(), n.to_string());
         }
         if let Some(words) = self.command_words() {
             return command::spec(self, &words, mode, env);
@@ -825,9 +835,12 @@ mod tests {
             command_length: Default::default(),
             fork: Default::default(),
             run_file: None,
+            threads: Some(1),
         };
         let pinned = std::env::var("PYTHONHASHSEED").ok();
         let env = b.spec(Mode::Throughput).env;
+        // A calibration run pins torch's threads.
+        assert_eq!(env.get("TUNELOOP_THREADS").map(String::as_str), Some("1"));
         match pinned {
             None => assert_eq!(env.get("PYTHONHASHSEED").map(String::as_str), Some("0")),
             // The user's own seed is inherited, not overridden.

@@ -142,8 +142,10 @@ pub struct Pace<'a> {
     pub least_turn_runs: u32,
     /// The most runs one turn can take (`2 × [decision] max_repeats`).
     pub most_turn_runs: u32,
-    /// The final comparison's runs (best vs baseline, in pairs).
+    /// The final comparison's runs (best vs baseline, in pairs): at the
+    /// least it takes, and at the most (`2 × [decision] final_max_pairs`).
     pub final_runs: u32,
+    pub most_final_runs: u32,
     /// Command mode: the whole-command rounds' seconds, all of them.
     pub whole_s: f64,
     /// `[loop] max_wall_s` less the time spent, when a wall limit is set:
@@ -202,8 +204,9 @@ pub fn time_left(p: &Pace) -> Option<TimeLeft> {
         None => s,
     };
     let tail = p.final_runs as f64 * per_run + p.whole_s.max(0.0);
+    let most_tail = p.most_final_runs.max(p.final_runs) as f64 * per_run + p.whole_s.max(0.0);
     let about = cap(turns * (typical_runs * per_run + agent_typical)) + tail;
-    let most = cap(turns * turn_most) + tail;
+    let most = cap(turns * turn_most) + most_tail;
     Some(TimeLeft {
         about_s: about,
         at_most_s: most.max(about),
@@ -293,6 +296,7 @@ mod tests {
             least_turn_runs: 4,
             most_turn_runs: 16,
             final_runs: 6,
+            most_final_runs: 6,
             whole_s: 0.0,
             wall_left_s: None,
         }
@@ -308,6 +312,12 @@ mod tests {
         assert_eq!(t.about_s, 4.0 * 8.0 * 5.0 + 30.0);
         // At most: every turn to max_repeats (16 runs).
         assert_eq!(t.at_most_s, 4.0 * 16.0 * 5.0 + 30.0);
+        // A final that may add pairs up to 10 (20 runs) counts them at most.
+        let mut p = pace(&[4.0, 5.0, 30.0, 5.0, 6.0], &[6, 8, 12]);
+        p.most_final_runs = 20;
+        let t = time_left(&p).unwrap();
+        assert_eq!(t.about_s, 4.0 * 8.0 * 5.0 + 30.0);
+        assert_eq!(t.at_most_s, 4.0 * 16.0 * 5.0 + 100.0);
     }
 
     #[test]

@@ -215,6 +215,7 @@ mod tests {
             speedup,
             speedup_ci: None,
             final_interval: None,
+            numerics_yardstick: None,
             ceiling_sps: None,
             final_share_of_ceiling: None,
             stop_reason: String::new(),

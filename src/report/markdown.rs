@@ -69,6 +69,16 @@ pub(crate) fn headline_items(r: &RunReport, l: &Labels) -> Vec<(&'static str, St
     {
         items.push((l.interval, md_inline(&why)));
     }
+    if let Some(y) = &r.numerics_yardstick {
+        items.push((
+            l.numerics_yardstick,
+            md_inline(
+                &l.numerics_yardstick_text
+                    .replace("{y}", &y.describe())
+                    .replace("{k}", &crate::numerics::YARDSTICK_FACTOR.to_string()),
+            ),
+        ));
+    }
     if let Some(c) = &r.run_command {
         items.push((l.run_from_now_on, md_inline(c)));
     }

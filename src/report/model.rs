@@ -32,6 +32,10 @@ pub struct RunReport {
     /// bound, pairs left out for uneven load (absent in older reports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_interval: Option<crate::bench::stats::FinalInterval>,
+    /// How far another thread count moved the baseline's losses: what the
+    /// numerics guard held later steps of compute changes to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numerics_yardstick: Option<crate::numerics::Yardstick>,
     pub ceiling_sps: Option<f64>,
     /// final_sps / ceiling_sps.
     pub final_share_of_ceiling: Option<f64>,

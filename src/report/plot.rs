@@ -508,6 +508,7 @@ mod tests {
             speedup: kept_after / baseline,
             speedup_ci: None,
             final_interval: None,
+            numerics_yardstick: None,
             ceiling_sps: ceiling,
             final_share_of_ceiling: None,
             stop_reason: String::new(),

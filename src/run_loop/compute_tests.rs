@@ -24,6 +24,9 @@ struct ByText {
     texts: Arc<Mutex<Vec<String>>>,
     /// Every run's figures but its speed and losses.
     shape: Measurement,
+    /// The calibration run's thread count (`with_threads`): its losses move
+    /// 0.1% more each step, as another summation order would.
+    threads: Option<u32>,
 }
 
 /// A compute-bound job: data_wait 2% of the step, no loader settings read.
@@ -42,9 +45,18 @@ impl ByText {
         let text = std::fs::read_to_string(self.root.join("train.py")).unwrap();
         let (sps, scale) = (self.figures)(&text);
         self.texts.lock().unwrap().push(text);
+        let drift = |k: usize| match self.threads {
+            Some(_) => 1.0 + 0.001 * k as f64,
+            None => 1.0,
+        };
         Ok(Measurement {
             samples_per_sec: sps,
-            losses: LOSSES.iter().map(|v| Some(v * scale)).collect(),
+            losses: LOSSES
+                .iter()
+                .enumerate()
+                .map(|(k, v)| Some(v * scale * drift(k)))
+                .collect(),
+            torch_threads: self.threads.or(Some(2)),
             ..self.shape.clone()
         })
     }
@@ -63,6 +75,16 @@ impl Measure for ByText {
             no_table: None,
         });
         Box::pin(async move { r })
+    }
+
+    fn with_threads(&self, threads: u32) -> Option<Arc<dyn Measure>> {
+        Some(Arc::new(ByText {
+            root: self.root.clone(),
+            figures: self.figures.clone(),
+            texts: self.texts.clone(),
+            shape: self.shape.clone(),
+            threads: Some(threads),
+        }))
     }
 }
 
@@ -133,6 +155,7 @@ fn session_shaped(
         figures: Arc::new(figures),
         texts: Arc::new(Mutex::new(Vec::new())),
         shape,
+        threads: None,
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -197,6 +220,16 @@ fn a_small_data_wait_leads_to_compute_turns_kept_reverted_and_rejected_by_the_lo
             ),
         "{}",
         rows[2].reason
+    );
+    // The baseline ran once more at 1 thread (it ran at 2): the yardstick,
+    // in the report and its Markdown.
+    let y = o.report.numerics_yardstick.as_ref().expect("a yardstick");
+    assert_eq!((y.threads, y.baseline_threads), (1, Some(2)));
+    assert!((y.apart[4] - 0.004).abs() < 1e-9, "{y:?}");
+    let md = crate::report::render_markdown(&o.report);
+    assert!(
+        md.contains("**Numerics yardstick:** another thread count (2 → 1) moves the losses 0%"),
+        "{md}"
     );
     // Kept byte for byte: only the thread count changed; the rest restored.
     assert_eq!(

@@ -665,12 +665,13 @@ pub(super) fn numerics_guard(
     let Some(crate::knob::Knob::Compute(k)) = crate::knob::Knob::parse(knob) else {
         return row;
     };
-    let check = crate::numerics::check(
+    let check = crate::numerics::check_with(
         k,
         &paired.incumbent,
         &baseline.runs,
         &paired.candidate,
         &policy.compute,
+        baseline.yardstick().as_ref(),
     );
     row.reason = if check.ok {
         format!("{}; {}", row.reason, check.summary)

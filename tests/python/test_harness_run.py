@@ -256,3 +256,34 @@ def test_reports_where_the_time_around_the_window_went(run_harness, managed_proj
     # the window fit in the call.
     inside = sum(v for k, v in p.items() if k != "before_main") + r["wall_s"]
     assert inside <= elapsed
+
+
+def test_a_calibration_run_pins_torchs_threads_whatever_the_script_sets(
+    run_harness, managed_project, torch, monkeypatch
+):
+    # The numerics guard's yardstick: TUNELOOP_THREADS=1 is the baseline with
+    # one thread though the project asks for two, at import and in build().
+    body = """\
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.set_num_threads(2)
+
+    def build():
+        torch.set_num_threads(2)
+        ds = TensorDataset(torch.zeros(16, 2), torch.zeros(16))
+        return {"loader": DataLoader(ds, batch_size=2), "step": lambda b: None}
+    """
+    set_threads, threads = torch.set_num_threads, torch.get_num_threads()
+    # What the pinned run replaces in this process is put back after the test.
+    monkeypatch.setattr(torch, "set_num_threads", set_threads)
+    monkeypatch.setattr(torch, "_tl_threads_pinned", False, raising=False)
+    monkeypatch.delenv("TUNELOOP_THREADS", raising=False)
+    try:
+        plain = run_harness(managed_project("plain", body=body), STEPS, "2", WARMUP, "1")
+        assert plain.result["torch_threads"] == 2, plain.stdout
+        monkeypatch.setenv("TUNELOOP_THREADS", "1")
+        pinned = run_harness(managed_project("pinned", body=body), STEPS, "2", WARMUP, "1")
+        assert pinned.result["torch_threads"] == 1, pinned.stdout
+    finally:
+        set_threads(threads)

@@ -396,3 +396,12 @@ def test_window_by_time_within_the_known_command_batches(command):
     r = c.result
     assert r["window_stretches"] == 5  # 2 + 15 timed + 1 = 18 <= 20; one more is 21
     assert r["steps"] == 15
+
+
+def test_a_calibration_run_pins_torchs_threads(command, timed):
+    # TUNELOOP_THREADS (the numerics guard's yardstick run): the command runs
+    # with torch's intra-op threads at that count, and says so.
+    pinned = command("pinned", steps=3, warmup=1, env={**env(n=12), "TUNELOOP_THREADS": "1"})
+    assert pinned.rc == 0, pinned.stderr
+    assert pinned.result["torch_threads"] == 1
+    assert isinstance(timed.result["torch_threads"], int)

@@ -463,6 +463,7 @@ class Recorder:
             "fingerprint_batches": tr.identity.batches,
             "data_identity": data_identity,
             "losses": LOSSES.values,
+            "torch_threads": H.torch_threads(REC.torch) if REC.torch else None,
             "ceiling_sps": None,
             "loader": H.loader_settings(tr.loader),
             "call_site": tr.site or tr.origin,
@@ -773,9 +774,15 @@ class _Finder:
 
     TARGET = "torch.utils.data.dataloader"
     NUMPY = "numpy"
+    # torch itself, for a calibration run's threads: pinned once its import
+    # is complete (torch documents its functions late in the import, so a
+    # replaced set_num_threads must wait for that).
+    TORCH = "torch"
 
     def find_spec(self, name, path=None, target=None):
-        if name != self.TARGET and name != self.NUMPY:
+        if name not in (self.TARGET, self.NUMPY) and not (
+            name == self.TORCH and os.environ.get("TUNELOOP_THREADS")
+        ):
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -783,7 +790,7 @@ class _Finder:
             spec = finder.find_spec(name, path, target)
             if spec is not None:
                 if spec.loader is not None:
-                    after = H.seed_numpy if name == self.NUMPY else _patch
+                    after = {self.NUMPY: H.seed_numpy, self.TORCH: H.pin_threads}.get(name, _patch)
                     spec.loader = _PatchAfterImport(spec.loader, after)
                 return spec
         return None
@@ -800,6 +807,9 @@ def arm():
         pass
     atexit.register(REC.at_exit)
     _seed_at_start()
+    # Forked from the fork server, torch is imported already.
+    if sys.modules.get("torch") is not None and os.environ.get("TUNELOOP_THREADS"):
+        H.pin_threads(sys.modules["torch"])
     mod = sys.modules.get(_Finder.TARGET)
     if mod is not None:
         _patch(mod)

@@ -148,9 +148,10 @@ fn the_snapshot_stage_saves_the_incumbent_and_the_project_before_the_agent() {
     assert!(left.run_s > 0.0, "{left:?}");
     assert_eq!(left.turns_left, 1, "--iterations 1, none done");
     // One turn at the rule's least (2 × repeats 2) and the final's 6 runs;
-    // at most the turn at 2 × max_repeats 8.
+    // at most the turn at 2 × max_repeats 8 and the final at 2 ×
+    // final_max_pairs 10.
     let runs = |s: f64| (s / left.run_s).round();
-    assert_eq!((runs(left.about_s), runs(left.at_most_s)), (10.0, 22.0));
+    assert_eq!((runs(left.about_s), runs(left.at_most_s)), (10.0, 36.0));
 }
 
 // ---------------------------------------------------------------- propose
@@ -529,6 +530,54 @@ fn the_numerics_guard_rejects_a_compute_change_whose_losses_moved() {
         &policy,
     );
     assert_eq!(row, kept);
+}
+
+fn stepped(sps: f64, by: &[f64], threads: Option<u32>) -> Measurement {
+    Measurement {
+        losses: [6.77, 6.70, 6.60, 6.50, 6.40]
+            .iter()
+            .zip(by)
+            .map(|(v, d)| Some(v * (1.0 + d)))
+            .collect(),
+        torch_threads: threads,
+        ..m(sps, 0.02, None)
+    }
+}
+
+#[test]
+fn the_numerics_guard_holds_later_steps_to_the_baselines_yardstick() {
+    let policy = Policy::default();
+    let flat = [0.0; 5];
+    // Another thread count moved the baseline's losses up to 1% by step 5.
+    let base = BaselineBench {
+        runs: vec![stepped(100.0, &flat, Some(2))],
+        calibration: Some(stepped(90.0, &[0.0, 5e-4, 0.003, 0.008, 0.01], Some(1))),
+        ..Default::default()
+    };
+    let kept = TurnRow {
+        decision: Decision::Kept,
+        reason: "faster".into(),
+        ..blank_row("channels_last: on")
+    };
+    let knob = ComputeKnob::ChannelsLast.name();
+    let inc = stepped(100.0, &flat, Some(2));
+    // channels_last on the ImageNet script: step 1 equal, 3.95% by step 5.
+    let cl = stepped(130.0, &[0.0, 0.0013, 0.009, 0.02, 0.0395], Some(2));
+    let p = paired(&[cl], &[inc]);
+    let row = stages::numerics_guard(kept.clone(), knob, &p, &base, &policy);
+    assert_eq!(row.decision, Decision::Kept, "{}", row.reason);
+    assert!(
+        row.reason.contains("later steps within 3.95%"),
+        "{}",
+        row.reason
+    );
+    // Without the calibration run the same losses are rejected.
+    let plain = BaselineBench {
+        calibration: None,
+        ..base
+    };
+    let row = stages::numerics_guard(kept, knob, &p, &plain, &policy);
+    assert_eq!(row.decision, Decision::Rejected, "{}", row.reason);
 }
 
 // ---------------------------------------------------------------- record and commit
