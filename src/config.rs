@@ -335,6 +335,10 @@ pub struct DecisionPolicy {
     /// more), wait up to this many seconds for it to quiet down before the
     /// next pair; 0: never wait.
     pub busy_wait_s: u64,
+    /// Pairs of one comparison that may be set aside for uneven load (one
+    /// run saw clearly more of other processes than its partner) and
+    /// measured again; past that they are used as they are. 0: never.
+    pub max_set_aside: u32,
     /// Measure a kept change again before it stays when it is a compute
     /// change or its pairs saw load from other processes.
     pub confirm_kept: bool,
@@ -358,6 +362,7 @@ impl Default for DecisionPolicy {
             stop_when_ceiling_share_above: 0.95,
             baseline_runs: 3,
             busy_wait_s: 60,
+            max_set_aside: 4,
             confirm_kept: true,
             final_spread: 1.5,
             final_max_pairs: 10,

@@ -257,7 +257,7 @@ pub async fn measure_interleaved(
 /// Candidate and incumbent, interleaved, under `rule`. A pair whose two runs
 /// saw clearly different loads from other processes (`bench::load::uneven`)
 /// is set aside and another measured in its place, up to `[decision]
-/// max_repeats` such pairs (past that they are used as they are). After a
+/// max_set_aside` such pairs (past that they are used as they are). After a
 /// run on a busy machine the next pair waits, up to `[decision] busy_wait_s`,
 /// for the load to fall under a quarter of the job's cores. A pair at the
 /// rule's cap still undecided is a revert (not proven faster).
@@ -319,7 +319,8 @@ pub async fn measure_pairs(
             cand.last().expect("measured"),
             inc.last().expect("measured"),
         );
-        if crate::bench::load::uneven(c, i).is_some() && set_aside.len() < d.max_repeats as usize {
+        if crate::bench::load::uneven(c, i).is_some() && set_aside.len() < d.max_set_aside as usize
+        {
             let (c, i) = (cand.pop().expect("measured"), inc.pop().expect("measured"));
             let aside = SetAside {
                 pair: k,
@@ -533,6 +534,8 @@ pub struct Session<'a> {
     agent_ms: u64,
     /// Continues an interrupted run: the baseline is already measured.
     resumed: bool,
+    /// The numerics guard's calibration run was tried (`calibrate_once`).
+    calibration_tried: bool,
     /// `--git-commits`: each kept change becomes a commit on this branch.
     git_branch: Option<String>,
     _lock: Lock,
@@ -645,6 +648,7 @@ pub fn prepare<'a>(
         cost: 0.0,
         agent_ms: 0,
         resumed: false,
+        calibration_tried: false,
         git_branch,
         _lock: lock,
     })
@@ -746,6 +750,7 @@ pub fn resume<'a>(
         // Found again from the rows by the stop rule, before the next turn.
         streak: None,
         resumed: true,
+        calibration_tried: false,
         git_branch,
         _lock: lock,
     })
@@ -1272,12 +1277,11 @@ impl<'a> Session<'a> {
                 Err(e) => return Err(LoopError::Baseline(e.to_string())),
             }
         }
-        let calibration = self.calibrate(&ms).await?;
         self.baseline_bench = BaselineBench {
             profiled: prof.map(|p| p.measurement),
             runs: ms.clone(),
             profile_unavailable,
-            calibration,
+            calibration: None,
         };
         self.baseline_bench
             .write(&self.store.dir)
@@ -1316,45 +1320,60 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// The numerics guard's yardstick: one more baseline run with torch's
-    /// intra-op threads at another count (1, or 2 when the baseline ran on
-    /// one), when compute changes may be tried and the baseline's runs
-    /// recorded losses. A run that fails leaves the guard uncalibrated
-    /// (its plain tolerances), with a warning; it never ends the baseline.
-    async fn calibrate(&mut self, ms: &[Measurement]) -> Result<Option<Measurement>, LoopError> {
-        if self.policy.compute.knobs.is_empty() || !ms.iter().any(|m| !m.losses.is_empty()) {
-            return Ok(None);
+    /// The numerics guard's yardstick, before the first compute change is
+    /// judged (a run that never tries one never pays for it): one more run
+    /// of the baseline's files with torch's intra-op threads at another
+    /// count (1, or 2 when the baseline ran on one), when the baseline's
+    /// runs recorded losses. Kept in `baseline/bench.json`; the caller puts
+    /// the turn's files back (the record stage does). A run that fails
+    /// leaves the guard uncalibrated (its plain tolerances), with a warning.
+    pub(super) async fn calibrate_once(&mut self, turn: u32) -> Result<(), LoopError> {
+        if self.calibration_tried || self.baseline_bench.calibration.is_some() {
+            return Ok(());
+        }
+        self.calibration_tried = true;
+        let ms = self.baseline_bench.runs.clone();
+        if !ms.iter().any(|m| !m.losses.is_empty()) {
+            return Ok(());
         }
         let threads = match ms.iter().find_map(|m| m.torch_threads) {
             Some(t) if t > 1 => 1,
             _ => 2,
         };
         let Some(measure) = self.bencher.with_threads(threads) else {
-            return Ok(None);
+            return Ok(());
         };
         self.check_interrupt()?;
+        self.baseline_files
+            .apply(&self.root)
+            .at("cannot put the baseline's files in", &self.root)?;
         self.phase(
-            "baseline",
-            None,
-            format!("the numerics guard's yardstick: one run at {threads} thread(s)"),
+            "measuring",
+            Some(turn),
+            format!(
+                "the numerics guard's yardstick: the baseline once more at {threads} thread(s)"
+            ),
         );
         let clock = Instant::now();
         let run = measure.measure(Mode::Throughput, &self.interrupt).await;
         self.bench_runs += 1;
         self.run_secs.push(clock.elapsed().as_secs_f64());
         match run {
-            Ok(m) => Ok(Some(m)),
-            Err(BenchError::Interrupted) => Err(LoopError::Interrupted),
-            Err(e) => {
-                self.emit(Event::Warning {
-                    message: format!(
-                        "the numerics guard's calibration run failed ({}); compute changes are held to the plain tolerances",
-                        e.short()
-                    ),
-                });
-                Ok(None)
+            Ok(m) => {
+                self.baseline_bench.calibration = Some(m);
+                self.baseline_bench
+                    .write(&self.store.dir)
+                    .at("cannot write", &BaselineBench::path(&self.store.dir))?;
             }
+            Err(BenchError::Interrupted) => return Err(LoopError::Interrupted),
+            Err(e) => self.emit(Event::Warning {
+                message: format!(
+                    "the numerics guard's calibration run failed ({}); compute changes are held to the plain tolerances",
+                    e.short()
+                ),
+            }),
         }
+        Ok(())
     }
 
     /// A command with fewer training batches than warm-up + `[bench] steps`

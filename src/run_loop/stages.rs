@@ -113,6 +113,12 @@ impl<'a> Session<'a> {
             Ok(paired) => paired,
             Err(failed) => return self.measure_failed(&start, row, failed).map(|_| None),
         };
+        if matches!(
+            crate::knob::Knob::parse(&one.knob),
+            Some(crate::knob::Knob::Compute(_))
+        ) {
+            self.calibrate_once(turn).await?;
+        }
         self.phase("deciding", Some(turn), "");
         let row = decide(row, &one.knob, &paired, &self.baseline_bench, &self.policy);
         let row = numerics_guard(row, &one.knob, &paired, &self.baseline_bench, &self.policy);

@@ -176,8 +176,11 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A small policy for tests: few runs per decision.
-pub const FAST_POLICY: &str = "[agent]\nbackend = \"builtin\"\n\n[loop]\nmax_iterations = 1\n\n[decision]\nrepeats = 2\nmax_repeats = 4\nbaseline_runs = 1\n";
+/// A small policy for tests: few runs per decision, the final at its 3
+/// pairs, and the machine's load left out of the decisions (a test's runs
+/// share the box with the suite; the load rules have their own tests in
+/// `run_loop`).
+pub const FAST_POLICY: &str = "[agent]\nbackend = \"builtin\"\n\n[loop]\nmax_iterations = 1\n\n[decision]\nrepeats = 2\nmax_repeats = 4\nbaseline_runs = 1\nfinal_max_pairs = 3\nbusy_wait_s = 0\nmax_set_aside = 0\n";
 
 /// A training job whose items wait on (simulated) storage: more workers pay.
 pub const IO_BOUND_TRAIN: &str = r#"import time

@@ -78,6 +78,29 @@ fn a_pair_whose_runs_saw_uneven_load_is_set_aside_and_measured_again() {
 }
 
 #[test]
+fn max_set_aside_zero_uses_an_uneven_pair_as_it_is() {
+    let mut setup = Setup::new(0, &[2]);
+    setup.policy.decision.max_set_aside = 0;
+    let o = session(setup, |nw, k, _| {
+        Ok(match (nw, k) {
+            (2, 0) => loaded(140.0, 1.0),
+            (2, _) => loaded(150.0, 0.0),
+            _ => loaded(100.0, 0.0),
+        })
+    });
+    let r = o.row(1);
+    assert!(
+        r.candidate_samples.contains(&140.0),
+        "{:?}",
+        r.candidate_samples
+    );
+    assert!(!o
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::PairSetAside { .. })));
+}
+
+#[test]
 fn a_change_kept_while_others_took_cores_that_does_not_hold_again_is_reverted() {
     // While a steady load ran (both runs of each pair busy alike, so no pair
     // is uneven), the candidate measured ×1.5; measured again on the quiet
