@@ -339,9 +339,11 @@ pub struct DecisionPolicy {
     /// run saw clearly more of other processes than its partner) and
     /// measured again; past that they are used as they are. 0: never.
     pub max_set_aside: u32,
-    /// Measure a kept change again before it stays when it is a compute
-    /// change or its pairs saw load from other processes.
+    /// Measure a change kept while other processes took cores again (after
+    /// waiting for a quiet machine) before it stays.
     pub confirm_kept: bool,
+    /// Measure every kept compute change again before it stays.
+    pub confirm_compute: bool,
     /// The final comparison adds pairs until its interval's high end is
     /// within this factor of its low end...
     pub final_spread: f64,
@@ -364,6 +366,7 @@ impl Default for DecisionPolicy {
             busy_wait_s: 60,
             max_set_aside: 4,
             confirm_kept: true,
+            confirm_compute: true,
             final_spread: 1.5,
             final_max_pairs: 10,
         }

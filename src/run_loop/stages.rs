@@ -635,23 +635,26 @@ pub(super) fn decide(
 
 /// Why a kept change is measured again before it stays, if it is: its pairs
 /// saw load from other processes (a load that comes and goes favours one run
-/// of a pair), or it is a compute change (its effects are small beside what
-/// load does to them). `[decision] confirm_kept = false` turns it off.
+/// of a pair; `[decision] confirm_kept`), or it is a compute change (its
+/// effects are small beside what load does to them; `confirm_compute`).
 pub(super) fn confirm_because(
     row: &TurnRow,
     knob: &str,
     paired: &Paired,
     policy: &Policy,
 ) -> Option<&'static str> {
-    if !row.decision.is_kept() || !policy.decision.confirm_kept {
+    if !row.decision.is_kept() {
         return None;
     }
-    if paired.saw_load() {
+    let d = &policy.decision;
+    if d.confirm_kept && paired.saw_load() {
         Some("kept while other processes took cores")
-    } else if matches!(
-        crate::knob::Knob::parse(knob),
-        Some(crate::knob::Knob::Compute(_))
-    ) {
+    } else if d.confirm_compute
+        && matches!(
+            crate::knob::Knob::parse(knob),
+            Some(crate::knob::Knob::Compute(_))
+        )
+    {
         Some("a compute change")
     } else {
         None

@@ -180,7 +180,7 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// pairs, and the machine's load left out of the decisions (a test's runs
 /// share the box with the suite; the load rules have their own tests in
 /// `run_loop`).
-pub const FAST_POLICY: &str = "[agent]\nbackend = \"builtin\"\n\n[loop]\nmax_iterations = 1\n\n[decision]\nrepeats = 2\nmax_repeats = 4\nbaseline_runs = 1\nfinal_max_pairs = 3\nbusy_wait_s = 0\nmax_set_aside = 0\n";
+pub const FAST_POLICY: &str = "[agent]\nbackend = \"builtin\"\n\n[loop]\nmax_iterations = 1\n\n[decision]\nrepeats = 2\nmax_repeats = 4\nbaseline_runs = 1\nfinal_max_pairs = 3\nbusy_wait_s = 0\nmax_set_aside = 0\nconfirm_kept = false\n";
 
 /// A training job whose items wait on (simulated) storage: more workers pay.
 pub const IO_BOUND_TRAIN: &str = r#"import time

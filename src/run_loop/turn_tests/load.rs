@@ -187,6 +187,25 @@ fn a_compute_change_is_always_measured_again() {
         Some("kept while other processes took cores")
     );
     assert_eq!(because("foreach_optimizer", Decision::Reverted, 0.8), None);
+    // Each trigger has its own key.
+    let k = |o, compute: bool, kept: bool| {
+        let mut q = Policy::default();
+        q.decision.confirm_compute = compute;
+        q.decision.confirm_kept = kept;
+        crate::run_loop::stages::confirm_because(
+            &row(Decision::Kept),
+            "foreach_optimizer",
+            &paired(o),
+            &q,
+        )
+    };
+    assert_eq!(k(0.0, false, true), None);
+    assert_eq!(
+        k(0.8, false, true),
+        Some("kept while other processes took cores")
+    );
+    assert_eq!(k(0.8, false, false), None);
+    assert_eq!(k(0.8, true, false), Some("a compute change"));
 }
 
 /// A measure for the pair loop alone: figures by role from the files in
