@@ -281,6 +281,10 @@ pub async fn measure_pairs(
         if last_busy {
             waited_s += wait_for_quiet(bencher, policy, interrupt, &mut on).await;
         }
+        // The order alternates over every pair measured, set-aside ones
+        // too: a pair set aside leaves two used pairs in the same order,
+        // which only matters under a drift, and the load that set it aside
+        // is the larger error.
         let order: [(&'static str, &FileSet); 2] = if k % 2 == 0 {
             [("incumbent", incumbent), ("candidate", candidate)]
         } else {
