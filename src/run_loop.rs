@@ -339,18 +339,8 @@ pub async fn measure_pairs(
             continue;
         }
         let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
-        let v = (rule.decide)(&pr, d);
-        if v != Verdict::Undecided {
-            return Ok(Paired {
-                candidate: cand,
-                incumbent: inc,
-                ratio: pr,
-                verdict: v,
-                set_aside,
-                waited_s,
-                set_aside_runs,
-                again: None,
-            });
+        if (rule.decide)(&pr, d) != Verdict::Undecided {
+            break;
         }
     }
     let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
