@@ -172,6 +172,14 @@ pub fn assemble(dir: &Path, facts: RunFacts, live: Option<LiveFigures>) -> RunRe
                     f.spread_bound,
                     f.set_aside.clone(),
                 )
+                .map(|iv| {
+                    let starts = |runs: &[Measurement]| -> Vec<(f64, Option<u32>)> {
+                        runs.iter()
+                            .map(|m| (m.samples_per_sec, m.epoch_starts_timed))
+                            .collect()
+                    };
+                    iv.with_epoch_starts(&starts(&f.best), &starts(&f.baseline))
+                })
             });
             final_runs = f.best.clone();
             counted_runs += (best.len() + f.baseline.len() + 2 * f.set_aside.len()) as u32;

@@ -42,10 +42,13 @@ fn workspace(compute: &str, iterations: u32) -> Ws {
         "policies/default.toml",
         &format!(
             "{}\n[compute]\n{compute}\n",
-            FAST_POLICY.replace(
-                "max_iterations = 1",
-                &format!("max_iterations = {iterations}")
-            )
+            FAST_POLICY
+                .replace(
+                    "max_iterations = 1",
+                    &format!("max_iterations = {iterations}")
+                )
+                // Kept compute changes are measured again, as by default.
+                .replace("confirm_compute = false", "confirm_compute = true")
         ),
     );
     ws
@@ -106,6 +109,13 @@ fn a_compute_bound_job_gets_one_compute_change_a_turn_each_decided_with_its_loss
         ),
         "{changes:?}"
     );
+    // The numerics guard's yardstick ran the baseline at another thread
+    // count than the fixture's own `torch.set_num_threads(1)`, and its
+    // losses were recorded.
+    let cal = &base["calibration"];
+    assert_eq!(cal["torch_threads"], 2, "{cal:#}");
+    assert_eq!(base["runs"][0]["torch_threads"], 1);
+    assert!(!cal["losses"].as_array().unwrap().is_empty(), "{cal:#}");
     let mut expected = FIXTURE.to_string();
     for (i, t) in turns.iter().enumerate() {
         let decision = t["decision"].as_str().unwrap();

@@ -142,6 +142,12 @@ pub fn spec(b: &Bencher, words: &[String], mode: Mode, mut env: BTreeMap<String,
         "TUNELOOP_PROJECT".into(),
         b.project_root.display().to_string(),
     );
+    // The numerics guard's calibration run: torch's threads pinned (the
+    // instrumentation reads it). Here, not in `Bencher::spec` alone: a
+    // measurement of the command starts from this function.
+    if let Some(n) = b.threads {
+        env.insert("TUNELOOP_THREADS".into(), n.to_string());
+    }
     match mode {
         Mode::Throughput => {}
         Mode::ThroughputWithCeiling => {

@@ -484,11 +484,11 @@ impl Bencher {
         if std::env::var_os("PYTHONHASHSEED").is_none() {
             env.insert("PYTHONHASHSEED".into(), "0".into());
         }
-        if let Some(n) = self.threads {
-            env.insert("TUNELOOP_THREADS".into(), n.to_string());
-        }
         if let Some(words) = self.command_words() {
             return command::spec(self, &words, mode, env);
+        }
+        if let Some(n) = self.threads {
+            env.insert("TUNELOOP_THREADS".into(), n.to_string());
         }
         if let Some(cmd) = &self.command {
             if mode == Mode::Profile {
@@ -841,6 +841,21 @@ mod tests {
         let env = b.spec(Mode::Throughput).env;
         // A calibration run pins torch's threads.
         assert_eq!(env.get("TUNELOOP_THREADS").map(String::as_str), Some("1"));
+        // In command mode too: its measurement builds the command's own spec.
+        let cmd = Bencher {
+            run: Some(vec!["python".into(), "train.py".into()]),
+            ..b.clone()
+        };
+        let words = cmd.command_words().unwrap();
+        let env = command::spec(&cmd, &words, Mode::Throughput, BTreeMap::new()).env;
+        assert_eq!(env.get("TUNELOOP_THREADS").map(String::as_str), Some("1"));
+        let unpinned = Bencher {
+            threads: None,
+            ..cmd
+        };
+        let env = command::spec(&unpinned, &words, Mode::Throughput, BTreeMap::new()).env;
+        assert!(!env.contains_key("TUNELOOP_THREADS"));
+        let env = b.spec(Mode::Throughput).env;
         match pinned {
             None => assert_eq!(env.get("PYTHONHASHSEED").map(String::as_str), Some("0")),
             // The user's own seed is inherited, not overridden.

@@ -34,6 +34,49 @@ pub struct FinalInterval {
     pub best_spread: f64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub set_aside: Vec<super::load::SetAside>,
+    /// Pairs in the interval whose two windows held different numbers of
+    /// epoch starts ([`uneven_epochs`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uneven_epochs: Vec<UnevenEpochs>,
+    /// The median ratio of the pairs not among `uneven_epochs`, when both kinds exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub even_median: Option<f64>,
+}
+
+/// A pair whose two timed windows held different numbers of epoch starts:
+/// one run paid a new epoch's fill (the pipeline refilling from empty and,
+/// without persistent_workers, its workers starting again) inside its timed
+/// steps and the other did not, so its ratio measures the epoch start as
+/// much as the change. Such a pair stays in the interval (a command pays its
+/// epoch starts too); the report names it, so an extreme ratio has a cause.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct UnevenEpochs {
+    /// Its place among the interval's pairs (1-based).
+    pub pair: u32,
+    pub ratio: f64,
+    pub best_starts: u32,
+    pub baseline_starts: u32,
+}
+
+/// The pairs of (samples/sec, epoch starts in the window) whose two sides
+/// began different numbers of epochs; none where a run lacks the count.
+pub fn uneven_epochs(
+    best: &[(f64, Option<u32>)],
+    baseline: &[(f64, Option<u32>)],
+) -> Vec<UnevenEpochs> {
+    best.iter()
+        .zip(baseline)
+        .enumerate()
+        .filter_map(|(i, ((b_sps, b), (a_sps, a)))| {
+            let (b, a) = ((*b)?, (*a)?);
+            (b != a && *a_sps > 0.0).then(|| UnevenEpochs {
+                pair: i as u32 + 1,
+                ratio: b_sps / a_sps,
+                best_starts: b,
+                baseline_starts: a,
+            })
+        })
+        .collect()
 }
 
 impl FinalInterval {
@@ -67,7 +110,31 @@ impl FinalInterval {
             baseline_spread: spread(baseline),
             best_spread: spread(best),
             set_aside,
+            uneven_epochs: Vec::new(),
+            even_median: None,
         })
+    }
+
+    /// Names the pairs whose windows began different numbers of epochs
+    /// (each side's samples/sec and epoch starts, in pair order).
+    pub fn with_epoch_starts(
+        mut self,
+        best: &[(f64, Option<u32>)],
+        baseline: &[(f64, Option<u32>)],
+    ) -> FinalInterval {
+        self.uneven_epochs = uneven_epochs(best, baseline);
+        let even: Vec<f64> = best
+            .iter()
+            .zip(baseline)
+            .enumerate()
+            .filter(|(i, _)| !self.uneven_epochs.iter().any(|u| u.pair as usize == i + 1))
+            .filter(|(_, ((_, _), (a, _)))| *a > 0.0)
+            .map(|(_, ((b, _), (a, _)))| b / a)
+            .collect();
+        if !self.uneven_epochs.is_empty() && !even.is_empty() {
+            self.even_median = Some(median(&even));
+        }
+        self
     }
 
     /// Over the bound the pairs were added for.
@@ -126,7 +193,66 @@ impl FinalInterval {
                 )
             });
         }
+        if let Some(p) = self.describe_uneven_epochs(ja) {
+            parts.push(p);
+        }
         (!parts.is_empty()).then(|| parts.join(if ja { "。" } else { "; " }))
+    }
+
+    /// The pairs whose windows began different numbers of epochs, each with
+    /// its ratio, and the median ratio of the pairs without one.
+    fn describe_uneven_epochs(&self, ja: bool) -> Option<String> {
+        if self.uneven_epochs.is_empty() {
+            return None;
+        }
+        let count = |n: u32| match (n, ja) {
+            (0, false) => "none".to_string(),
+            (1, false) => "1 epoch start".to_string(),
+            (n, false) => format!("{n} epoch starts"),
+            (n, true) => format!("{n} 回"),
+        };
+        let list: Vec<String> = self
+            .uneven_epochs
+            .iter()
+            .map(|u| {
+                if ja {
+                    format!(
+                        "ペア {}（比 ×{:.2}: 計測区間内のエポック開始が最終 {}、ベースライン {}）",
+                        u.pair,
+                        u.ratio,
+                        count(u.best_starts),
+                        count(u.baseline_starts)
+                    )
+                } else {
+                    format!(
+                        "pair {} (×{:.2}: the best's window held {}, the baseline's {})",
+                        u.pair,
+                        u.ratio,
+                        count(u.best_starts),
+                        count(u.baseline_starts)
+                    )
+                }
+            })
+            .collect();
+        let mut text = if ja {
+            format!(
+                "エポックの開始（パイプラインが空から満ちるまでの待ち、persistent_workers でなければワーカーの再起動も）が片方の計測区間だけに入ったペア: {}",
+                list.join("、")
+            )
+        } else {
+            format!(
+                "an epoch start (the pipeline refilling from empty, and the workers starting again without persistent_workers) fell inside one run's window and not its partner's in {}",
+                list.join("; ")
+            )
+        };
+        if let Some(m) = self.even_median {
+            text += &if ja {
+                format!("。それ以外のペアの比の中央値は ×{m:.2}")
+            } else {
+                format!("; the other pairs' median ratio is ×{m:.2}")
+            };
+        }
+        Some(text)
     }
 }
 
@@ -368,6 +494,47 @@ impl Calibration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pairs_with_different_epoch_starts_are_found_and_runs_without_counts_are_not() {
+        let best = [
+            (150.0, Some(0)),
+            (90.0, Some(1)),
+            (150.0, None),
+            (140.0, Some(2)),
+        ];
+        let base = [
+            (100.0, Some(0)),
+            (100.0, Some(0)),
+            (100.0, Some(1)),
+            (100.0, Some(2)),
+        ];
+        let u = uneven_epochs(&best, &base);
+        assert_eq!(u.len(), 1, "{u:?}");
+        assert_eq!(
+            (u[0].pair, u[0].best_starts, u[0].baseline_starts),
+            (2, 1, 0)
+        );
+        assert!((u[0].ratio - 0.9).abs() < 1e-12);
+        let iv = FinalInterval::of(
+            &[150.0, 90.0],
+            &[100.0, 100.0],
+            &[1.5, 0.9],
+            [0.5, 3.0],
+            None,
+            Vec::new(),
+        )
+        .unwrap()
+        .with_epoch_starts(&best, &base);
+        // The other three pairs: 1.5, 1.5, 1.4.
+        assert_eq!(iv.even_median, Some(1.5));
+        let even = FinalInterval::of(&[150.0], &[100.0], &[1.5], [1.4, 1.6], None, Vec::new())
+            .unwrap()
+            .with_epoch_starts(&best[..1], &base[..1]);
+        assert!(even.uneven_epochs.is_empty() && even.even_median.is_none());
+        assert!(even.describe(false).is_none());
+        assert!(iv.describe(true).unwrap().contains("エポック"));
+    }
 
     fn pol() -> DecisionPolicy {
         DecisionPolicy::default()

@@ -179,8 +179,9 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// A small policy for tests: few runs per decision, the final at its 3
 /// pairs, and the machine's load left out of the decisions (a test's runs
 /// share the box with the suite; the load rules have their own tests in
-/// `run_loop`).
-pub const FAST_POLICY: &str = "[agent]\nbackend = \"builtin\"\n\n[loop]\nmax_iterations = 1\n\n[decision]\nrepeats = 2\nmax_repeats = 4\nbaseline_runs = 1\nfinal_max_pairs = 3\nbusy_wait_s = 0\nmax_set_aside = 0\nconfirm_kept = false\n";
+/// `run_loop`). A kept compute change is not measured again: tests/compute.rs
+/// turns that on and checks it end to end.
+pub const FAST_POLICY: &str = "[agent]\nbackend = \"builtin\"\n\n[loop]\nmax_iterations = 1\n\n[decision]\nrepeats = 2\nmax_repeats = 4\nbaseline_runs = 1\nfinal_max_pairs = 3\nbusy_wait_s = 0\nmax_set_aside = 0\nconfirm_kept = false\nconfirm_compute = false\n";
 
 /// A training job whose items wait on (simulated) storage: more workers pay.
 pub const IO_BOUND_TRAIN: &str = r#"import time

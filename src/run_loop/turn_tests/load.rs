@@ -376,3 +376,39 @@ fn a_final_that_stays_wide_says_why_in_words() {
     let md = crate::report::render_markdown(&o.report);
     assert!(md.contains("**Interval:** wide: after 4 pairs"), "{md}");
 }
+
+#[test]
+fn a_final_pair_whose_windows_began_different_epochs_is_named() {
+    // One of the best's final runs began a new epoch inside its timed steps
+    // (and measured low for it); its partner did not.
+    let o = session(Setup::new(0, &[2]), |nw, k, _| {
+        let mut run = loaded(if nw == 0 { 100.0 } else { 150.0 }, 0.0);
+        run.epoch_starts_timed = Some(0);
+        if nw != 0 && k == 3 {
+            run.samples_per_sec = 60.0;
+            run.epoch_starts_timed = Some(1);
+        }
+        Ok(run)
+    });
+    assert_eq!(o.row(1).decision, Decision::Kept, "{}", o.row(1).reason);
+    let iv = o.report.final_interval.as_ref().unwrap();
+    assert_eq!(iv.uneven_epochs.len(), 1, "{iv:?}");
+    let u = &iv.uneven_epochs[0];
+    assert_eq!((u.best_starts, u.baseline_starts), (1, 0));
+    assert!((u.ratio - 0.6).abs() < 1e-9, "{u:?}");
+    assert_eq!(iv.even_median, Some(1.5));
+    let why = iv.describe(false).unwrap();
+    assert!(
+        why.contains(&format!(
+            "pair {} (×0.60: the best's window held 1 epoch start, the baseline's none)",
+            u.pair
+        )),
+        "{why}"
+    );
+    assert!(
+        why.contains("the other pairs' median ratio is ×1.50"),
+        "{why}"
+    );
+    let md = crate::report::render_markdown(&o.report);
+    assert!(md.contains("epoch start"), "{md}");
+}
