@@ -118,7 +118,13 @@ fn the_setting_and_the_environment_turn_it_off() {
 }
 
 /// A user's own command: `python train.py`, three epochs of a small loop.
+/// It notes whether a package it imports was there before its first line
+/// (the fork server preloads the script's installed imports).
 const COMMAND_TRAIN_PY: &str = r#"
+import sys
+with open("preloaded.txt", "w") as f:
+    f.write(str("xml.dom.minidom" in sys.modules))
+import xml.dom.minidom
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -140,12 +146,14 @@ fn command_mode_forks_python_commands_with_the_same_data() {
     ws.init_command(&["python", "train.py"], 8, "");
     let forked = bench(&ws, &["bench", "--repeats", "2", "--json"], &[]);
     assert_eq!(starts(&forked), ["forked"; 2], "{}", forked.stdout);
+    assert_eq!(ws.read("preloaded.txt"), "True");
     let fresh = bench(
         &ws,
         &["bench", "--repeats", "2", "--json"],
         &[("TUNELOOP_FORK_SERVER", "0")],
     );
     assert_eq!(starts(&fresh), ["fresh"; 2], "{}", fresh.stdout);
+    assert_eq!(ws.read("preloaded.txt"), "False");
     // The same batches either way: the data identity is the command's.
     let identity = |r: &support::Run| {
         let v: Value = serde_json::from_str(&r.stdout).unwrap();

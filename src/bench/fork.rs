@@ -115,7 +115,10 @@ impl ForkServer {
             }
         }
         if matches!(*state, State::NotStarted) {
-            *state = start(&run, harness_dir).await;
+            // `python SCRIPT …`: the server imports what the script imports
+            // of installed packages too.
+            let script = (kind == "script").then(|| args[0].as_str());
+            *state = start(&run, harness_dir, script).await;
         }
         let State::Running { name, program, .. } = &*state else {
             return run;
@@ -154,7 +157,7 @@ fn command_kind(run: &Spec) -> Option<(&'static str, Vec<String>)> {
     }
 }
 
-async fn start(run: &Spec, harness_dir: &Path) -> State {
+async fn start(run: &Spec, harness_dir: &Path, script: Option<&str>) -> State {
     let name = format!(
         "tuneloop-{}-{}",
         std::process::id(),
@@ -165,12 +168,19 @@ async fn start(run: &Spec, harness_dir: &Path) -> State {
     );
     let spec = Spec {
         program: run.program.clone(),
-        args: vec![
+        args: [
             harness_dir.join(ZYGOTE_FILE).display().to_string(),
             "serve".into(),
             "--socket".into(),
             name.clone(),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            script
+                .into_iter()
+                .flat_map(|s| ["--preload-script".into(), s.to_string()]),
+        )
+        .collect(),
         // Not the TUNELOOP_* variables: in command mode they arm the
         // instrumentation at start-up, which only the forked run may do.
         env: run

@@ -5,9 +5,12 @@ A managed-mode run spends more time starting than measuring: Python, then
 optimizer step (``torch._dynamo`` and what it pulls in, about 1-2 s more),
 before the one second the decision uses. This file is two programs:
 
-``serve --socket NAME``
+``serve --socket NAME [--preload-script SCRIPT]``
     The server. tuneloop starts it once per bencher with the environment of
-    every run. It imports torch and those modules, listens on the abstract
+    every run. It imports torch and those modules (and, for a command-mode
+    ``python SCRIPT``, the installed packages SCRIPT imports at its top level:
+    ``transformers``' Trainer or Lightning take seconds more than torch),
+    listens on the abstract
     Unix socket NAME, prints ``TUNELOOP_ZYGOTE_READY`` and then, for each
     request, forks a child that becomes the harness run: its own session,
     the client's stdin/stdout/stderr, environment, working folder and argv,
@@ -172,7 +175,116 @@ def same_environment(env, start_env):
     return relevant(env) == relevant(start_env)
 
 
-def serve(name):
+def script_imports(path):
+    """(module, names) for each ``import`` / ``from … import`` a script makes
+    at its top level (its body, and the ``if`` / ``try`` blocks there; not
+    inside functions, classes or ``except`` handlers): what every run of it
+    imports before its first step. Relative imports are left out."""
+    import ast
+
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read(), filename=path)
+    except (OSError, SyntaxError, ValueError):
+        return []
+    found = []
+
+    def visit(body):
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.extend((a.name, ()) for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.append((node.module, tuple(a.name for a in node.names if a.name != "*")))
+            elif isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+                visit(node.orelse)
+                visit(getattr(node, "finalbody", []))
+
+    visit(tree.body)
+    return found
+
+
+def installed(module, roots):
+    """Whether ``module``'s top package is found outside ``roots`` (the
+    project's folders): an installed package, not a file of the project,
+    which a turn may change and each run must import afresh."""
+    import importlib.util
+
+    top = module.partition(".")[0]
+    # A fresh run finds the script's own folder first: a project file of
+    # that name is what it imports, whatever is installed.
+    def in_project(r):
+        # A folder without __init__.py (wandb's run folder) is no package an
+        # installed one of that name gives way to.
+        return os.path.exists(os.path.join(r, top + ".py")) or os.path.isfile(
+            os.path.join(r, top, "__init__.py"))
+
+    if any(in_project(r) for r in roots):
+        return False
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return False
+    places = list(spec.submodule_search_locations or [])
+    if spec.origin and os.path.isabs(spec.origin):
+        places.append(spec.origin)
+    for place in places:
+        real = os.path.realpath(place)
+        if any(real == r or real.startswith(r + os.sep) for r in roots):
+            return False
+    return True
+
+
+def preload_script(path):
+    """Imports the installed packages ``path`` imports at its top level, and
+    the names it takes from them (a lazy module such as ``transformers``
+    imports its parts on first access). Returns what it imported."""
+    import importlib
+
+    here = os.path.dirname(os.path.abspath(path))
+    roots = {os.path.realpath(os.getcwd()), os.path.realpath(here)}
+    done = []
+    for module, names in script_imports(path):
+        if module in sys.modules and not names:
+            continue
+        if not installed(module, roots):
+            continue
+        new = module not in sys.modules
+        try:
+            mod = importlib.import_module(module)
+            for n in names:
+                try:
+                    getattr(mod, n)
+                except AttributeError:
+                    importlib.import_module(f"{module}.{n}")
+            if new:
+                done.append(module)
+        except Exception:  # the run meets the same error, where the user sees it
+            pass
+    return done
+
+
+def fork_safe():
+    """Why forking now would not give a fresh process's state, or None: a
+    preloaded package started a thread (its locks would be copied held) or
+    initialised CUDA (a forked child cannot use it)."""
+    import threading
+
+    if threading.active_count() > 1:
+        return f"{threading.active_count() - 1} thread(s) started"
+    try:
+        import torch
+
+        if torch.cuda.is_initialized():
+            return "CUDA initialised"
+    except Exception:
+        pass
+    return None
+
+
+def serve(name, script=None):
     """Returns only in a forked child, with what it needs to become the run."""
     import importlib
     import select
@@ -186,6 +298,18 @@ def serve(name):
             importlib.import_module(module)
         except Exception:  # an older torch, no numpy: the run imports what it has
             pass
+    if script:
+        done = preload_script(script)
+        unsafe = fork_safe()
+        if unsafe:
+            # Start over without them: torch alone is safe to fork. In the
+            # environment the server started with (imports set variables).
+            print(f"tuneloop: not preloading {', '.join(done)}: {unsafe}",
+                  file=sys.stderr, flush=True)
+            argv = [sys.executable, os.path.abspath(__file__), "serve", "--socket", name]
+            os.execve(sys.executable, argv, start_env)
+        if done:
+            print(f"tuneloop: preloaded {', '.join(done)}", file=sys.stderr, flush=True)
     preload_s = time.perf_counter() - t0
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address(name))
@@ -371,10 +495,12 @@ def main():
             if rest[:1] == ["--kind"] and len(rest) >= 2 and rest[1] in KINDS:
                 kind, rest = rest[1], rest[2:]
             return client(name, kind, rest[1:] if rest[:1] == ["--"] else rest)
-        child = serve(name)
+        rest = argv[3:]
+        script = rest[1] if rest[:1] == ["--preload-script"] and len(rest) >= 2 else None
+        child = serve(name, script)
         return become_the_run(*child)
     sys.exit(
-        "usage: tuneloop_zygote.py serve --socket NAME | "
+        "usage: tuneloop_zygote.py serve --socket NAME [--preload-script SCRIPT] | "
         "run --socket NAME [--kind harness|script|module] -- ARGS..."
     )
 

@@ -338,3 +338,134 @@ def test_what_a_run_leaves_in_its_group_ends_with_it(zdir, server, tmp_path):
     o, p = run_client(zdir, server.name, proj)
     assert o.code == 0 and o.result["process_start"] == "forked", p.stderr
     assert gone(int(pidfile.read_text()), within=5.0)
+
+
+# -- the script's own imports, preloaded (`serve --preload-script SCRIPT`)
+
+
+def load_zygote():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("zygote_under_test", BENCH / "zygote.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_a_scripts_top_level_imports_are_found_and_nothing_else(tmp_path):
+    z = load_zygote()
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent('''\
+        import os, xml.dom.minidom
+        from json import dumps, loads
+        from . import sibling
+        from email import *
+        if True:
+            import csv
+        try:
+            import wave
+        except ImportError:
+            import audioop
+        def main():
+            import tarfile
+        class C:
+            import zipfile
+    '''))
+    assert z.script_imports(str(script)) == [
+        ("os", ()), ("xml.dom.minidom", ()), ("json", ("dumps", "loads")),
+        ("email", ()), ("csv", ()), ("wave", ())]
+    (tmp_path / "broken.py").write_text("import (")
+    assert z.script_imports(str(tmp_path / "broken.py")) == []
+
+
+def test_a_module_of_the_project_is_never_taken_for_an_installed_one(tmp_path):
+    z = load_zygote()
+    roots = {str(tmp_path.resolve())}
+    assert z.installed("json", roots)
+    assert not z.installed("no_such_module_" + uuid.uuid4().hex, roots)
+    # A project file named like an installed module: the run imports the file.
+    (tmp_path / "json.py").write_text("")
+    assert not z.installed("json.decoder", roots)
+    (tmp_path / "json.py").unlink()
+    # A package found on the path but inside the project (an editable install).
+    (tmp_path / "sub" / "mypkg").mkdir(parents=True)
+    (tmp_path / "sub" / "mypkg" / "__init__.py").write_text("")
+    sys.path.insert(0, str(tmp_path / "sub"))
+    try:
+        assert not z.installed("mypkg", roots)
+        assert z.installed("mypkg", {str((tmp_path / "elsewhere").resolve())})
+    finally:
+        sys.path.remove(str(tmp_path / "sub"))
+
+
+PRELOAD_TRAIN = '''\
+import sys
+# What was imported before the script's first line ran.
+with open("before.txt", "w") as f:
+    f.write(" ".join(m for m in ("xml.dom.minidom", "localmod", "threader") if m in sys.modules))
+import xml.dom.minidom
+import localmod
+{extra}
+import torch
+from torch.utils.data import DataLoader
+for x in DataLoader(list(range(64)), batch_size=4):
+    pass
+'''
+
+
+def preloading_server(cmd_dir, project, site, log):
+    """The server as the binary starts it for `python train.py`, in the
+    project's folder, `site` on the path as an installed package's place."""
+    env = {k: v for k, v in command_env(cmd_dir, "x", project).items()
+           if not k.startswith("TUNELOOP_")}
+    env["PYTHONPATH"] += os.pathsep + str(site)
+    proc = subprocess.Popen(
+        [PYTHON, str(cmd_dir / "tuneloop_zygote.py"), "serve", "--socket",
+         f"tuneloop-test-{uuid.uuid4().hex}", "--preload-script", "train.py"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
+        cwd=project, start_new_session=True)
+    assert proc.stdout.readline().startswith(READY)
+    return proc, env
+
+
+@pytest.mark.parametrize("extra", ["", "import threader"])
+def test_the_scripts_installed_imports_are_preloaded_unless_forking_them_is_unsafe(
+        cmd_dir, tmp_path, extra):
+    project, site = tmp_path / "proj", tmp_path / "site"
+    project.mkdir()
+    site.mkdir()
+    (project / "train.py").write_text(PRELOAD_TRAIN.format(extra=extra))
+    (project / "localmod.py").write_text("")
+    # An installed package that starts a thread when imported.
+    (site / "threader.py").write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n")
+    log = tmp_path / "server.log"
+    with open(log, "w") as logf:
+        proc, env = preloading_server(cmd_dir, project, site, logf)
+    try:
+        result_dir = tmp_path / "result"
+        result_dir.mkdir()
+        run_env_ = {**env, **{k: v for k, v in command_env(cmd_dir, result_dir, project).items()
+                               if k.startswith("TUNELOOP_")}}
+        name = proc.args[4]
+        p = subprocess.run(
+            [PYTHON, str(cmd_dir / "tuneloop_zygote.py"), "run", "--socket", name,
+             "--kind", "script", "--", "train.py"],
+            cwd=project, env=run_env_, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        result = json.loads((result_dir / "result.0.json").read_text())
+        assert result["process_start"] == "forked", (p.stderr, log.read_text())
+        before = (project / "before.txt").read_text().split()
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    said = log.read_text()
+    if extra:
+        # A thread in the server: it started over with torch alone.
+        assert "not preloading xml.dom.minidom, threader: 1 thread(s) started" in said, said
+        assert before == []
+    else:
+        # The installed module was there already; the project's own was not.
+        assert before == ["xml.dom.minidom"], before
+        assert "preloaded xml.dom.minidom" in said, said
