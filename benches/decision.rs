@@ -297,7 +297,7 @@ fn main() {
     md.push_str(&format!(
         "Machine: this project's 2-core shared development box (other work was running at times: figures include that noise). \
          Policy defaults: repeats {}, max_repeats {}, confidence {} per look, noise_threshold {}, min_gain {}. \
-         Workload: examples/slow_loader with num_workers=2, 20 timed steps, each run a fresh process. Wall time {:.0} s.\n\n",
+         Workload: examples/slow_loader with num_workers=2, 20 timed steps, the runs made as `tuneloop start` makes them by default (forked from the fork server, each pair's load checked). Wall time {:.0} s.\n\n",
         d.repeats, d.max_repeats, d.confidence, d.noise_threshold, d.min_gain, started.elapsed().as_secs_f64()
     ));
     md.push_str(
