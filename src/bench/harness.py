@@ -274,8 +274,17 @@ def pin_threads(torch):
     n = os.environ.get("TUNELOOP_THREADS")
     if not n or getattr(torch, "_tl_threads_pinned", False):
         return
-    torch.set_num_threads(int(n))
-    torch.set_num_threads = lambda *_a, **_k: None
+    original, pinned_in = torch.set_num_threads, os.getpid()
+    original(int(n))
+
+    def set_num_threads(*args, **kwargs):
+        # Ignored in this process only. A DataLoader worker forked from it
+        # sets its own to 1, as it would unpinned: left at N, six workers
+        # of N threads each took a 2-core box to a 43rd of its speed.
+        if os.getpid() != pinned_in:
+            return original(*args, **kwargs)
+
+    torch.set_num_threads = set_num_threads
     torch._tl_threads_pinned = True
 
 

@@ -287,3 +287,31 @@ def test_a_calibration_run_pins_torchs_threads_whatever_the_script_sets(
         assert pinned.result["torch_threads"] == 1, pinned.stdout
     finally:
         set_threads(threads)
+
+
+def test_a_pinned_processs_workers_still_set_their_own_threads(H, torch, monkeypatch):
+    # DataLoader workers call torch.set_num_threads(1) when they start; the
+    # pin must not swallow that call in them, only in the pinned process.
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(torch, "set_num_threads", torch.set_num_threads)
+    monkeypatch.setattr(torch, "_tl_threads_pinned", False, raising=False)
+    monkeypatch.setenv("TUNELOOP_THREADS", "2")
+    try:
+        H.pin_threads(torch)
+        torch.set_num_threads(1)
+        assert torch.get_num_threads() == 2
+        from torch.utils.data import DataLoader, Dataset
+
+        class Threads(Dataset):
+            def __len__(self):
+                return 4
+
+            def __getitem__(self, i):
+                return torch.get_num_threads()
+
+        seen = {int(t) for b in DataLoader(Threads(), batch_size=2, num_workers=2) for t in b}
+        assert seen == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        monkeypatch.undo()
+        torch.set_num_threads(threads)
