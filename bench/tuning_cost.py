@@ -150,7 +150,10 @@ def table():
           "build its section names (the demo: the first issue-32 session's, 2026-12-05; the "
           "bench workloads: f289453, 2026-12-06); `forked` / `fresh` one binary with the fork "
           "server on and off; `f289453` / `issue33` before and after issue 33's load-aware "
-          "pairs, confirmations and sequential final.",
+          "pairs, confirmations and sequential final; `9e6424d` this project's build with "
+          "the command's imports preloaded (its yardstick run was slow where workers run: "
+          "see \"The bench workloads with the final build\"), `5df6288` the same with that "
+          "fixed.",
           "",
           "| workload | binary | n | wall | processes | measured | turns | speedup "
           "| final / binding limit | stop reason (last run) |",
