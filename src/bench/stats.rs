@@ -35,7 +35,7 @@ pub struct FinalInterval {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub set_aside: Vec<super::load::SetAside>,
     /// Pairs in the interval whose two windows held different numbers of
-    /// epoch starts ([`uneven_epochs`]).
+    /// epoch starts ([`FinalInterval::with_epoch_starts`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub uneven_epochs: Vec<UnevenEpochs>,
     /// The median ratio of the pairs not among `uneven_epochs`, when both kinds exist.
@@ -56,27 +56,6 @@ pub struct UnevenEpochs {
     pub ratio: f64,
     pub best_starts: u32,
     pub baseline_starts: u32,
-}
-
-/// The pairs of (samples/sec, epoch starts in the window) whose two sides
-/// began different numbers of epochs; none where a run lacks the count.
-pub fn uneven_epochs(
-    best: &[(f64, Option<u32>)],
-    baseline: &[(f64, Option<u32>)],
-) -> Vec<UnevenEpochs> {
-    best.iter()
-        .zip(baseline)
-        .enumerate()
-        .filter_map(|(i, ((b_sps, b), (a_sps, a)))| {
-            let (b, a) = ((*b)?, (*a)?);
-            (b != a && *a_sps > 0.0).then(|| UnevenEpochs {
-                pair: i as u32 + 1,
-                ratio: b_sps / a_sps,
-                best_starts: b,
-                baseline_starts: a,
-            })
-        })
-        .collect()
 }
 
 impl FinalInterval {
@@ -116,21 +95,28 @@ impl FinalInterval {
     }
 
     /// Names the pairs whose windows began different numbers of epochs
-    /// (each side's samples/sec and epoch starts, in pair order).
+    /// (each side's samples/sec and epoch starts, in pair order; a run
+    /// without the count names nothing), and the other pairs' median ratio.
     pub fn with_epoch_starts(
         mut self,
         best: &[(f64, Option<u32>)],
         baseline: &[(f64, Option<u32>)],
     ) -> FinalInterval {
-        self.uneven_epochs = uneven_epochs(best, baseline);
-        let even: Vec<f64> = best
-            .iter()
-            .zip(baseline)
-            .enumerate()
-            .filter(|(i, _)| !self.uneven_epochs.iter().any(|u| u.pair as usize == i + 1))
-            .filter(|(_, ((_, _), (a, _)))| *a > 0.0)
-            .map(|(_, ((b, _), (a, _)))| b / a)
-            .collect();
+        let mut even = Vec::new();
+        for (i, (&(b_sps, b), &(a_sps, a))) in best.iter().zip(baseline).enumerate() {
+            if a_sps <= 0.0 {
+                continue;
+            }
+            match (b, a) {
+                (Some(b), Some(a)) if b != a => self.uneven_epochs.push(UnevenEpochs {
+                    pair: i as u32 + 1,
+                    ratio: b_sps / a_sps,
+                    best_starts: b,
+                    baseline_starts: a,
+                }),
+                _ => even.push(b_sps / a_sps),
+            }
+        }
         if !self.uneven_epochs.is_empty() && !even.is_empty() {
             self.even_median = Some(median(&even));
         }
@@ -509,13 +495,6 @@ mod tests {
             (100.0, Some(1)),
             (100.0, Some(2)),
         ];
-        let u = uneven_epochs(&best, &base);
-        assert_eq!(u.len(), 1, "{u:?}");
-        assert_eq!(
-            (u[0].pair, u[0].best_starts, u[0].baseline_starts),
-            (2, 1, 0)
-        );
-        assert!((u[0].ratio - 0.9).abs() < 1e-12);
         let iv = FinalInterval::of(
             &[150.0, 90.0],
             &[100.0, 100.0],
@@ -526,6 +505,13 @@ mod tests {
         )
         .unwrap()
         .with_epoch_starts(&best, &base);
+        let u = &iv.uneven_epochs;
+        assert_eq!(u.len(), 1, "{u:?}");
+        assert_eq!(
+            (u[0].pair, u[0].best_starts, u[0].baseline_starts),
+            (2, 1, 0)
+        );
+        assert!((u[0].ratio - 0.9).abs() < 1e-12);
         // The other three pairs: 1.5, 1.5, 1.4.
         assert_eq!(iv.even_median, Some(1.5));
         let even = FinalInterval::of(&[150.0], &[100.0], &[1.5], [1.4, 1.6], None, Vec::new())

@@ -266,7 +266,7 @@ def preload_script(path):
     return done
 
 
-def fork_safe():
+def fork_hazard():
     """Why forking now would not give a fresh process's state, or None: a
     preloaded package started a thread (its locks would be copied held) or
     initialised CUDA (a forked child cannot use it)."""
@@ -300,7 +300,7 @@ def serve(name, script=None):
             pass
     if script:
         done = preload_script(script)
-        unsafe = fork_safe()
+        unsafe = fork_hazard()
         if unsafe:
             # Start over without them: torch alone is safe to fork. In the
             # environment the server started with (imports set variables).
