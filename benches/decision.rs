@@ -136,6 +136,19 @@ fn sim_trial(
     (Verdict::Revert, 2 * d.max_repeats)
 }
 
+/// The rule as it was with the futility look from the third pair on: at two
+/// pairs, the rule without the look.
+fn decide_from3(pr: &PairedRatio, p: &tuneloop::config::DecisionPolicy) -> Verdict {
+    if pr.pairs() < 3 {
+        let off = tuneloop::config::DecisionPolicy {
+            futility_confidence: 0.0,
+            ..p.clone()
+        };
+        return stats::decide(pr, &off);
+    }
+    stats::decide(pr, p)
+}
+
 fn wilson_upper(k: usize, n: usize) -> f64 {
     // 95% upper bound of a binomial proportion (Wilson score interval).
     let (k, n, z) = (k as f64, n.max(1) as f64, 1.96f64);
@@ -394,16 +407,18 @@ fn futility(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, sourc
     }
     let d = &policy.decision;
     let mut md = format!(
-        "The futility look reverts a candidate once, from the third pair on, even the top of its {:.0}% interval lies under \
+        "The futility look reverts a candidate once, from pair {} on, even the top of its {:.0}% interval lies under \
          1 + min_gain ({:.2}); the keep side (the {:.0}% interval above {:.2}, the median at {:.2}) is unchanged. Resampled as in \
          \"Decision quality\" (A B B A order, the candidate's runs scaled by the gain), over the A/A series from {source} and \
          over synthetic log-normal series of more noise; {sim_trials} trials a cell, {{secs}} s. Each cell: keep rate, mean \
-         runs per decision, with the look / without it.\n\n",
+         runs per decision, with the look from pair {} / from pair 3 (the first design) / without it.\n\n",
+        stats::FUTILITY_FROM_PAIRS,
         d.futility_confidence * 100.0,
         1.0 + d.min_gain,
         d.confidence * 100.0,
         1.0 + d.noise_threshold,
         1.0 + d.min_gain,
+        stats::FUTILITY_FROM_PAIRS,
     );
     let gains = [1.0, 1.05, 1.10, 1.20];
     md.push_str("| noise | ×1.00 (null) | ×1.05 | ×1.10 | ×1.20 |\n|---|---|---|---|---|\n");
@@ -411,11 +426,13 @@ fn futility(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, sourc
         md.push_str(&format!("| {name} |"));
         for gain in gains {
             let mut cell = Vec::new();
-            for pol in [policy, &off] {
+            let rules: [fn(&PairedRatio, &tuneloop::config::DecisionPolicy) -> Verdict; 3] =
+                [stats::decide, decide_from3, stats::decide];
+            for (pol, rule) in [policy, policy, &off].into_iter().zip(rules) {
                 let (mut kept, mut runs) = (0usize, 0u64);
                 let mut r = Rng(0x5eed);
                 for _ in 0..sim_trials {
-                    let (v, n) = sim_trial(series, r.below(series.len()), gain, pol, stats::decide);
+                    let (v, n) = sim_trial(series, r.below(series.len()), gain, pol, rule);
                     kept += (v == Verdict::Keep) as usize;
                     runs += u64::from(n);
                 }
@@ -425,8 +442,8 @@ fn futility(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, sourc
                 ));
             }
             md.push_str(&format!(
-                " {:.2}%, {:.1} runs / {:.2}%, {:.1} runs |",
-                cell[0].0, cell[0].1, cell[1].0, cell[1].1
+                " {:.2}%, {:.1} runs / {:.2}%, {:.1} runs / {:.2}%, {:.1} runs |",
+                cell[0].0, cell[0].1, cell[1].0, cell[1].1, cell[2].0, cell[2].1
             ));
         }
         md.push('\n');

@@ -320,7 +320,7 @@ pub struct DecisionPolicy {
     pub noise_threshold: f64,
     /// Two-sided confidence level of the ratio's interval.
     pub confidence: f64,
-    /// The futility look: from the third pair on, a candidate is reverted
+    /// The futility look: from the second pair on, a candidate is reverted
     /// once even this (lower) confidence's interval tops out under
     /// 1 + min_gain; 0 turns it off. It only ever reverts sooner, so it
     /// cannot keep a null change ([`crate::bench::stats::decide`]).

@@ -391,6 +391,16 @@ fn many_workers_warm_up_longer_within_the_batches_the_command_has() {
     let ws = script_ws(&with(4), 120);
     let r = ws.tuneloop(&["bench", "--repeats", "1"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    // The last line says what to do next, as init's does.
+    assert!(
+        r.stdout
+            .trim_end()
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("next: `tuneloop start`")),
+        "{}",
+        r.stdout
+    );
     assert!(
         r.stdout
             .contains("warm-up: 16 steps, not the 2 of [bench] warmup_steps"),

@@ -121,8 +121,13 @@ async fn bench_inner(
     for line in limit_lines(&f) {
         println!("{line}");
     }
+    println!("{NEXT}");
     Ok(exit::OK)
 }
+
+/// What a measured project does next, printed last as `init` prints its own.
+const NEXT: &str =
+    "next: `tuneloop start` to tune: one setting a turn, kept only when measured faster";
 
 /// A bench failure as the command's exit: Ctrl-C, or the baseline's code.
 fn baseline_fail(e: BenchError) -> Failure {
