@@ -114,6 +114,18 @@ fn sim_trial(
     policy: &Policy,
     rule: fn(&PairedRatio, &tuneloop::config::DecisionPolicy) -> Verdict,
 ) -> (Verdict, u32) {
+    let (v, _, n) = sim_trial_pr(pool, offset, gain, policy, rule);
+    (v, n)
+}
+
+/// [`sim_trial`], with the paired ratio the verdict was reached on.
+fn sim_trial_pr(
+    pool: &[f64],
+    offset: usize,
+    gain: f64,
+    policy: &Policy,
+    rule: fn(&PairedRatio, &tuneloop::config::DecisionPolicy) -> Verdict,
+) -> (Verdict, PairedRatio, u32) {
     let d = &policy.decision;
     let (mut cand, mut inc) = (Vec::new(), Vec::new());
     let mut i = offset;
@@ -128,12 +140,13 @@ fn sim_trial(
             cand.push(a * gain);
             inc.push(b);
         }
-        let v = rule(&PairedRatio::new(&cand, &inc, d.confidence), d);
+        let pr = PairedRatio::new(&cand, &inc, d.confidence);
+        let v = rule(&pr, d);
         if v != Verdict::Undecided {
-            return (v, 2 * (k + 1));
+            return (v, pr, 2 * (k + 1));
         }
     }
-    (Verdict::Revert, 2 * d.max_repeats)
+    unreachable!("the rule decides at max_repeats")
 }
 
 /// The rule as it was with the futility look from the third pair on: at two
@@ -175,6 +188,7 @@ fn main() {
         let sim_trials = common::env_u("TL_SIM_TRIALS", 20000);
         equivalence(&repo, &pool, sim_trials, &Policy::default(), &from);
         futility(&repo, &pool, sim_trials, &Policy::default(), &from);
+        confirmation(&repo, &pool, sim_trials, &Policy::default(), &from);
         return;
     }
     let real_trials = common::env_u("TL_REAL_TRIALS", 12);
@@ -368,6 +382,7 @@ fn main() {
     println!("{md}");
     equivalence(&repo, &pool, sim_trials, &policy, "this run's A/A series");
     futility(&repo, &pool, sim_trials, &policy, "this run's A/A series");
+    confirmation(&repo, &pool, sim_trials, &policy, "this run's A/A series");
 }
 
 /// A synthetic A/A series: `n` runs of 1000 samples/sec with log-normal
@@ -450,6 +465,60 @@ fn futility(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, sourc
     }
     let md = md.replace("{secs}", &format!("{:.1}", started.elapsed().as_secs_f64()));
     common::write_section(&repo.join("bench/RESULTS.md"), "The futility look", &md);
+    println!("{md}");
+}
+
+/// A kept change measured again (`[decision] confirm_kept`,
+/// `confirm_compute`): how often the second comparison holds it when it is
+/// held only if the rule keeps it again, and when an open call at the cap
+/// that still points up holds too (`stats::confirmed`). At ×1.00 a hold is
+/// a keep that load made surviving the quiet re-measure (an error); at the
+/// gains it is the confirmation's power. Writes "The confirmation".
+fn confirmation(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, source: &str) {
+    let started = Instant::now();
+    let mut rng = Rng(0xc0f1);
+    let mut pools: Vec<(String, Vec<f64>)> =
+        vec![(format!("recorded ({} runs)", pool.len()), pool.to_vec())];
+    for sd in [0.05, 0.10, 0.15] {
+        pools.push((
+            format!("log-normal, sd {sd:.2}"),
+            lognormal_pool(4000, sd, &mut rng),
+        ));
+    }
+    let d = &policy.decision;
+    let gains = [1.0, 1.1, 1.2, 1.3];
+    let mut md = format!(
+        "A kept change measured again (a compute change, or one kept while other processes took cores): fresh pairs under \
+         the same rule, up to {} pairs. It holds when the rule keeps it again, or when the pairs run to the cap still open \
+         with the median at {:.2} or more and the {:.0}% interval above {:.2} (`stats::confirmed`). Resampled as in \"The futility \
+         look\" over the A/A series from {source} and over synthetic log-normal series; the second comparison's candidate \
+         runs scaled by the change's true effect; {sim_trials} trials a cell, {{secs}} s. Each cell: held rate when only a \
+         second keep holds / when an open call passing at the cap holds too. At ×1.00 a hold is an error (a keep that load made, \
+         surviving the quiet re-measure); at the gains it is the confirmation's power.\n\n\
+         | noise | ×1.00 (null) | ×1.10 | ×1.20 | ×1.30 |\n|---|---|---|---|---|\n",
+        d.max_repeats,
+        1.0 + d.min_gain,
+        stats::CONFIRM_AT_CAP_CONFIDENCE * 100.0,
+        1.0 + d.noise_threshold,
+    );
+    for (name, series) in &pools {
+        md.push_str(&format!("| {name} |"));
+        for gain in gains {
+            let (mut again, mut held) = (0usize, 0usize);
+            let mut r = Rng(0xc0f2);
+            for _ in 0..sim_trials {
+                let (v, pr, _) =
+                    sim_trial_pr(series, r.below(series.len()), gain, policy, stats::decide);
+                again += (v == Verdict::Keep) as usize;
+                held += stats::confirmed(v, &pr, d) as usize;
+            }
+            let pct = |k: usize| k as f64 / sim_trials as f64 * 100.0;
+            md.push_str(&format!(" {:.2}% / {:.2}% |", pct(again), pct(held)));
+        }
+        md.push('\n');
+    }
+    let md = md.replace("{secs}", &format!("{:.1}", started.elapsed().as_secs_f64()));
+    common::write_section(&repo.join("bench/RESULTS.md"), "The confirmation", &md);
     println!("{md}");
 }
 

@@ -423,7 +423,9 @@ impl<'a> Session<'a> {
         };
         self.bench_runs += c.runs();
         row.runs += c.runs();
-        let held = c.verdict == stats::Verdict::Keep;
+        let held = stats::confirmed(c.verdict, &c.ratio, &policy.decision);
+        // Held without the rule keeping it again: open at the cap.
+        let open = held && c.verdict != stats::Verdict::Keep;
         let first = row.ratio.unwrap_or(f64::NAN);
         let again = format!(
             "×{:.2} [{:.2}, {:.2}] in {} pairs{}",
@@ -438,7 +440,15 @@ impl<'a> Session<'a> {
             }
         );
         if held {
-            row.reason = format!("{}; measured again ({why}): {again}, held", row.reason);
+            let how = match open {
+                true => format!(
+                    "held (open at the cap; its {:.0}% interval lies above {:.2})",
+                    stats::CONFIRM_AT_CAP_CONFIDENCE * 100.0,
+                    1.0 + policy.decision.noise_threshold
+                ),
+                false => "held".into(),
+            };
+            row.reason = format!("{}; measured again ({why}): {again}, {how}", row.reason);
         } else {
             row.decision = Decision::Reverted;
             row.reason = format!(
