@@ -153,7 +153,9 @@ def table():
           "pairs, confirmations and sequential final; `9e6424d` this project's build with "
           "the command's imports preloaded (its yardstick run was slow where workers run: "
           "see \"The bench workloads with the final build\"), `5df6288` the same with that "
-          "fixed.",
+          "fixed; `d167339` / `3f51a0b` before and after the futility look from the second "
+          "pair and the confirmation's look at the cap, on a noisier box (see \"The futility "
+          "look from the second pair\"; `3f51a0b-alone`: two runs of it not interleaved).",
           "",
           "| workload | binary | n | wall | processes | measured | turns | speedup "
           "| final / binding limit | stop reason (last run) |",

@@ -115,6 +115,9 @@ pub struct Labels {
     pub of_ceiling: &'static str,
     /// Added when the final is well past a limit measured at the baseline.
     pub past_limit: &'static str,
+    /// Added when the final is well past a limit figured from its own runs'
+    /// CPU (what the cores can feed): that figure, not a baseline's, is low.
+    pub past_own_limit: &'static str,
     /// The data path's limit measured by `tuneloop probe` (feature `libtorch`).
     pub data_path: &'static str,
     pub data_wait_share: &'static str,
@@ -236,6 +239,7 @@ pub const EN: Labels = Labels {
     machine_load: "Machine load",
     of_ceiling: "final is {pct} of it",
     past_limit: "measured at the baseline, and the final is past it: the machine was busier then, or the step itself got faster",
+    past_own_limit: "figured from the final's own runs, which went past it: their CPU over the timed window overstates what a sample costs, so read this limit as a floor",
     data_path: "Data-path limit",
     data_wait_share: "data_wait share",
     agent_cost: "Agent cost",
@@ -339,6 +343,7 @@ pub const JA: Labels = Labels {
     machine_load: "マシンの負荷",
     of_ceiling: "最終は上限の {pct}",
     past_limit: "ベースライン時の計測値で、最終はそれを超えている（当時マシンが混雑していたか、ステップ自体が速くなった）",
+    past_own_limit: "最終自身の実行から求めた値だが、最終はそれを超えている（計測窓の CPU 時間が 1 サンプルのコストを多めに見積もっている。この上限は下限として読むこと）",
     data_path: "データ経路の上限 (data-path limit)",
     data_wait_share: "data_wait の割合",
     agent_cost: "エージェント費用",

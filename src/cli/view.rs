@@ -526,8 +526,12 @@ impl Inner {
                 detail,
             } => {
                 let phase = self.phase_word(phase);
+                // A phase without detail ("deciding") ends at its word.
                 match turn {
-                    Some(n) => format!("{} {phase} {detail}", self.turn_prefix(*n)),
+                    Some(n) => format!("{} {phase} {detail}", self.turn_prefix(*n))
+                        .trim_end()
+                        .to_string(),
+                    None if detail.is_empty() => phase,
                     None => format!("{phase}: {detail}"),
                 }
             }
@@ -860,6 +864,9 @@ mod tests {
         }
         assert_eq!(out.lines().count(), a_turn().len());
         assert!(out.lines().all(|l| l.starts_with("[00:00] ")), "{out}");
+        // A phase without detail ends at its word, no trailing blank.
+        assert!(out.contains("turn 1: deciding\n"), "{out}");
+        assert!(out.lines().all(|l| l == l.trim_end()), "{out:?}");
     }
 
     #[test]

@@ -415,6 +415,24 @@ fn a_final_past_a_limit_measured_at_the_baseline_says_the_figure_was_low() {
         .lines()
         .find(|l| l.contains("**Binding limit:**"))
         .unwrap();
+    // The binding limit here is what the cores can feed, figured from the
+    // final's own runs: not "measured at the baseline".
+    assert!(
+        binding.contains("figured from the final's own runs, which went past it"),
+        "{binding}"
+    );
+    assert!(!binding.contains("measured at the baseline"), "{binding}");
+    // Where the step alone binds, it is the baseline's figure.
+    let mut step = r.clone();
+    let lim = step.limits.as_mut().unwrap();
+    lim.cpu_limit_sps = None;
+    lim.step_alone_sps = Some(490.0);
+    lim.binding = Some(crate::bench::limits::Binding::StepAlone);
+    let md = render_markdown(&step);
+    let binding = md
+        .lines()
+        .find(|l| l.contains("**Binding limit:**"))
+        .unwrap();
     assert!(binding.contains("the machine was busier then"), "{binding}");
     // Within the noise of a limit, nothing is added.
     r.final_share_of_ceiling = Some(1.05);

@@ -183,9 +183,14 @@ pub fn limits(
         let mut v = format!("{which}: {} samples/sec", sps(Some(at)));
         if let Some(share) = finite(lim.final_share) {
             let mut note = l.of_ceiling.replace("{pct}", &percent(Some(share)));
+            // Only the step alone is the baseline's figure; the CPU
+            // limits are figured from the final's own runs.
             if let Some(past) = past_limit(l, share) {
                 note.push_str("; ");
-                note.push_str(past);
+                note.push_str(match b {
+                    Binding::StepAlone => past,
+                    Binding::Cpu | Binding::EpochRestarts => l.past_own_limit,
+                });
             }
             let _ = std::fmt::Write::write_fmt(&mut v, format_args!(" ({note})"));
         }
