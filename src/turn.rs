@@ -106,7 +106,8 @@ pub struct Confirmation {
     pub ratio: f64,
     pub ci: [f64; 2],
     pub pairs: u32,
-    /// Whether the rule kept it again; if not, the change was reverted.
+    /// Whether it held ([`crate::bench::stats::confirmed`]: kept again, or
+    /// passing at the cap at 90%); if not, the change was reverted.
     pub held: bool,
     /// The ratio it was first kept at.
     pub first_ratio: f64,

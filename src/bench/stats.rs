@@ -653,7 +653,7 @@ mod tests {
     }
 
     #[test]
-    fn a_confirmation_holds_unless_it_finds_against_the_change() {
+    fn a_confirmation_holds_when_kept_again_or_passing_at_the_cap_at_90_percent() {
         let p = pol();
         // Kept again: held.
         let again = pr(&[1.3, 1.31, 1.29]);
