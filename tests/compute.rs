@@ -138,7 +138,8 @@ fn a_compute_bound_job_gets_one_compute_change_a_turn_each_decided_with_its_loss
             decision == "kept",
             reason.contains("measured again (a compute change)")
                 && (reason.ends_with(", held")
-                    || reason.ends_with(", held (open at the cap; its 90% interval lies above 1.01)")),
+                    || reason
+                        .ends_with(", held (open at the cap; its 90% interval lies above 1.01)")),
             "{reason}"
         );
         // One line changed, and the diff holds nothing else.
