@@ -886,6 +886,7 @@ impl<'a> Session<'a> {
         std::fs::canonicalize(self.ws.runs_dir())
             .into_iter()
             .chain(self.command_outputs.iter().cloned())
+            .chain(verify::own_output_files())
             .collect()
     }
 

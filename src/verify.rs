@@ -258,6 +258,20 @@ pub fn save_command_outputs(run_dir: &Path, outputs: &[String]) -> std::io::Resu
     crate::fsio::write_json(&run_dir.join(COMMAND_OUTPUTS_FILE), &outputs)
 }
 
+/// tuneloop's own standard output and error where they are files
+/// (`tuneloop start > tune.log` in the project folder). tuneloop writes them
+/// all along, so a turn's snapshot leaves them out: otherwise the first turn
+/// is rejected for a file it did not change, and undoing it replaces the
+/// file, so the rest of the output goes on into a deleted one. Where
+/// `/proc/self/fd` is not there, none.
+pub fn own_output_files() -> Vec<PathBuf> {
+    [1, 2]
+        .into_iter()
+        .filter_map(|fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).ok())
+        .filter(|p| p.is_file())
+        .collect()
+}
+
 /// The command's outputs recorded by a run's baseline, as absolute paths.
 pub fn load_command_outputs(run_dir: &Path, root: &Path) -> Vec<PathBuf> {
     std::fs::read_to_string(run_dir.join(COMMAND_OUTPUTS_FILE))

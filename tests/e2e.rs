@@ -269,8 +269,35 @@ def build():
 fn a_turn_whose_bench_fails_is_recorded_failed_and_reverted() {
     let ws = Ws::managed(CRASHES_IN_WORKERS_TRAIN, "", FAST_POLICY);
     let before = ws.read("train.py");
-    let r = ws.tuneloop(&["start"]);
+    // As a user may run it: `tuneloop start > tune.log 2> tune.err` in the
+    // project folder. tuneloop's own output is no change of the turn's (else
+    // the turn is rejected as "outside the editable files"), and undoing the
+    // turn leaves the files alone (else the rest of the output goes into
+    // replaced, deleted files).
+    let (log, err) = (ws.path().join("tune.log"), ws.path().join("tune.err"));
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_tuneloop"))
+        .arg("start")
+        .current_dir(ws.path())
+        .env("TUNELOOP_PYTHON", python())
+        .env("TUNELOOP_WINDOW_S", "0")
+        .env("NO_COLOR", "1")
+        .env("TUNELOOP_WHOLE_COMMAND_S", "0")
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .status()
+        .unwrap();
+    let r = Run {
+        code: status.code().unwrap_or(-1),
+        stdout: std::fs::read_to_string(&log).unwrap(),
+        stderr: std::fs::read_to_string(&err).unwrap(),
+    };
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        format!("{}{}", r.stdout, r.stderr).contains("report: "),
+        "the output's end is in the files: {}\n{}",
+        r.stdout,
+        r.stderr
+    );
     assert_eq!(ws.read("train.py"), before);
     let dir = r.run_dir();
     let rep = json_file(&dir.join("report.json"));
