@@ -146,7 +146,9 @@ fn sim_trial_pr(
             return (v, pr, 2 * (k + 1));
         }
     }
-    unreachable!("the rule decides at max_repeats")
+    // A rule still open at the cap: reverted (not shown faster).
+    let pr = PairedRatio::new(&cand, &inc, d.confidence);
+    (Verdict::Revert, pr, 2 * d.max_repeats)
 }
 
 /// The rule as it was with the futility look from the third pair on: at two
@@ -471,7 +473,7 @@ fn futility(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, sourc
 /// A kept change measured again (`[decision] confirm_kept`,
 /// `confirm_compute`): how often the second comparison holds it when it is
 /// held only if the rule keeps it again, and when an open call at the cap
-/// that still points up holds too (`stats::confirmed`). At ×1.00 a hold is
+/// that passes the keep rule at 90% holds too (`stats::confirmed`). At ×1.00 a hold is
 /// a keep that load made surviving the quiet re-measure (an error); at the
 /// gains it is the confirmation's power. Writes "The confirmation".
 fn confirmation(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, source: &str) {
