@@ -389,6 +389,19 @@ fn main() {
 
 /// A synthetic A/A series: `n` runs of 1000 samples/sec with log-normal
 /// noise of standard deviation `sd` (Box–Muller over the same splitmix64).
+/// The recorded A/A series and synthetic log-normal series of each `sds`,
+/// named for the tables' rows.
+fn noise_pools(pool: &[f64], sds: &[f64], rng: &mut Rng) -> Vec<(String, Vec<f64>)> {
+    let mut pools = vec![(format!("recorded ({} runs)", pool.len()), pool.to_vec())];
+    for &sd in sds {
+        pools.push((
+            format!("log-normal, sd {sd:.2}"),
+            lognormal_pool(4000, sd, rng),
+        ));
+    }
+    pools
+}
+
 fn lognormal_pool(n: usize, sd: f64, rng: &mut Rng) -> Vec<f64> {
     (0..n)
         .map(|_| {
@@ -414,14 +427,7 @@ fn futility(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, sourc
         },
         ..policy.clone()
     };
-    let mut pools: Vec<(String, Vec<f64>)> =
-        vec![(format!("recorded ({} runs)", pool.len()), pool.to_vec())];
-    for sd in [0.05, 0.10, 0.20] {
-        pools.push((
-            format!("log-normal, sd {sd:.2}"),
-            lognormal_pool(4000, sd, &mut rng),
-        ));
-    }
+    let pools = noise_pools(pool, &[0.05, 0.10, 0.20], &mut rng);
     let d = &policy.decision;
     let mut md = format!(
         "The futility look reverts a candidate once, from pair {} on, even the top of its {:.0}% interval lies under \
@@ -479,14 +485,7 @@ fn futility(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, sourc
 fn confirmation(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, source: &str) {
     let started = Instant::now();
     let mut rng = Rng(0xc0f1);
-    let mut pools: Vec<(String, Vec<f64>)> =
-        vec![(format!("recorded ({} runs)", pool.len()), pool.to_vec())];
-    for sd in [0.05, 0.10, 0.15] {
-        pools.push((
-            format!("log-normal, sd {sd:.2}"),
-            lognormal_pool(4000, sd, &mut rng),
-        ));
-    }
+    let pools = noise_pools(pool, &[0.05, 0.10, 0.15], &mut rng);
     let d = &policy.decision;
     let gains = [1.0, 1.1, 1.2, 1.3];
     let mut md = format!(

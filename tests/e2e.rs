@@ -275,13 +275,8 @@ fn a_turn_whose_bench_fails_is_recorded_failed_and_reverted() {
     // turn leaves the files alone (else the rest of the output goes into
     // replaced, deleted files).
     let (log, err) = (ws.path().join("tune.log"), ws.path().join("tune.err"));
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_tuneloop"))
-        .arg("start")
-        .current_dir(ws.path())
-        .env("TUNELOOP_PYTHON", python())
-        .env("TUNELOOP_WINDOW_S", "0")
-        .env("NO_COLOR", "1")
-        .env("TUNELOOP_WHOLE_COMMAND_S", "0")
+    let status = ws
+        .command(&["start"])
         .stdout(std::fs::File::create(&log).unwrap())
         .stderr(std::fs::File::create(&err).unwrap())
         .status()

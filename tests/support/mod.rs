@@ -141,6 +141,16 @@ impl Ws {
     }
 
     pub fn tuneloop_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut c = self.command(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Run::from(c.output().unwrap())
+    }
+
+    /// The tuneloop command the tests run, in this workspace, not yet
+    /// started (a test that needs its own stdio sets it).
+    pub fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_tuneloop"));
         c.args(args)
             .current_dir(self.path())
@@ -152,10 +162,7 @@ impl Ws {
             // No whole runs of the command after tuning (tests/whole_command.rs
             // turns them on): they would add minutes to every command-mode test.
             .env("TUNELOOP_WHOLE_COMMAND_S", "0");
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        Run::from(c.output().unwrap())
+        c
     }
 }
 
