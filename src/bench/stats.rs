@@ -309,16 +309,21 @@ pub enum Verdict {
     Undecided,
 }
 
+/// The keep rule on a median ratio and its interval's low end: the median
+/// reaches 1 + min_gain and the low end lies above 1 + noise_threshold.
+fn keeps(median: f64, low: f64, p: &DecisionPolicy) -> bool {
+    low > 1.0 + p.noise_threshold && median >= 1.0 + p.min_gain
+}
+
 /// The keep/revert rule with adaptive effort: clear answers stop early,
 /// close calls get more pairs up to `max_repeats`, and a call still open at
 /// the cap is reverted (not proven faster).
 pub fn decide(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
-    let keep_line = 1.0 + p.noise_threshold;
     let gain_line = 1.0 + p.min_gain;
     if pr.pairs() < p.repeats as usize {
         return Verdict::Undecided;
     }
-    if pr.ci[0] > keep_line && pr.median >= gain_line {
+    if keeps(pr.median, pr.ci[0], p) {
         return Verdict::Keep;
     }
     // Clearly not a worthwhile gain: even the optimistic end misses it.
@@ -441,8 +446,11 @@ pub fn confirmed(v: Verdict, pr: &PairedRatio, p: &DecisionPolicy) -> bool {
     v == Verdict::Keep
         || (v == Verdict::Revert
             && pr.pairs() >= p.max_repeats as usize
-            && pr.median >= 1.0 + p.min_gain
-            && log_t_interval(&pr.ratios, CONFIRM_AT_CAP_CONFIDENCE)[0] > 1.0 + p.noise_threshold)
+            && keeps(
+                pr.median,
+                log_t_interval(&pr.ratios, CONFIRM_AT_CAP_CONFIDENCE)[0],
+                p,
+            ))
 }
 
 /// Why the verdict was reached, in one line for the table.
