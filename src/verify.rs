@@ -258,18 +258,102 @@ pub fn save_command_outputs(run_dir: &Path, outputs: &[String]) -> std::io::Resu
     crate::fsio::write_json(&run_dir.join(COMMAND_OUTPUTS_FILE), &outputs)
 }
 
-/// tuneloop's own standard output and error where they are files
-/// (`tuneloop start > tune.log` in the project folder). tuneloop writes them
-/// all along, so a turn's snapshot leaves them out: otherwise the first turn
-/// is rejected for a file it did not change, and undoing it replaces the
-/// file, so the rest of the output goes on into a deleted one. Where
-/// `/proc/self/fd` is not there, none.
+/// The files tuneloop's own output goes into: its standard output and error
+/// where they are files (`tuneloop start > tune.log` in the project folder),
+/// and where they are pipes, the files that the processes reading them have
+/// open for writing (`tuneloop start | tee tune.log`, followed down a
+/// pipeline). These are written all along, so a turn's snapshot leaves them
+/// out: otherwise the first turn is rejected for a file it did not change,
+/// and undoing it replaces the file, so the rest of the output goes on into
+/// a deleted one. Where `/proc` is not there, none.
 pub fn own_output_files() -> Vec<PathBuf> {
-    [1, 2]
-        .into_iter()
-        .filter_map(|fd| std::fs::read_link(format!("/proc/self/fd/{fd}")).ok())
-        .filter(|p| p.is_file())
-        .collect()
+    let proc = Path::new("/proc");
+    let mut files = Vec::new();
+    let mut pipes = Vec::new();
+    for fd in [1, 2] {
+        match std::fs::read_link(proc.join(format!("self/fd/{fd}"))) {
+            Ok(p) if p.is_file() => files.push(p),
+            Ok(p) if is_pipe(&p) => pipes.push(p),
+            _ => {}
+        }
+    }
+    files.extend(files_down_pipes(proc, pipes));
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// The files written by the processes that read `pipes`, and by those that
+/// read theirs in turn: a few hops down the pipeline at most (`| grep x |
+/// tee log`). Each hop reads the fd tables of this user's processes once.
+fn files_down_pipes(proc: &Path, mut pipes: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for _ in 0..4 {
+        if pipes.is_empty() {
+            break;
+        }
+        let (more_files, more_pipes) = pipe_readers_outputs(proc, &pipes);
+        files.extend(more_files);
+        pipes = more_pipes;
+    }
+    files
+}
+
+fn is_pipe(link: &Path) -> bool {
+    link.to_string_lossy().starts_with("pipe:")
+}
+
+/// Of the processes whose standard input is one of `pipes`: the regular
+/// files they have open for writing, and the pipes their own output goes
+/// into (the pipeline's next hop). Processes that cannot be read (another
+/// user's) are passed over.
+fn pipe_readers_outputs(proc: &Path, pipes: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let (mut files, mut next) = (Vec::new(), Vec::new());
+    let Ok(entries) = std::fs::read_dir(proc) else {
+        return (files, next);
+    };
+    let me = std::process::id().to_string();
+    for e in entries.flatten() {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        if pid == me || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let dir = e.path();
+        match std::fs::read_link(dir.join("fd/0")) {
+            Ok(stdin) if pipes.contains(&stdin) => {}
+            _ => continue,
+        }
+        let Ok(fds) = std::fs::read_dir(dir.join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let Ok(target) = std::fs::read_link(fd.path()) else {
+                continue;
+            };
+            let name = fd.file_name().to_string_lossy().into_owned();
+            if is_pipe(&target) {
+                if name == "1" || name == "2" {
+                    next.push(target);
+                }
+            } else if target.is_file() && open_for_writing(&dir.join("fdinfo").join(&name)) {
+                files.push(target);
+            }
+        }
+    }
+    (files, next)
+}
+
+/// Whether an fdinfo file's `flags` (octal) open its file for writing.
+fn open_for_writing(fdinfo: &Path) -> bool {
+    std::fs::read_to_string(fdinfo)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+        })
+        // O_ACCMODE: 0 read-only, 1 write-only, 2 read-write.
+        .is_some_and(|flags| flags & 0o3 != 0)
 }
 
 /// The command's outputs recorded by a run's baseline, as absolute paths.
@@ -650,6 +734,55 @@ fn preprocessing_spot(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `| tee log` and `| cat | tee log`: the file the pipeline's reader
+    /// writes is found from the pipe alone, one hop and two hops down; the
+    /// file the reader only reads is not.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_files_down_a_pipeline_are_the_ones_its_readers_write() {
+        use std::os::fd::AsRawFd;
+        use std::process::{Command, Stdio};
+        let dir = tempfile::tempdir().unwrap();
+        let (one, two, read) = (
+            dir.path().join("one.log"),
+            dir.path().join("two.log"),
+            dir.path().join("read.txt"),
+        );
+        std::fs::write(&read, "x").unwrap();
+        let proc = Path::new("/proc");
+        for (script, log) in [
+            (format!("exec tee {}", one.display()), &one),
+            (
+                format!("cat | tee {} 3< {}", two.display(), read.display()),
+                &two,
+            ),
+        ] {
+            let mut child = Command::new("sh")
+                .args(["-c", &script])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let pipe = child.stdin.as_ref().unwrap().as_raw_fd();
+            let pipe = std::fs::read_link(format!("/proc/self/fd/{pipe}")).unwrap();
+            assert!(is_pipe(&pipe), "{}", pipe.display());
+            // The pipeline opens its files as it starts.
+            let mut found = Vec::new();
+            for _ in 0..100 {
+                found = files_down_pipes(proc, vec![pipe.clone()]);
+                if found.iter().any(|f| f.ends_with(log.file_name().unwrap())) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            drop(child.stdin.take());
+            child.wait().unwrap();
+            let log = std::fs::canonicalize(log).unwrap();
+            assert_eq!(found, vec![log], "{script}");
+        }
+    }
 
     #[test]
     fn a_preprocessing_rejection_says_which_lines_and_why() {

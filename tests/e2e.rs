@@ -269,18 +269,26 @@ def build():
 fn a_turn_whose_bench_fails_is_recorded_failed_and_reverted() {
     let ws = Ws::managed(CRASHES_IN_WORKERS_TRAIN, "", FAST_POLICY);
     let before = ws.read("train.py");
-    // As a user may run it: `tuneloop start > tune.log 2> tune.err` in the
-    // project folder. tuneloop's own output is no change of the turn's (else
+    // As a user may run it: `tuneloop start > tune.log 2> >(tee tune.err)`
+    // in the project folder, one output into a file, the other through a
+    // pipe into `tee`. tuneloop's own output is no change of the turn's (else
     // the turn is rejected as "outside the editable files"), and undoing the
     // turn leaves the files alone (else the rest of the output goes into
     // replaced, deleted files).
     let (log, err) = (ws.path().join("tune.log"), ws.path().join("tune.err"));
+    let mut tee = std::process::Command::new("tee")
+        .arg(&err)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let status = ws
         .command(&["start"])
         .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
+        .stderr(tee.stdin.take().unwrap())
         .status()
         .unwrap();
+    assert!(tee.wait().unwrap().success());
     let r = Run {
         code: status.code().unwrap_or(-1),
         stdout: std::fs::read_to_string(&log).unwrap(),
