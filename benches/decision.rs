@@ -479,9 +479,11 @@ fn futility(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, sourc
 /// A kept change measured again (`[decision] confirm_kept`,
 /// `confirm_compute`): how often the second comparison holds it when it is
 /// held only if the rule keeps it again, and when an open call at the cap
-/// that passes the keep rule at 90% holds too (`stats::confirmed`). At ×1.00 a hold is
-/// a keep that load made surviving the quiet re-measure (an error); at the
-/// gains it is the confirmation's power. Writes "The confirmation".
+/// that passes the keep rule at 90% holds too (`stats::confirmed`), and when,
+/// measured again beside load as well, anything not refuted stands
+/// (`stats::refuted`). At ×1.00 a hold is a keep that load made surviving
+/// the re-measure (an error); at the gains it is the confirmation's power.
+/// Writes "The confirmation".
 fn confirmation(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, source: &str) {
     let started = Instant::now();
     let mut rng = Rng(0xc0f1);
@@ -494,8 +496,9 @@ fn confirmation(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, s
          with the median at {:.2} or more and the {:.0}% interval above {:.2} (`stats::confirmed`). Resampled as in \"The futility \
          look\" over the A/A series from {source} and over synthetic log-normal series; the second comparison's candidate \
          runs scaled by the change's true effect; {sim_trials} trials a cell, {{secs}} s. Each cell: held rate when only a \
-         second keep holds / when an open call passing at the cap holds too. At ×1.00 a hold is an error (a keep that load made, \
-         surviving the quiet re-measure); at the gains it is the confirmation's power.\n\n\
+         second keep holds / when an open call passing at the cap holds too / when, measured again beside load as well, \
+         anything not refuted stands (`stats::refuted`). At ×1.00 a hold is an error (a keep that load made, \
+         surviving the re-measure); at the gains it is the confirmation's power.\n\n\
          | noise | ×1.00 (null) | ×1.10 | ×1.20 | ×1.30 |\n|---|---|---|---|---|\n",
         d.max_repeats,
         1.0 + d.min_gain,
@@ -505,16 +508,23 @@ fn confirmation(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, s
     for (name, series) in &pools {
         md.push_str(&format!("| {name} |"));
         for gain in gains {
-            let (mut again, mut held) = (0usize, 0usize);
+            let (mut again, mut held, mut stands) = (0usize, 0usize, 0usize);
             let mut r = Rng(0xc0f2);
             for _ in 0..sim_trials {
                 let (v, pr, _) =
                     sim_trial_pr(series, r.below(series.len()), gain, policy, stats::decide);
                 again += (v == Verdict::Keep) as usize;
-                held += stats::confirmed(v, &pr, d) as usize;
+                let confirmed = stats::confirmed(v, &pr, d);
+                held += confirmed as usize;
+                stands += (confirmed || !stats::refuted(&pr, d)) as usize;
             }
             let pct = |k: usize| k as f64 / sim_trials as f64 * 100.0;
-            md.push_str(&format!(" {:.2}% / {:.2}% |", pct(again), pct(held)));
+            md.push_str(&format!(
+                " {:.2}% / {:.2}% / {:.2}% |",
+                pct(again),
+                pct(held),
+                pct(stands)
+            ));
         }
         md.push('\n');
     }

@@ -127,16 +127,18 @@ impl Paired {
     pub fn inc_sps(&self) -> Vec<f64> {
         self.incumbent.iter().map(|m| m.samples_per_sec).collect()
     }
+    /// Whether a run the figures use ran while others kept a busy share of
+    /// the cores (the pairs set aside and the waits not counted).
+    pub fn used_runs_saw_load(&self) -> bool {
+        self.candidate
+            .iter()
+            .chain(&self.incumbent)
+            .any(crate::bench::load::busy_run)
+    }
     /// Whether load was present: a pair set aside, a wait, or a run used
     /// while others kept a busy share of the cores.
     pub fn saw_load(&self) -> bool {
-        !self.set_aside.is_empty()
-            || self.waited_s > 0.0
-            || self
-                .candidate
-                .iter()
-                .chain(&self.incumbent)
-                .any(crate::bench::load::busy_run)
+        !self.set_aside.is_empty() || self.waited_s > 0.0 || self.used_runs_saw_load()
     }
 }
 

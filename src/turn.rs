@@ -107,8 +107,13 @@ pub struct Confirmation {
     pub ci: [f64; 2],
     pub pairs: u32,
     /// Whether it held ([`crate::bench::stats::confirmed`]: kept again, or
-    /// passing at the cap at 90%); if not, the change was reverted.
+    /// passing at the cap at 90%; beside load, not
+    /// [`crate::bench::stats::refuted`]); if not, the change was reverted.
     pub held: bool,
     /// The ratio it was first kept at.
     pub first_ratio: f64,
+    /// Whether the second comparison's own runs saw load too (no quiet
+    /// machine to be had): then only a refutation reverts the change.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub under_load: bool,
 }

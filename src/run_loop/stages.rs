@@ -423,9 +423,14 @@ impl<'a> Session<'a> {
         };
         self.bench_runs += c.runs();
         row.runs += c.runs();
-        let held = stats::confirmed(c.verdict, &c.ratio, &policy.decision);
+        let confirmed = stats::confirmed(c.verdict, &c.ratio, &policy.decision);
+        // No quiet stretch to be had: the second comparison ran beside load
+        // as well, so only a refutation reverts (`stats::refuted`).
+        let under_load = c.used_runs_saw_load();
+        let stands = !confirmed && under_load && !stats::refuted(&c.ratio, &policy.decision);
+        let held = confirmed || stands;
         // Held without the rule keeping it again: open at the cap.
-        let open = held && c.verdict != stats::Verdict::Keep;
+        let open = confirmed && c.verdict != stats::Verdict::Keep;
         let first = row.ratio.unwrap_or(f64::NAN);
         let again = format!(
             "×{:.2} [{:.2}, {:.2}] in {} pairs{}",
@@ -440,13 +445,17 @@ impl<'a> Session<'a> {
             }
         );
         if held {
-            let how = match open {
-                true => format!(
+            let how = match (open, stands) {
+                (_, true) => format!(
+                    "beside load as well: not refuted (its median reaches {:.2} and more pairs could still show it), so it stays unconfirmed",
+                    1.0 + policy.decision.min_gain
+                ),
+                (true, _) => format!(
                     "held (open at the cap; its {:.0}% interval lies above {:.2})",
                     stats::CONFIRM_AT_CAP_CONFIDENCE * 100.0,
                     1.0 + policy.decision.noise_threshold
                 ),
-                false => "held".into(),
+                (false, _) => "held".into(),
             };
             row.reason = format!("{}; measured again ({why}): {again}, {how}", row.reason);
         } else {
@@ -463,6 +472,7 @@ impl<'a> Session<'a> {
             pairs: c.ratio.pairs() as u32,
             held,
             first_ratio: first,
+            under_load,
         }));
         Ok((row, Some(c)))
     }

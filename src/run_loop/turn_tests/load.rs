@@ -162,6 +162,55 @@ fn a_kept_change_measured_again_open_at_the_cap_but_pointing_up_holds() {
 }
 
 #[test]
+fn measured_again_beside_load_as_well_an_open_call_stays_and_a_refuted_one_goes() {
+    // Kept beside a steady load at ×1.5; the load goes on through the second
+    // comparison, whose runs spread around ×1.15: open at the cap, its 90%
+    // interval reaching under 1.01, so on a quiet machine it would be
+    // reverted. Beside load, nothing refutes it: it stays, unconfirmed.
+    const AGAIN: [f64; 8] = [124.0, 96.0, 113.0, 82.0, 152.0, 125.0, 105.0, 105.0];
+    let o = session(Setup::new(0, &[2]), |nw, k, _| {
+        Ok(match (nw, k) {
+            (2, 0..=1) => loaded(150.0, 0.8),
+            (2, k) => loaded(AGAIN[(k - 2) % 8], 0.8),
+            _ => loaded(100.0, 0.8),
+        })
+    });
+    let r = o.row(1);
+    assert_eq!(r.decision, Decision::Kept, "{}", r.reason);
+    let c = r.confirmation.as_ref().unwrap();
+    assert!(c.held && c.under_load && c.pairs == 8, "{c:?}");
+    assert!(c.ci[0] < 1.0, "{c:?}");
+    assert!(
+        r.reason
+            .contains("beside load as well: not refuted (its median reaches 1.03 and more pairs could still show it), so it stays unconfirmed"),
+        "{}",
+        r.reason
+    );
+    assert_eq!(o.on_disk, 2, "the change stays");
+
+    // The same first keep, measured again beside the same load around
+    // ×1.00: its median under 1.03 refutes it, and it is reverted.
+    const NULL: [f64; 8] = [108.0, 93.0, 100.0, 95.0, 106.0, 94.0, 102.0, 101.0];
+    let o = session(Setup::new(0, &[2]), |nw, k, _| {
+        Ok(match (nw, k) {
+            (2, 0..=1) => loaded(150.0, 0.8),
+            (2, k) => loaded(NULL[(k - 2) % 8], 0.8),
+            _ => loaded(100.0, 0.8),
+        })
+    });
+    let r = o.row(1);
+    assert_eq!(r.decision, Decision::Reverted, "{}", r.reason);
+    let c = r.confirmation.as_ref().unwrap();
+    assert!(!c.held && c.under_load, "{c:?}");
+    assert!(
+        r.reason.starts_with("not confirmed: kept at ×1.50"),
+        "{}",
+        r.reason
+    );
+    assert_eq!(o.on_disk, 0, "the incumbent's files are back");
+}
+
+#[test]
 fn a_change_kept_on_a_quiet_machine_is_not_measured_again() {
     let o = session(Setup::new(0, &[2]), |nw, _, _| {
         Ok(loaded(if nw == 2 { 150.0 } else { 100.0 }, 0.0))
