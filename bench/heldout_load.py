@@ -58,11 +58,11 @@ def read(path):
         return None
 
 
-def states(run, rep):
+def states(run, rep, also=()):
     """The comparisons to time quietly, as (label, before, after) with each
     side {relative path: text}: each kept turn against the state before it,
     and each turn kept at first but reverted when measured again (its
-    confirmation) against the state it was tried on. The states are rebuilt
+    confirmation), or named in `also`, against the state it was tried on. The states are rebuilt
     from the baseline's editable files and the turns' diff.patch, applied in
     turn order in a scratch copy; the last is the final's."""
     base = run / "baseline" / "files"
@@ -82,7 +82,7 @@ def states(run, rep):
 
         for t in rep.get("turns") or []:
             kept = t.get("decision") in ("kept", "kept_cheaper")
-            if not kept and not t.get("confirmation"):
+            if not kept and not t.get("confirmation") and t["turn"] not in also:
                 continue
             after = apply(now, run / "turns" / f"{t['turn']:02}" / "diff.patch")
             out.append((f"turn {t['turn']}: {t.get('change')} ({t['decision']})", now, after))
@@ -152,6 +152,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="passed to the load as --seed")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--keep", help="copy the workspace (with its run folder) here")
+    ap.add_argument("--turns", default="",
+                    help="also time these turns (1,3), whatever their decision")
     ap.add_argument("--from", dest="from_", metavar="DIR",
                     help="no tuning: time quietly what a kept workspace (--keep) holds")
     a = ap.parse_args()
@@ -186,7 +188,8 @@ def main():
                       for t in rep.get("turns") or []],
         })
         shown = quiet_cmd = " ".join(shlex.quote(c) for c in cmd)
-        baseline, final, comparisons = states(run, rep)
+        also = {int(t) for t in a.turns.split(",") if t}
+        baseline, final, comparisons = states(run, rep, also)
         if sum(1 for c in comparisons if "(kept" in c[0]) > 1:
             comparisons.append(("baseline → final", baseline, final))
         row["quiet"] = []
