@@ -151,6 +151,7 @@ def main():
     ap.add_argument("--load", default="", help="a load command run beside the tuning")
     ap.add_argument("--seed", type=int, default=0, help="passed to the load as --seed")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--label", default="", help="the binary's name in the row (a commit)")
     ap.add_argument("--keep", help="copy the workspace (with its run folder) here")
     ap.add_argument("--turns", default="",
                     help="also time these turns (1,3), whatever their decision")
@@ -171,7 +172,8 @@ def main():
             rc, wall, load_summary = tune(a, binary, cmd, env, ws, load_log)
         runs = sorted((ws / "runs").glob("2*"))
         rep = read(runs[-1] / "report.json") if runs else None
-        row = {"project": Path(a.project).name, "cmd": a.cmd, "load": a.load, "seed": a.seed,
+        row = {"project": Path(a.project).name, "binary": a.label, "cmd": a.cmd,
+               "load": a.load, "seed": a.seed,
                "rc": rc, "wall_s": wall, "load_summary": load_summary,
                "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
         if not rep:
