@@ -518,6 +518,9 @@ pub struct Session<'a> {
     /// Command mode: what the user's command itself writes while measured
     /// (logs, checkpoints, `lightning_logs/`), never an agent's change.
     command_outputs: Vec<PathBuf>,
+    /// The files tuneloop's own output goes into ([`verify::own_output_files`]),
+    /// found once: the redirections and the pipeline are set when it starts.
+    own_outputs: Vec<PathBuf>,
     rows: Vec<TurnRow>,
     /// The streak of turns not kept that ended the climb, while the builtin
     /// agent's cheaper neighbours still get their turns.
@@ -637,6 +640,7 @@ pub fn prepare<'a>(
         incumbent_sps: 0.0,
         profile_table: String::new(),
         command_outputs: Vec::new(),
+        own_outputs: verify::own_output_files(),
         rows: vec![],
         streak: None,
         bench_runs: 0,
@@ -737,6 +741,7 @@ pub fn resume<'a>(
         incumbent_sps: rec.incumbent_sps,
         profile_table: rec.profile_table,
         command_outputs: outputs,
+        own_outputs: verify::own_output_files(),
         bench_runs: rec.bench_runs,
         // A resumed run knows no run's seconds until its first turn's runs.
         run_secs: Vec::new(),
@@ -888,7 +893,7 @@ impl<'a> Session<'a> {
         std::fs::canonicalize(self.ws.runs_dir())
             .into_iter()
             .chain(self.command_outputs.iter().cloned())
-            .chain(verify::own_output_files())
+            .chain(self.own_outputs.iter().cloned())
             .collect()
     }
 
