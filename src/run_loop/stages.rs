@@ -445,17 +445,19 @@ impl<'a> Session<'a> {
             }
         );
         if held {
-            let how = match (open, stands) {
-                (_, true) => format!(
+            let how = if stands {
+                format!(
                     "beside load as well: not refuted (its median reaches {:.2} and more pairs could still show it), so it stays unconfirmed",
                     1.0 + policy.decision.min_gain
-                ),
-                (true, _) => format!(
+                )
+            } else if open {
+                format!(
                     "held (open at the cap; its {:.0}% interval lies above {:.2})",
                     stats::CONFIRM_AT_CAP_CONFIDENCE * 100.0,
                     1.0 + policy.decision.noise_threshold
-                ),
-                (false, _) => "held".into(),
+                )
+            } else {
+                "held".into()
             };
             row.reason = format!("{}; measured again ({why}): {again}, {how}", row.reason);
         } else {
