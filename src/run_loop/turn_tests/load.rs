@@ -105,14 +105,7 @@ fn a_change_kept_while_others_took_cores_that_does_not_hold_again_is_reverted() 
     // While a steady load ran (both runs of each pair busy alike, so no pair
     // is uneven), the candidate measured ×1.5; measured again on the quiet
     // machine it is as fast as the incumbent.
-    let o = session(Setup::new(0, &[2]), |nw, k, _| {
-        Ok(match (nw, k) {
-            (2, 0..=1) => loaded(150.0, 0.8),
-            // The baseline took the first 4 runs at 0 workers.
-            (0, 4..=5) => loaded(100.0, 0.8),
-            _ => loaded(100.0, 0.0),
-        })
-    });
+    let o = kept_beside_load_then([100.0; 8], 0.0);
     let r = o.row(1);
     assert_eq!(r.decision, Decision::Reverted, "{}", r.reason);
     assert!(
@@ -131,22 +124,29 @@ fn a_change_kept_while_others_took_cores_that_does_not_hold_again_is_reverted() 
     assert_eq!(load.busy_turns, vec![1]);
 }
 
+/// Workers 0 → 2 kept at ×1.5 beside a steady load (0.8 of 2 cores, both
+/// runs of each pair alike), then measured again: the candidate's runs
+/// `again` in turn against the incumbent's 100, others taking
+/// `again_others` cores meanwhile.
+fn kept_beside_load_then(again: [f64; 8], again_others: f64) -> Outcome {
+    session(Setup::new(0, &[2]), move |nw, k, _| {
+        Ok(match (nw, k) {
+            (2, 0..=1) => loaded(150.0, 0.8),
+            (2, k) => loaded(again[(k - 2) % 8], again_others),
+            // The baseline took the first 4 runs at 0 workers.
+            (0, 4..=5) => loaded(100.0, 0.8),
+            _ => loaded(100.0, again_others),
+        })
+    })
+}
+
 #[test]
 fn a_kept_change_measured_again_open_at_the_cap_but_pointing_up_holds() {
     // Kept under a steady load at ×1.5; measured again on the quiet machine
     // its runs spread widely around ×1.25: after 8 pairs the 99% interval
     // still reaches under 1.01, the 90% one does not. Asking 99% a second
     // time would revert a real gain on a noisy job.
-    const AGAIN: [f64; 8] = [130.0, 95.0, 160.0, 110.0, 145.0, 100.0, 150.0, 125.0];
-    let o = session(Setup::new(0, &[2]), |nw, k, _| {
-        Ok(match (nw, k) {
-            (2, 0..=1) => loaded(150.0, 0.8),
-            (2, k) => loaded(AGAIN[(k - 2) % 8], 0.0),
-            // The baseline took the first 4 runs at 0 workers.
-            (0, 4..=5) => loaded(100.0, 0.8),
-            _ => loaded(100.0, 0.0),
-        })
-    });
+    let o = kept_beside_load_then([130.0, 95.0, 160.0, 110.0, 145.0, 100.0, 150.0, 125.0], 0.0);
     let r = o.row(1);
     assert_eq!(r.decision, Decision::Kept, "{}", r.reason);
     let c = r.confirmation.as_ref().unwrap();
@@ -167,14 +167,7 @@ fn measured_again_beside_load_as_well_an_open_call_stays_and_a_refuted_one_goes(
     // comparison, whose runs spread around ×1.15: open at the cap, its 90%
     // interval reaching under 1.01, so on a quiet machine it would be
     // reverted. Beside load, nothing refutes it: it stays, unconfirmed.
-    const AGAIN: [f64; 8] = [124.0, 96.0, 113.0, 82.0, 152.0, 125.0, 105.0, 105.0];
-    let o = session(Setup::new(0, &[2]), |nw, k, _| {
-        Ok(match (nw, k) {
-            (2, 0..=1) => loaded(150.0, 0.8),
-            (2, k) => loaded(AGAIN[(k - 2) % 8], 0.8),
-            _ => loaded(100.0, 0.8),
-        })
-    });
+    let o = kept_beside_load_then([124.0, 96.0, 113.0, 82.0, 152.0, 125.0, 105.0, 105.0], 0.8);
     let r = o.row(1);
     assert_eq!(r.decision, Decision::Kept, "{}", r.reason);
     let c = r.confirmation.as_ref().unwrap();
@@ -190,14 +183,7 @@ fn measured_again_beside_load_as_well_an_open_call_stays_and_a_refuted_one_goes(
 
     // The same first keep, measured again beside the same load around
     // ×1.00: its median under 1.03 refutes it, and it is reverted.
-    const NULL: [f64; 8] = [108.0, 93.0, 100.0, 95.0, 106.0, 94.0, 102.0, 101.0];
-    let o = session(Setup::new(0, &[2]), |nw, k, _| {
-        Ok(match (nw, k) {
-            (2, 0..=1) => loaded(150.0, 0.8),
-            (2, k) => loaded(NULL[(k - 2) % 8], 0.8),
-            _ => loaded(100.0, 0.8),
-        })
-    });
+    let o = kept_beside_load_then([108.0, 93.0, 100.0, 95.0, 106.0, 94.0, 102.0, 101.0], 0.8);
     let r = o.row(1);
     assert_eq!(r.decision, Decision::Reverted, "{}", r.reason);
     let c = r.confirmation.as_ref().unwrap();
