@@ -129,7 +129,10 @@ fn sim_trial_pr(
     let d = &policy.decision;
     let (mut cand, mut inc) = (Vec::new(), Vec::new());
     let mut i = offset;
-    for k in 0..d.max_repeats {
+    // The rule stops at its own cap; this bound only ends a rule that never
+    // decides (`decide_beside_load` runs to `max_repeats_beside_load`).
+    let bound = d.max_repeats.max(d.max_repeats_beside_load);
+    for k in 0..bound {
         let (a, b) = (pool[i % pool.len()], pool[(i + 1) % pool.len()]);
         i += 2;
         // Pair k: incumbent first on even k, candidate first on odd k.
@@ -148,7 +151,7 @@ fn sim_trial_pr(
     }
     // A rule still open at the cap: reverted (not shown faster).
     let pr = PairedRatio::new(&cand, &inc, d.confidence);
-    (Verdict::Revert, pr, 2 * d.max_repeats)
+    (Verdict::Revert, pr, 2 * bound)
 }
 
 /// The rule as it was with the futility look from the third pair on: at two
@@ -191,6 +194,7 @@ fn main() {
         equivalence(&repo, &pool, sim_trials, &Policy::default(), &from);
         futility(&repo, &pool, sim_trials, &Policy::default(), &from);
         confirmation(&repo, &pool, sim_trials, &Policy::default(), &from);
+        beside_load(&repo, &pool, sim_trials, &Policy::default(), &from);
         return;
     }
     let real_trials = common::env_u("TL_REAL_TRIALS", 12);
@@ -385,6 +389,7 @@ fn main() {
     equivalence(&repo, &pool, sim_trials, &policy, "this run's A/A series");
     futility(&repo, &pool, sim_trials, &policy, "this run's A/A series");
     confirmation(&repo, &pool, sim_trials, &policy, "this run's A/A series");
+    beside_load(&repo, &pool, sim_trials, &policy, "this run's A/A series");
 }
 
 /// A synthetic A/A series: `n` runs of 1000 samples/sec with log-normal
@@ -530,6 +535,101 @@ fn confirmation(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, s
     }
     let md = md.replace("{secs}", &format!("{:.1}", started.elapsed().as_secs_f64()));
     common::write_section(&repo.join("bench/RESULTS.md"), "The confirmation", &md);
+    println!("{md}");
+}
+
+/// A synthetic series of runs beside a bursty load on a 2-core box: each
+/// run, with probability one half, shares its time with a burst that takes
+/// a core for part of it and loses 10–50% (uniform) of its rate, on top of
+/// log-normal noise of sd 0.05.
+fn bursty_pool(n: usize, rng: &mut Rng) -> Vec<f64> {
+    lognormal_pool(n, 0.05, rng)
+        .into_iter()
+        .map(|x| {
+            if rng.below(2) == 0 {
+                let loss = 0.1 + 0.4 * (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+                x * (1.0 - loss)
+            } else {
+                x
+            }
+        })
+        .collect()
+}
+
+/// More pairs for a first comparison beside load
+/// (`[decision] max_repeats_beside_load`, `stats::decide_beside_load`):
+/// keep rates and runs per decision with and without the extension, over
+/// noise as load spreads runs, and what a null change kept that way does at
+/// its second comparison beside load (stands unless refuted). Writes "More
+/// pairs beside load".
+fn beside_load(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, source: &str) {
+    let started = Instant::now();
+    let mut rng = Rng(0xb51d);
+    let mut pools = noise_pools(pool, &[0.10, 0.15, 0.20], &mut rng);
+    pools.push((
+        "bursty load (half the runs lose 10–50%)".into(),
+        bursty_pool(4000, &mut rng),
+    ));
+    let d = &policy.decision;
+    let gains = [1.0, 1.05, 1.10, 1.20, 1.30];
+    let mut md = format!(
+        "A first comparison whose runs saw load: a call still open at {} pairs whose median reaches {:.2} gets more \
+         pairs, up to {}, while it stays so (`stats::decide_beside_load`); the keep rule is the same at every look. \
+         Resampled as in \"The futility look\" over the A/A series from {source}, synthetic log-normal series and a \
+         synthetic bursty series (each run, with probability ½, loses 10–50% of its rate to a burst, over log-normal \
+         noise of sd 0.05); {sim_trials} trials a cell, {{secs}} s. Each cell: keep rate and mean runs per decision \
+         with the extension / without it. The last column: of the null changes the extension kept, how many have a \
+         second comparison beside load (same rule, fresh pairs) that does not refute them, so they stay.\n\n\
+         | noise | ×1.00 (null) | ×1.05 | ×1.10 | ×1.20 | ×1.30 | null kept, then stands |\n|---|---|---|---|---|---|---|\n",
+        d.max_repeats,
+        1.0 + d.min_gain,
+        d.max_repeats_beside_load,
+    );
+    for (name, series) in &pools {
+        md.push_str(&format!("| {name} |"));
+        let mut null_stands = (0usize, 0usize);
+        for gain in gains {
+            let mut cell = Vec::new();
+            let rules: [fn(&PairedRatio, &tuneloop::config::DecisionPolicy) -> Verdict; 2] =
+                [stats::decide_beside_load, stats::decide];
+            for (extended, rule) in [true, false].into_iter().zip(rules) {
+                let (mut kept, mut runs) = (0usize, 0u64);
+                let mut r = Rng(0xb51e);
+                for _ in 0..sim_trials {
+                    let (v, n) = sim_trial(series, r.below(series.len()), gain, policy, rule);
+                    kept += (v == Verdict::Keep) as usize;
+                    runs += u64::from(n);
+                    if gain == 1.0 && v == Verdict::Keep && extended {
+                        let (v2, pr2, _) = sim_trial_pr(
+                            series,
+                            r.below(series.len()),
+                            gain,
+                            policy,
+                            stats::decide,
+                        );
+                        null_stands.0 += 1;
+                        null_stands.1 +=
+                            (stats::confirmed(v2, &pr2, d) || !stats::refuted(&pr2, d)) as usize;
+                    }
+                }
+                cell.push((
+                    kept as f64 / sim_trials as f64 * 100.0,
+                    runs as f64 / sim_trials as f64,
+                ));
+            }
+            md.push_str(&format!(
+                " {:.2}%, {:.1} runs / {:.2}%, {:.1} runs |",
+                cell[0].0, cell[0].1, cell[1].0, cell[1].1
+            ));
+        }
+        md.push_str(&format!(" {} of {} |\n", null_stands.1, null_stands.0));
+    }
+    let md = md.replace("{secs}", &format!("{:.1}", started.elapsed().as_secs_f64()));
+    common::write_section(
+        &repo.join("bench/RESULTS.md"),
+        "More pairs beside load",
+        &md,
+    );
     println!("{md}");
 }
 

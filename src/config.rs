@@ -314,6 +314,11 @@ pub struct DecisionPolicy {
     pub repeats: u32,
     /// Pairs at most, when the first ones leave the answer open.
     pub max_repeats: u32,
+    /// Pairs at most for a change's first comparison whose runs saw other
+    /// processes take cores, while it stays open and its median still
+    /// reaches 1 + min_gain ([`crate::bench::stats::decide_beside_load`]);
+    /// at or under `max_repeats`: no more pairs beside load.
+    pub max_repeats_beside_load: u32,
     /// The median paired ratio must reach 1 + min_gain.
     pub min_gain: f64,
     /// The whole confidence interval must lie above 1 + noise_threshold.
@@ -356,6 +361,7 @@ impl Default for DecisionPolicy {
         DecisionPolicy {
             repeats: 2,
             max_repeats: 8,
+            max_repeats_beside_load: 16,
             min_gain: 0.03,
             noise_threshold: 0.01,
             confidence: 0.99,

@@ -124,6 +124,15 @@ pub enum Event {
         candidate_others: Option<f64>,
         incumbent_others: Option<f64>,
     },
+    /// A first comparison's runs saw load and its call is open at `pairs`
+    /// pairs with the median (`median`) still reaching 1 + min_gain: it
+    /// measures up to `up_to` pairs (`[decision] max_repeats_beside_load`).
+    PairsAdded {
+        turn: Option<u32>,
+        pairs: u32,
+        up_to: u32,
+        median: f64,
+    },
     ReportWritten {
         path: String,
     },

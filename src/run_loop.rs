@@ -168,6 +168,10 @@ pub enum PairEvent {
     },
     /// The wait ended: the machine quieted down, or the limit passed.
     Waited { seconds: f64, quiet: bool },
+    /// A run used saw load and the call is open at `pairs` pairs, its
+    /// median (`median`) still reaching 1 + min_gain: up to `up_to` pairs
+    /// ([`PairRule::first`]).
+    PairsAdded { pairs: u32, up_to: u32, median: f64 },
 }
 
 /// When a paired comparison stops: `decide` says after each pair used
@@ -176,7 +180,12 @@ pub enum PairEvent {
 pub struct PairRule {
     pub decide: fn(&PairedRatio, &crate::config::DecisionPolicy) -> Verdict,
     pub max_pairs: u32,
+    /// The rule and its cap once a run the figures use saw load; `None`:
+    /// `decide` and `max_pairs` throughout.
+    pub beside_load: Option<(DecideFn, u32)>,
 }
+
+type DecideFn = fn(&PairedRatio, &crate::config::DecisionPolicy) -> Verdict;
 
 impl PairRule {
     /// The decision rule: `stats::decide` (or the cheaper rule) up to
@@ -189,6 +198,23 @@ impl PairRule {
                 stats::decide
             },
             max_pairs: policy.decision.max_repeats,
+            beside_load: None,
+        }
+    }
+
+    /// A change's first comparison: [`PairRule::turn`], and, once a run it
+    /// uses saw load, an open call still pointing up at `max_repeats` gets
+    /// more pairs, up to `[decision] max_repeats_beside_load`
+    /// (`stats::decide_beside_load`; the cheaper rule never does). A second
+    /// comparison does not: beside load it already stands unless refuted.
+    pub fn first(cheaper: bool, policy: &Policy) -> PairRule {
+        let d = &policy.decision;
+        PairRule {
+            beside_load: (!cheaper && d.max_repeats_beside_load > d.max_repeats).then_some((
+                stats::decide_beside_load as DecideFn,
+                d.max_repeats_beside_load,
+            )),
+            ..PairRule::turn(cheaper, policy)
         }
     }
 
@@ -197,6 +223,15 @@ impl PairRule {
         PairRule {
             decide: |_, _| Verdict::Undecided,
             max_pairs: n,
+            beside_load: None,
+        }
+    }
+
+    /// The rule and cap in force: `beside_load`'s once a used run saw load.
+    fn now(&self, cand: &[Measurement], inc: &[Measurement]) -> (DecideFn, u32) {
+        match self.beside_load {
+            Some(b) if cand.iter().chain(inc).any(crate::bench::load::busy_run) => b,
+            _ => (self.decide, self.max_pairs),
         }
     }
 
@@ -215,6 +250,7 @@ impl PairRule {
                 }
             },
             max_pairs: policy.decision.final_max_pairs.max(3),
+            beside_load: None,
         }
     }
 }
@@ -262,7 +298,8 @@ pub async fn measure_interleaved(
 /// max_set_aside` such pairs (past that they are used as they are). After a
 /// run on a busy machine the next pair waits, up to `[decision] busy_wait_s`,
 /// for the load to fall under a quarter of the job's cores. A pair at the
-/// rule's cap still undecided is a revert (not proven faster).
+/// rule's cap still undecided is a revert (not proven faster); the rule
+/// and its cap are `rule.beside_load`'s once a used run saw load.
 #[allow(clippy::too_many_arguments)]
 pub async fn measure_pairs(
     rule: PairRule,
@@ -279,7 +316,8 @@ pub async fn measure_pairs(
     let mut set_aside_runs = Vec::new();
     let (mut runs, mut waited_s, mut k) = (0, 0.0, 0u32);
     let mut last_busy = false;
-    while (cand.len() as u32) < rule.max_pairs {
+    let mut added = false;
+    while (cand.len() as u32) < rule.now(&cand, &inc).1 {
         if last_busy {
             waited_s += wait_for_quiet(bencher, policy, interrupt, &mut on).await;
         }
@@ -341,12 +379,21 @@ pub async fn measure_pairs(
             continue;
         }
         let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
-        if (rule.decide)(&pr, d) != Verdict::Undecided {
+        let (decide, cap) = rule.now(&cand, &inc);
+        if decide(&pr, d) != Verdict::Undecided {
             break;
+        }
+        if !added && pr.pairs() as u32 >= rule.max_pairs && cap > rule.max_pairs {
+            added = true;
+            on(PairEvent::PairsAdded {
+                pairs: pr.pairs() as u32,
+                up_to: cap,
+                median: pr.median,
+            });
         }
     }
     let pr = PairedRatio::new(&sps(&cand), &sps(&inc), d.confidence);
-    let mut v = (rule.decide)(&pr, d);
+    let mut v = (rule.now(&cand, &inc).0)(&pr, d);
     if v == Verdict::Undecided {
         v = Verdict::Revert;
     }
@@ -410,6 +457,16 @@ pub(crate) fn pair_event(turn: Option<u32>, e: PairEvent) -> Option<Event> {
             turn,
             waited_s: seconds,
             quiet,
+        },
+        PairEvent::PairsAdded {
+            pairs,
+            up_to,
+            median,
+        } => Event::PairsAdded {
+            turn,
+            pairs,
+            up_to,
+            median,
         },
     })
 }

@@ -436,6 +436,8 @@ pub struct ViewWords {
     pub machine_still_busy: &'static str,
     /// `{k}` `{c}` `{i}` are replaced.
     pub pair_set_aside: &'static str,
+    /// `{k}` `{x}` `{total}` are replaced.
+    pub pairs_added: &'static str,
     pub report: &'static str,
     pub phase_baseline: &'static str,
     pub phase_agent: &'static str,
@@ -472,6 +474,7 @@ pub const VIEW_EN: ViewWords = ViewWords {
     machine_quiet: "the machine quieted down after {secs} s; measuring goes on",
     machine_still_busy: "the machine stayed busy for {secs} s; measuring goes on, and the report names the turn",
     pair_set_aside: "pair {k} set aside: other processes took {c} cores during the candidate's run and {i} during the incumbent's; another pair is measured in its place",
+    pairs_added: "other processes took cores during this comparison and it is still open after {k} pairs, its median at ×{x}: measuring up to {total} pairs ([decision] max_repeats_beside_load)",
     report: "report: {path}",
     phase_baseline: "baseline",
     phase_agent: "agent",
@@ -505,6 +508,7 @@ pub const VIEW_JA: ViewWords = ViewWords {
     machine_quiet: "{secs} 秒でマシンが静かになりました。計測を続けます",
     machine_still_busy: "{secs} 秒待ってもマシンは混雑したままです。計測を続け、レポートにそのターンを記します",
     pair_set_aside: "ペア {k} を除外: 他のプロセスの使用が候補の実行中 {c} コア、現行の実行中 {i} コアと大きく異なるため、代わりのペアを計測します",
+    pairs_added: "この比較の間に他のプロセスがコアを使い、{k} ペアの時点でまだ判定できません (中央値 ×{x}): 最大 {total} ペアまで計測します ([decision] max_repeats_beside_load)",
     report: "レポート: {path}",
     phase_baseline: "ベースライン測定",
     phase_agent: "エージェント",

@@ -84,6 +84,9 @@ struct Status {
     detail: String,
     /// Measurements of this turn so far.
     runs_done: u32,
+    /// The pairs a comparison may take now, where load raised the cap
+    /// (`Event::PairsAdded`); `None`: the view's `max_pairs`.
+    pairs_cap: Option<u32>,
     last_measure: Option<(String, f64)>,
     last_tool: Option<String>,
     /// The time-left estimate of the turn's start, and when it came: the
@@ -221,8 +224,8 @@ impl Inner {
         format!("{} {n}:", self.words.turn)
     }
 
-    fn pair_of(&self, k: u32) -> String {
-        let total = self.max_pairs.map_or("?".to_string(), |n| n.to_string());
+    fn pair_of(&self, k: u32, total: Option<u32>) -> String {
+        let total = total.map_or("?".to_string(), |n| n.to_string());
         fill(
             self.words.pair_of,
             &[("k", &k.to_string()), ("total", &total)],
@@ -286,6 +289,7 @@ impl Inner {
                 st.detail = detail.clone();
                 if phase == "measuring" {
                     st.runs_done = 0;
+                    st.pairs_cap = None;
                 }
                 if phase != "agent" {
                     st.last_tool = None;
@@ -297,9 +301,11 @@ impl Inner {
                 st.phase.clear();
                 st.detail.clear();
                 st.runs_done = 0;
+                st.pairs_cap = None;
                 st.last_tool = None;
                 st.last_measure = None;
             }
+            Event::PairsAdded { up_to, .. } => st.pairs_cap = Some(*up_to),
             Event::AgentTool { tool, input, .. } => {
                 st.last_tool = Some(if input.is_empty() {
                     tool.clone()
@@ -507,6 +513,19 @@ impl Inner {
                     ],
                 )
             }
+            Event::PairsAdded {
+                pairs,
+                up_to,
+                median,
+                ..
+            } => fill(
+                w.pairs_added,
+                &[
+                    ("k", &pairs.to_string()),
+                    ("x", &format!("{median:.2}")),
+                    ("total", &up_to.to_string()),
+                ],
+            ),
             Event::ReportWritten { path } => fill(w.report, &[("path", path)]),
             Event::Phase { .. }
             | Event::TurnStarted { .. }
@@ -560,7 +579,7 @@ impl Inner {
             } => format!(
                 "{}   {} {role:<9} {samples_per_sec:>9.1} samples/sec",
                 self.turn_prefix(*turn),
-                self.pair_of(*pair)
+                self.pair_of(*pair, self.status.pairs_cap.or(self.max_pairs))
             ),
             Event::CalibrationRun {
                 role,
@@ -568,7 +587,7 @@ impl Inner {
                 samples_per_sec,
             } => format!(
                 "  {} {role:<9} {samples_per_sec:>10.1} samples/sec",
-                self.pair_of(*pair)
+                self.pair_of(*pair, self.max_pairs)
             ),
             _ => return None,
         })
@@ -594,8 +613,9 @@ impl Inner {
         let mut tail = None;
         match st.phase.as_str() {
             "measuring" => {
-                let k = (st.runs_done / 2 + 1).min(self.max_pairs.unwrap_or(u32::MAX));
-                parts.push(self.pair_of(k));
+                let total = st.pairs_cap.or(self.max_pairs);
+                let k = (st.runs_done / 2 + 1).min(total.unwrap_or(u32::MAX));
+                parts.push(self.pair_of(k, total));
                 if let Some((role, v)) = &st.last_measure {
                     let role = if role == "incumbent" {
                         w.incumbent

@@ -346,7 +346,7 @@ impl<'a> Session<'a> {
         let (store, view) = (&mut self.store, &mut self.view);
         // Each run's seconds, end to end: the pace of the time-left estimate.
         let (mut clock, mut secs) = (std::time::Instant::now(), Vec::new());
-        let rule = PairRule::turn(crate::agent::cheaper::is_cheaper(change), &policy);
+        let rule = PairRule::first(crate::agent::cheaper::is_cheaper(change), &policy);
         let res = measure_pairs(
             rule,
             &*bencher,

@@ -196,6 +196,57 @@ fn measured_again_beside_load_as_well_an_open_call_stays_and_a_refuted_one_goes(
     assert_eq!(o.on_disk, 0, "the incumbent's files are back");
 }
 
+/// A first comparison whose candidate runs spread around ×1.25 for 8
+/// pairs (open at the cap: the 99% interval reaches under 1.01), then
+/// settle at ×1.25; every run beside `others` cores of a steady load.
+fn spread_then_settled(others: f64) -> Outcome {
+    const SPREAD: [f64; 8] = [130.0, 95.0, 160.0, 110.0, 145.0, 100.0, 150.0, 125.0];
+    session(Setup::new(0, &[2]), move |nw, k, _| {
+        Ok(match (nw, k) {
+            (2, k) if k < 8 => loaded(SPREAD[k], others),
+            (2, _) => loaded(125.0, others),
+            _ => loaded(100.0, others),
+        })
+    })
+}
+
+#[test]
+fn beside_load_an_open_call_pointing_up_at_the_cap_gets_more_pairs() {
+    // Beside load: open at 8 pairs with the median at ×1.27, so it measures
+    // on, and the added pairs keep it.
+    let o = spread_then_settled(0.8);
+    let r = o.row(1);
+    assert_eq!(r.decision, Decision::Kept, "{}", r.reason);
+    let pairs = r.candidate_samples.len();
+    assert!((9..=16).contains(&pairs), "{pairs} pairs: {}", r.reason);
+    let added: Vec<_> = o
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::PairsAdded {
+                turn,
+                pairs,
+                up_to,
+                median,
+            } => Some((*turn, *pairs, *up_to, *median)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(added.len(), 1, "{added:?}");
+    assert_eq!((added[0].0, added[0].1, added[0].2), (Some(1), 8, 16));
+    assert!(added[0].3 >= 1.03, "{added:?}");
+
+    // The same runs on a quiet machine: reverted at the cap, as before.
+    let o = spread_then_settled(0.0);
+    let r = o.row(1);
+    assert_eq!(r.decision, Decision::Reverted, "{}", r.reason);
+    assert_eq!(r.candidate_samples.len(), 8);
+    assert!(!o
+        .events
+        .iter()
+        .any(|e| matches!(e, Event::PairsAdded { .. })));
+}
+
 #[test]
 fn a_change_kept_on_a_quiet_machine_is_not_measured_again() {
     let o = session(Setup::new(0, &[2]), |nw, _, _| {
