@@ -363,7 +363,7 @@ pub fn decide_beside_load(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
         ..p.clone()
     };
     match decide(pr, &wider) {
-        Verdict::Undecided if !(pr.median >= 1.0 + p.min_gain) => Verdict::Revert,
+        Verdict::Undecided if pr.median.is_nan() || pr.median < 1.0 + p.min_gain => Verdict::Revert,
         v => v,
     }
 }
