@@ -188,7 +188,7 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// share the box with the suite; the load rules have their own tests in
 /// `run_loop`). A kept compute change is not measured again: tests/compute.rs
 /// turns that on and checks it end to end.
-pub const FAST_POLICY: &str = "[agent]\nbackend = \"builtin\"\n\n[loop]\nmax_iterations = 1\n\n[decision]\nrepeats = 2\nmax_repeats = 4\nbaseline_runs = 1\nfinal_max_pairs = 3\nbusy_wait_s = 0\nmax_set_aside = 0\nconfirm_kept = false\nconfirm_compute = false\n";
+pub const FAST_POLICY: &str = "[agent]\nbackend = \"builtin\"\n\n[loop]\nmax_iterations = 1\n\n[decision]\nrepeats = 2\nmax_repeats = 4\nbaseline_runs = 1\nfinal_max_pairs = 3\nbusy_wait_s = 0\nmax_repeats_beside_load = 0\nmax_set_aside = 0\nconfirm_kept = false\nconfirm_compute = false\n";
 
 /// A training job whose items wait on (simulated) storage: more workers pay.
 pub const IO_BOUND_TRAIN: &str = r#"import time
