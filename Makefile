@@ -6,6 +6,13 @@ CARGO ?= cargo
 # The wheel's build tools (maturin, zig), pinned in scripts/setup-wheel-tools.sh.
 BUILD_VENV ?= $(HOME)/.cache/tuneloop/build-venv
 export TUNELOOP_BUILD_VENV := $(BUILD_VENV)
+# The test suite's two builds besides the main one (the wheel's, linked through
+# zig, and the libtorch feature's, linked against the venv's torch) keep their
+# target folders beside the venv, as caches: a fresh clone on the same machine
+# then rebuilds only tuneloop itself there, not its ~200 dependencies (about a
+# minute and a half each on 2 cores). The main build stays in target/.
+AUX_TARGET ?= $(HOME)/.cache/tuneloop/target
+export TUNELOOP_WHEEL_TARGET_DIR := $(AUX_TARGET)/wheel-test
 
 .PHONY: setup setup-venv setup-wheel-tools build wheel demo test pytest clean-runs bench-decision bench-report bench-tuner bench-command gpu-check gpu-check-dry-run
 
@@ -45,7 +52,7 @@ demo: setup-venv build
 # where libtorch is, and build.rs puts its torch/lib in the binary's rpath. It
 # builds in its own target folder, so target/debug/tuneloop never links libtorch
 # and the two builds never overwrite each other's binary.
-LIBTORCH_ENV = PATH="$(VENV)/bin:$$PATH" VIRTUAL_ENV="$(VENV)" LIBTORCH_USE_PYTORCH=1 CARGO_TARGET_DIR=target/libtorch
+LIBTORCH_ENV = PATH="$(VENV)/bin:$$PATH" VIRTUAL_ENV="$(VENV)" LIBTORCH_USE_PYTORCH=1 CARGO_TARGET_DIR=$(AUX_TARGET)/libtorch
 
 # The Python side first (a minute): ruff over every .py of the repository
 # (ruff.toml), then the pytest suite of the harness and the instrumentation.
@@ -53,9 +60,10 @@ pytest: setup-venv
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/python -m pytest tests/python -q
 
+# The benches are built with the tests (in the test profile, sharing their
+# dependencies' builds) and, run without `--bench`, each returns at once.
 test: setup pytest
-	$(CARGO) test --lib --bins --tests --no-fail-fast -- --test-threads 2
-	$(CARGO) check --benches
+	$(CARGO) test --lib --bins --tests --benches --no-fail-fast -- --test-threads 2
 	$(LIBTORCH_ENV) $(CARGO) test --features libtorch --lib probe
 	$(LIBTORCH_ENV) $(CARGO) test --features libtorch --test probe -- --test-threads 2
 

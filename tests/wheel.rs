@@ -90,8 +90,13 @@ fn build_wheel(out: &Path) -> PathBuf {
         .arg(out)
         .current_dir(repo)
         // Its own target folder: the outer cargo's is not to be touched, and
-        // the zig-linked build stays cached between test runs.
-        .env("CARGO_TARGET_DIR", repo.join("target/wheel-test"))
+        // the zig-linked build stays cached between test runs (`make test`
+        // keeps it beside the venv, so fresh clones share it).
+        .env(
+            "CARGO_TARGET_DIR",
+            std::env::var_os("TUNELOOP_WHEEL_TARGET_DIR")
+                .map_or_else(|| repo.join("target/wheel-test"), PathBuf::from),
+        )
         .env("PATH", path));
     let wheels: Vec<PathBuf> = std::fs::read_dir(out)
         .unwrap()
