@@ -630,11 +630,19 @@ pub(super) fn decide(
     row.incumbent_samples = paired.inc_sps();
     row.data_wait_share = median_share(&paired.candidate);
     let cheaper = crate::agent::cheaper::is_cheaper(&row.change);
-    let explanation = if cheaper {
+    let mut explanation = if cheaper {
         stats::explain_cheaper(&paired.ratio, paired.verdict, &policy.decision)
     } else {
         stats::explain(&paired.ratio, paired.verdict, &policy.decision)
     };
+    let d = &policy.decision;
+    if paired.ratio.pairs() > d.max_repeats as usize {
+        explanation.push_str(&format!(
+            " in {} pairs (its runs saw load, and it was still open at {} pointing up: [decision] max_repeats_beside_load)",
+            paired.ratio.pairs(),
+            d.max_repeats
+        ));
+    }
     let j = judge::judge(
         knob,
         paired.verdict,

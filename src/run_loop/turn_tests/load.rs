@@ -219,6 +219,13 @@ fn beside_load_an_open_call_pointing_up_at_the_cap_gets_more_pairs() {
     assert_eq!(r.decision, Decision::Kept, "{}", r.reason);
     let pairs = r.candidate_samples.len();
     assert!((9..=16).contains(&pairs), "{pairs} pairs: {}", r.reason);
+    assert!(
+        r.reason.contains(&format!(
+            "in {pairs} pairs (its runs saw load, and it was still open at 8 pointing up"
+        )),
+        "{}",
+        r.reason
+    );
     let added: Vec<_> = o
         .events
         .iter()
