@@ -4,12 +4,10 @@
 //! builtin agent where the knob is defined, and the errors a user meets when
 //! the command does not fit.
 
-mod support;
-
 use std::path::Path;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 /// A workspace holding a copy of `examples/<name>`.
 fn example(name: &str) -> Ws {

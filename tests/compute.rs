@@ -6,12 +6,10 @@
 //! interleaved, kept or restored byte for byte, and its losses checked
 //! against the reference runs' by the numerics guard.
 
-mod support;
-
 use std::path::Path;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 const FIXTURE: &str = include_str!("fixtures/compute_bound/train.py");
 
@@ -21,10 +19,6 @@ fn json_file(p: &Path) -> Value {
     )
     .unwrap()
 }
-
-/// One tuning run at a time: two at once on a loaded box leave the pairs
-/// too noisy to decide anything.
-static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The fixture under `init -- python train.py`, small step counts, and a
 /// fast policy with `compute` appended.
@@ -77,7 +71,7 @@ fn start(ws: &Ws) -> (std::path::PathBuf, Value) {
 
 #[test]
 fn a_compute_bound_job_gets_one_compute_change_a_turn_each_decided_with_its_losses_checked() {
-    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = serial();
     let ws = workspace("knobs = [\"num_threads\", \"channels_last\"]", 2);
     let (dir, rep) = start(&ws);
     // Every measured run recorded its first 5 losses.
@@ -184,7 +178,7 @@ fn a_compute_bound_job_gets_one_compute_change_a_turn_each_decided_with_its_loss
 
 #[test]
 fn a_numerics_changing_change_whose_losses_leave_the_tolerance_is_rejected_and_restored() {
-    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = serial();
     // bf16 autocast moves the losses by far more than 0.001%.
     let ws = workspace("knobs = [\"autocast\"]\nloss_rtol = 0.00001", 1);
     let (dir, rep) = start(&ws);
@@ -216,7 +210,7 @@ fn a_numerics_changing_change_whose_losses_leave_the_tolerance_is_rejected_and_r
 
 #[test]
 fn the_managed_harness_records_the_first_losses_and_seeded_runs_repeat_them() {
-    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = serial();
     let train = r#"import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -275,7 +269,7 @@ fn fake_claude() -> &'static Path {
 
 #[test]
 fn claude_code_may_put_the_step_under_autocast_and_the_losses_are_checked_against_the_baseline() {
-    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = serial();
     let ws = workspace("knobs = [\"autocast\"]", 1);
     at_most_two_pairs(&ws);
     // A kept change measured again in 2 pairs can end undecided, and its
@@ -339,7 +333,7 @@ fn claude_code_may_put_the_step_under_autocast_and_the_losses_are_checked_agains
 
 #[test]
 fn a_run_that_ends_with_compute_changes_left_names_them_and_why_in_the_report_and_the_summary() {
-    let _one = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = serial();
     // One turn for three compute changes that can act on this CPU job, and
     // tf32, which needs CUDA.
     let ws = workspace(

@@ -6,9 +6,7 @@
 //! Real scripts (tests/fixtures/config_dataclass), real PyTorch on CPU, the
 //! real binary.
 
-mod support;
-
-use support::*;
+use crate::support::*;
 
 /// Line (1-based) of the first line of `file` containing `needle`.
 fn line_of(ws: &Ws, file: &str, needle: &str) -> usize {

@@ -3,12 +3,10 @@
 //! PyTorch through the real binary, and the quota reader against real cgroup
 //! files (v2 and v1 layouts) written in a temporary folder.
 
-mod support;
-
 use std::process::Command;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 /// The host's CPU count as Python sees it.
 fn host_cpus() -> u64 {

@@ -2,13 +2,11 @@
 //! `restore`; the project's files must end byte-identical to the expected
 //! state and the run log must stay readable.
 
-mod support;
-
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 fn spawn_start(ws: &Ws, stall: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_tuneloop"))

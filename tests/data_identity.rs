@@ -6,12 +6,10 @@
 //! own seeds change by design, and a part the baseline's own runs do not
 //! reproduce is not compared at all.
 
-mod support;
-
 use std::path::PathBuf;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 /// A workspace holding `tests/fixtures/<name>/train.py`, set up with
 /// `init -- command…`, small step counts and one turn of up to 2 pairs:

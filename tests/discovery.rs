@@ -3,13 +3,11 @@
 //! configured, what `init` writes, and how `doctor` reports an interpreter
 //! without torch. (The installed-wheel cases are in `tests/wheel.rs`.)
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 /// The cached venv's folder (`.../venv`, from `.../venv/bin/python`).
 fn cached_venv() -> PathBuf {

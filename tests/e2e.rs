@@ -1,9 +1,7 @@
 //! End-to-end: the real binary on temporary workspaces with real PyTorch (CPU).
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 /// The plain view's turn line carries the estimate.
 fn says_the_time_left(stderr: &str) -> bool {

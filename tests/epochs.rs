@@ -5,10 +5,8 @@
 //! then carry "what the cores can feed with each epoch's restart", never
 //! above the CPU limit, and nothing of it when no epoch began while timed.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 /// Items that wait on "storage"; `N_ITEMS` items a dataset, batches of 8, two
 /// workers kept alive across epochs (so the fill, not the start-up, is timed).

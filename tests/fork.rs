@@ -5,10 +5,8 @@
 //! shape. (tests/python/test_zygote.py holds the server's own behaviour:
 //! exit status, signals, seeds, the fallback on another environment.)
 
-mod support;
-
+use crate::support::Ws;
 use serde_json::Value;
-use support::Ws;
 
 const TRAIN_PY: &str = r#"
 import torch
@@ -25,7 +23,7 @@ def build():
 
 /// `tuneloop bench` with its temporary harness folder inside the workspace
 /// (TMPDIR), so that what it leaves running can be found by that path.
-fn bench(ws: &Ws, args: &[&str], env: &[(&str, &str)]) -> support::Run {
+fn bench(ws: &Ws, args: &[&str], env: &[(&str, &str)]) -> crate::support::Run {
     let tmp = ws.path().join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let tmp = tmp.display().to_string();
@@ -36,7 +34,7 @@ fn bench(ws: &Ws, args: &[&str], env: &[(&str, &str)]) -> support::Run {
     r
 }
 
-fn starts(r: &support::Run) -> Vec<String> {
+fn starts(r: &crate::support::Run) -> Vec<String> {
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     v["runs"]
         .as_array()
@@ -155,7 +153,7 @@ fn command_mode_forks_python_commands_with_the_same_data() {
     assert_eq!(starts(&fresh), ["fresh"; 2], "{}", fresh.stdout);
     assert_eq!(ws.read("preloaded.txt"), "False");
     // The same batches either way: the data identity is the command's.
-    let identity = |r: &support::Run| {
+    let identity = |r: &crate::support::Run| {
         let v: Value = serde_json::from_str(&r.stdout).unwrap();
         v["runs"][0]["data_identity"].clone()
     };

@@ -6,12 +6,10 @@
 //! does crash leaves the baseline measured and the report saying why there
 //! is no table.
 
-mod support;
-
 use std::path::Path;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 const GAN: &str = include_str!("fixtures/gan/train.py");
 

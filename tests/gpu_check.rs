@@ -5,12 +5,10 @@
 //! whole-command times where the tuning has a command of its own, and a
 //! summary (json and md) saying all of it.
 
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 
-use support::*;
+use crate::support::*;
 
 const CUDA_TURNS: [&str; 5] = [
     "pin_memory",

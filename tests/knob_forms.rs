@@ -7,14 +7,12 @@
 //! real binary: `init -- <command>`, `scan`, `start --agent builtin`,
 //! `restore`, `resume`.
 
-mod support;
-
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 fn fixture(name: &str) -> Ws {
     Ws::fixture(name)

@@ -7,13 +7,11 @@
 //! Snapshots redact what changes between runs: ids, dates, durations, paths,
 //! and — for the real run — every measured number.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::*;
 use serde_json::{json, Value};
-use support::*;
 use tuneloop::report::{AgentInfo, Decision, RunReport, TurnRow, SCHEMA_VERSION};
 
 const RUN_ID: &str = "20250101-120000";

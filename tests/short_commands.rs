@@ -7,12 +7,10 @@
 //! no run stops at a candidate that did not fit, and the stop reason names
 //! the flag that gives longer runs.
 
-mod support;
-
 use std::path::Path;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 /// A workspace holding `tests/fixtures/<name>/train.py`, initialised with
 /// `init -- command…`, 12 timed steps after 2 of warm-up, one turn decided

@@ -4,10 +4,8 @@
 //! code, the first batches' fingerprint identical) and the interleaved
 //! decision. Only the `preprocessing` knob is allowed, so it is turn 1.
 
-mod support;
-
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 fn json_file(p: &std::path::Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()

@@ -6,13 +6,11 @@
 //! `bench` run with no interpreter configured: found once through the active
 //! virtualenv, once only through the folder the binary was installed into.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 struct Out {
     code: i32,

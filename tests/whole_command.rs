@@ -2,9 +2,7 @@
 //! the baseline's command against the final's, in interleaved rounds, each
 //! run to its end as the user runs it, and the report's line about it.
 
-mod support;
-
-use support::*;
+use crate::support::*;
 
 /// The `-j` script (`tests/fixtures/workers_j`): one epoch of 32 batches
 /// whose items wait 3 ms each; the measured runs time 8 steps after 2 of

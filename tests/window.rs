@@ -4,10 +4,8 @@
 //! `tuneloop bench` says so. (Every other test binary runs with
 //! `TUNELOOP_WINDOW_S=0`: `[bench] steps` only, for the suite's time.)
 
-mod support;
-
+use crate::support::Ws;
 use serde_json::Value;
-use support::Ws;
 
 /// A fast step over a quick loader: 12 steps take a few tens of ms (on a
 /// loaded 2-core box, half a second: the window is longer than that).

@@ -1,0 +1,33 @@
+//! The integration tests, one binary: the real `tuneloop` binary on real
+//! workspaces, real PyTorch on CPU, real processes and git (each module's
+//! own doc says what it covers). One binary rather than one per file: the
+//! suite links once, and `support::serial()` is one lock for the whole
+//! suite, so one tuning run measures at a time while the other test thread
+//! runs the tests that tune nothing. `tests/probe.rs` (built again with the
+//! `libtorch` feature) and `tests/layers.rs` (read on its own in
+//! docs/architecture.md) stay binaries of their own.
+
+mod support;
+
+mod claude_agent;
+mod command_mode;
+mod compute;
+mod config_knobs;
+mod cores;
+mod crash;
+mod data_identity;
+mod discovery;
+mod distributed;
+mod docs;
+mod e2e;
+mod epochs;
+mod fork;
+mod gan;
+mod gpu_check;
+mod knob_forms;
+mod review;
+mod short_commands;
+mod structural;
+mod wheel;
+mod whole_command;
+mod window;
