@@ -1,12 +1,18 @@
 //! Data-parallel training under torchrun: real processes, gloo on CPU.
 
-use crate::support::*;
-use serde_json::Value;
+mod support;
 
-// Each test takes the suite's `serial()`: one tuning run at a time, and one
-// torchrun job at a time (torchrun hands each job a free port for its
-// rendezvous by probing, and two jobs started at once can pick the same port
-// and join each other's group, then both hang until the timeout).
+use serde_json::Value;
+use support::*;
+
+/// One torchrun job at a time: torchrun hands each job a free port for its
+/// rendezvous by probing, and two jobs started at once can pick the same port
+/// and join each other's group (then both hang until the timeout).
+static ONE_JOB_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_JOB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 const LAUNCHER: &str = "launcher = \"torchrun --standalone --nproc_per_node {nproc}\"\nnproc = 2\n";
 
