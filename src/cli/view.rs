@@ -941,6 +941,51 @@ mod tests {
     }
 
     #[test]
+    fn pairs_added_beside_load_say_so_and_raise_the_pair_count() {
+        let measured = |pair: u32| Event::Measured {
+            turn: 1,
+            role: "candidate".into(),
+            pair,
+            samples_per_sec: 500.0,
+        };
+        let events = [
+            Event::Phase {
+                phase: "measuring".into(),
+                turn: Some(1),
+                detail: "num_workers 0 → 2 vs incumbent".into(),
+            },
+            measured(4),
+            Event::PairsAdded {
+                turn: Some(1),
+                pairs: 4,
+                up_to: 8,
+                median: 1.234,
+            },
+            measured(5),
+        ];
+        let out = run("en", false, false, &events);
+        assert!(
+            out.contains("still open after 4 pairs, its median at ×1.23: measuring up to 8 pairs"),
+            "{out}"
+        );
+        // Before: pair 4 of the view's 4; after: of the raised cap.
+        assert!(
+            out.contains("pair 4 of 4") && out.contains("pair 5 of 8"),
+            "{out}"
+        );
+        // On a terminal the status line counts to the raised cap too.
+        let buf = Buf::default();
+        let mut v = View::with_output("en", Box::new(buf.clone()), true, false, Some(200), false)
+            .with_max_pairs(4);
+        for ev in &events {
+            v.show(ev);
+        }
+        let status = buf.text();
+        let last = status.rsplit("\r\x1b[2K").next().unwrap_or_default();
+        assert!(last.contains("of 8"), "{last:?}");
+    }
+
+    #[test]
     fn plain_mode_keeps_the_low_data_wait_advice() {
         let ev = Event::LowDataWait {
             share: 0.02,
