@@ -9,8 +9,8 @@ export TUNELOOP_BUILD_VENV := $(BUILD_VENV)
 # The test suite's two builds besides the main one (the wheel's, linked through
 # zig, and the libtorch feature's, linked against the venv's torch) keep their
 # target folders beside the venv, as caches: a fresh clone on the same machine
-# then rebuilds only tuneloop itself there, not its ~200 dependencies (about a
-# minute and a half each on 2 cores). The main build stays in target/.
+# then rebuilds only tuneloop itself there, not its ~200 dependencies (1 to 2
+# minutes each on 2 cores). The main build stays in target/.
 AUX_TARGET ?= $(HOME)/.cache/tuneloop/target
 export TUNELOOP_WHEEL_TARGET_DIR := $(AUX_TARGET)/wheel-test
 

@@ -176,9 +176,9 @@ pub fn json_file(p: &Path) -> serde_json::Value {
 
 static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// One tuning run at a time within a test binary: two at once on a 2-core
-/// box leave the pairs too noisy to decide anything (a failed test's poison
-/// is no reason to fail the next).
+/// One tuning run at a time in the whole suite (tests/suite.rs is one
+/// binary): two at once on a 2-core box leave the pairs too noisy to decide
+/// anything (a failed test's poison is no reason to fail the next).
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
