@@ -130,16 +130,18 @@ impl Paired {
     /// Whether a run the figures use ran while others kept a busy share of
     /// the cores (the pairs set aside and the waits not counted).
     pub fn used_runs_saw_load(&self) -> bool {
-        self.candidate
-            .iter()
-            .chain(&self.incumbent)
-            .any(crate::bench::load::busy_run)
+        runs_saw_load(&self.candidate, &self.incumbent)
     }
     /// Whether load was present: a pair set aside, a wait, or a run used
     /// while others kept a busy share of the cores.
     pub fn saw_load(&self) -> bool {
         !self.set_aside.is_empty() || self.waited_s > 0.0 || self.used_runs_saw_load()
     }
+}
+
+/// Whether any of these runs ran while others kept a busy share of the cores.
+fn runs_saw_load(cand: &[Measurement], inc: &[Measurement]) -> bool {
+    cand.iter().chain(inc).any(crate::bench::load::busy_run)
 }
 
 /// A measurement failed inside a paired comparison.
@@ -230,7 +232,7 @@ impl PairRule {
     /// The rule and cap in force: `beside_load`'s once a used run saw load.
     fn now(&self, cand: &[Measurement], inc: &[Measurement]) -> (DecideFn, u32) {
         match self.beside_load {
-            Some(b) if cand.iter().chain(inc).any(crate::bench::load::busy_run) => b,
+            Some(b) if runs_saw_load(cand, inc) => b,
             _ => (self.decide, self.max_pairs),
         }
     }

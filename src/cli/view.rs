@@ -224,6 +224,12 @@ impl Inner {
         format!("{} {n}:", self.words.turn)
     }
 
+    /// The pairs the comparison under way may take: the view's `max_pairs`,
+    /// or the cap load raised it to.
+    fn pairs_total(&self) -> Option<u32> {
+        self.status.pairs_cap.or(self.max_pairs)
+    }
+
     fn pair_of(&self, k: u32, total: Option<u32>) -> String {
         let total = total.map_or("?".to_string(), |n| n.to_string());
         fill(
@@ -579,7 +585,7 @@ impl Inner {
             } => format!(
                 "{}   {} {role:<9} {samples_per_sec:>9.1} samples/sec",
                 self.turn_prefix(*turn),
-                self.pair_of(*pair, self.status.pairs_cap.or(self.max_pairs))
+                self.pair_of(*pair, self.pairs_total())
             ),
             Event::CalibrationRun {
                 role,
@@ -613,7 +619,7 @@ impl Inner {
         let mut tail = None;
         match st.phase.as_str() {
             "measuring" => {
-                let total = st.pairs_cap.or(self.max_pairs);
+                let total = self.pairs_total();
                 let k = (st.runs_done / 2 + 1).min(total.unwrap_or(u32::MAX));
                 parts.push(self.pair_of(k, total));
                 if let Some((role, v)) = &st.last_measure {
