@@ -154,6 +154,32 @@ fn sim_trial_pr(
     (Verdict::Revert, pr, 2 * bound)
 }
 
+/// `sim_trials` simulated trials of `rule` at `gain`, from offsets drawn by
+/// an Rng seeded with `seed`: the keep rate (%) and the mean runs per
+/// decision. `after` sees each verdict, with the Rng, for a follow-up trial.
+fn keep_rate(
+    series: &[f64],
+    gain: f64,
+    policy: &Policy,
+    rule: fn(&PairedRatio, &tuneloop::config::DecisionPolicy) -> Verdict,
+    seed: u64,
+    sim_trials: usize,
+    mut after: impl FnMut(Verdict, &mut Rng),
+) -> (f64, f64) {
+    let (mut kept, mut runs) = (0usize, 0u64);
+    let mut r = Rng(seed);
+    for _ in 0..sim_trials {
+        let (v, n) = sim_trial(series, r.below(series.len()), gain, policy, rule);
+        kept += (v == Verdict::Keep) as usize;
+        runs += u64::from(n);
+        after(v, &mut r);
+    }
+    (
+        kept as f64 / sim_trials as f64 * 100.0,
+        runs as f64 / sim_trials as f64,
+    )
+}
+
 /// The rule as it was with the futility look from the third pair on: at two
 /// pairs, the rule without the look.
 fn decide_from3(pr: &PairedRatio, p: &tuneloop::config::DecisionPolicy) -> Verdict {
@@ -457,16 +483,14 @@ fn futility(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, sourc
             let rules: [fn(&PairedRatio, &tuneloop::config::DecisionPolicy) -> Verdict; 3] =
                 [stats::decide, decide_from3, stats::decide];
             for (pol, rule) in [policy, policy, &off].into_iter().zip(rules) {
-                let (mut kept, mut runs) = (0usize, 0u64);
-                let mut r = Rng(0x5eed);
-                for _ in 0..sim_trials {
-                    let (v, n) = sim_trial(series, r.below(series.len()), gain, pol, rule);
-                    kept += (v == Verdict::Keep) as usize;
-                    runs += u64::from(n);
-                }
-                cell.push((
-                    kept as f64 / sim_trials as f64 * 100.0,
-                    runs as f64 / sim_trials as f64,
+                cell.push(keep_rate(
+                    series,
+                    gain,
+                    pol,
+                    rule,
+                    0x5eed,
+                    sim_trials,
+                    |_, _| {},
                 ));
             }
             md.push_str(&format!(
@@ -593,28 +617,28 @@ fn beside_load(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, so
             let rules: [fn(&PairedRatio, &tuneloop::config::DecisionPolicy) -> Verdict; 2] =
                 [stats::decide_beside_load, stats::decide];
             for (extended, rule) in [true, false].into_iter().zip(rules) {
-                let (mut kept, mut runs) = (0usize, 0u64);
-                let mut r = Rng(0xb51e);
-                for _ in 0..sim_trials {
-                    let (v, n) = sim_trial(series, r.below(series.len()), gain, policy, rule);
-                    kept += (v == Verdict::Keep) as usize;
-                    runs += u64::from(n);
-                    if gain == 1.0 && v == Verdict::Keep && extended {
-                        let (v2, pr2, _) = sim_trial_pr(
-                            series,
-                            r.below(series.len()),
-                            gain,
-                            policy,
-                            stats::decide,
-                        );
-                        null_stands.0 += 1;
-                        null_stands.1 +=
-                            (stats::confirmed(v2, &pr2, d) || !stats::refuted(&pr2, d)) as usize;
-                    }
-                }
-                cell.push((
-                    kept as f64 / sim_trials as f64 * 100.0,
-                    runs as f64 / sim_trials as f64,
+                cell.push(keep_rate(
+                    series,
+                    gain,
+                    policy,
+                    rule,
+                    0xb51e,
+                    sim_trials,
+                    |v, r| {
+                        if gain == 1.0 && v == Verdict::Keep && extended {
+                            let (v2, pr2, _) = sim_trial_pr(
+                                series,
+                                r.below(series.len()),
+                                gain,
+                                policy,
+                                stats::decide,
+                            );
+                            null_stands.0 += 1;
+                            null_stands.1 += (stats::confirmed(v2, &pr2, d)
+                                || !stats::refuted(&pr2, d))
+                                as usize;
+                        }
+                    },
                 ));
             }
             md.push_str(&format!(
