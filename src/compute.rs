@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::Measurement;
+use crate::bench::{Measurement, StepParts};
 use crate::config::Policy;
 use crate::edit::compute as text;
 use crate::knob::{ComputeKnob, Numerics};
@@ -262,18 +262,129 @@ pub fn gate(f: &StepFigures, min_gain: f64) -> Result<(), LoaderBinds> {
     Ok(())
 }
 
+/// How much of what binds the step is: the most any compute change can
+/// remove, from the incumbent's figures. Its time's share of each iteration
+/// (1 − data_wait) while the step binds or the loading runs in the training
+/// process; with workers that bind, its CPU's share of a sample's (what the
+/// cores can feed is what binds: see [`gate`]).
+fn step_reach(f: &StepFigures) -> f64 {
+    match f.data_wait_share {
+        Some(share) if share >= LOADER_BINDS_FROM && f.workers.unwrap_or(0) > 0 => {
+            f.step_cpu_share.unwrap_or(1.0)
+        }
+        Some(share) => (1.0 - share).clamp(0.0, 1.0),
+        None => 1.0,
+    }
+}
+
+/// The part of the step a knob acts on, and its share of the step in the
+/// profiled run: the optimizer's step for `fused` and `foreach`,
+/// convolutions for channels_last. `None`: the knob acts on the whole step
+/// (threads, autocast, compile), or on CUDA only.
+fn knob_part(knob: ComputeKnob, parts: &StepParts) -> Option<(&'static str, f64)> {
+    match knob {
+        ComputeKnob::FusedOptimizer | ComputeKnob::ForeachOptimizer => {
+            Some(("the optimizer's step", parts.optimizer))
+        }
+        ComputeKnob::ChannelsLast => Some(("convolutions", parts.convolution)),
+        _ => None,
+    }
+}
+
+/// Whether `knob` can win `min_gain` though it acts on one part of the
+/// step: even removing all of that part (a bound that errs high: a fused
+/// optimizer still reads and writes every parameter) must take
+/// `min_gain / (1 + min_gain)` of what binds. `parts`: the baseline's
+/// profiled run; without it (CUDA, no profile) every knob passes.
+pub fn part_can_win(
+    knob: ComputeKnob,
+    parts: Option<&StepParts>,
+    f: &StepFigures,
+    min_gain: f64,
+) -> Result<(), PartSmall> {
+    let Some((part, share)) = parts.and_then(|p| knob_part(knob, p)) else {
+        return Ok(());
+    };
+    let reach = step_reach(f);
+    let need = min_gain / (1.0 + min_gain);
+    match share * reach >= need {
+        true => Ok(()),
+        false => Err(PartSmall {
+            part,
+            share,
+            reach,
+            min_gain,
+        }),
+    }
+}
+
+/// A knob whose part of the step is too small to win a change's gain
+/// ([`part_can_win`]); its text is what the report's "Compute changes not
+/// tried" says.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{part} took {:.1}% of the step in the profiled run, and the step is {:.0}% of what binds: removing all of it would gain under the {:.0}% a change must gain", .share * 100.0, .reach * 100.0, .min_gain * 100.0)]
+pub struct PartSmall {
+    pub part: &'static str,
+    pub share: f64,
+    pub reach: f64,
+    pub min_gain: f64,
+}
+
 /// [`gate`] on the incumbent's measurement, with the policy's `min_gain`.
 pub fn gate_for(policy: &Policy, incumbent: &Measurement) -> Result<(), LoaderBinds> {
     gate(&StepFigures::of(incumbent), policy.decision.min_gain)
 }
 
-/// What an agent may change now: [`allowed_knobs`], less the compute knobs
-/// while no compute change can move the limit that binds ([`gate`]).
-pub fn offered_knobs(policy: &Policy, incumbent: &Measurement) -> Vec<String> {
-    match gate_for(policy, incumbent) {
-        Ok(()) => allowed_knobs(policy),
-        Err(_) => policy.loop_.knobs.clone(),
+/// [`part_can_win`] for `knob` on the incumbent, with the policy's `min_gain`:
+/// why its part of the step is too small, or `None`.
+pub fn part_small(
+    policy: &Policy,
+    incumbent: &Measurement,
+    parts: Option<&StepParts>,
+    knob: ComputeKnob,
+) -> Option<PartSmall> {
+    let f = StepFigures::of(incumbent);
+    part_can_win(knob, parts, &f, policy.decision.min_gain).err()
+}
+
+/// The [`pending`] knobs that can move the limit that binds: none while the
+/// loader binds ([`gate`]), and none whose part of the step is too small
+/// ([`part_can_win`]). What Claude Code is offered, and what keeps its
+/// compute side open.
+pub fn pending_worth(
+    policy: &Policy,
+    rows: &[TurnRow],
+    incumbent: &Measurement,
+    parts: Option<&StepParts>,
+) -> Vec<ComputeKnob> {
+    if gate_for(policy, incumbent).is_err() {
+        return Vec::new();
     }
+    pending(policy, rows, incumbent)
+        .into_iter()
+        .filter(|k| part_small(policy, incumbent, parts, *k).is_none())
+        .collect()
+}
+
+/// What an agent may change now: [`allowed_knobs`], less the compute knobs
+/// that cannot move the limit that binds: all of them while the loader
+/// binds ([`gate`]), and each whose part of the step is too small
+/// ([`part_can_win`]).
+pub fn offered_knobs(
+    policy: &Policy,
+    incumbent: &Measurement,
+    parts: Option<&StepParts>,
+) -> Vec<String> {
+    if gate_for(policy, incumbent).is_err() {
+        return policy.loop_.knobs.clone();
+    }
+    allowed_knobs(policy)
+        .into_iter()
+        .filter(|name| match ComputeKnob::parse(name) {
+            Some(k) => part_small(policy, incumbent, parts, k).is_none(),
+            None => true,
+        })
+        .collect()
 }
 
 /// Why the builtin agent passes over a compute knob; its text is what the
@@ -293,6 +404,9 @@ pub enum PassedOver {
     /// No compute change can move the limit that binds ([`gate`]).
     #[error(transparent)]
     LoaderBinds(LoaderBinds),
+    /// The part of the step the knob acts on is too small ([`part_can_win`]).
+    #[error(transparent)]
+    PartSmall(PartSmall),
     /// The script has no place the change can be written (the editor's words).
     #[error(transparent)]
     NoPlace(#[from] text::ComputeRefusal),
@@ -332,11 +446,13 @@ pub struct Plan {
 }
 
 /// The builtin agent's [`Plan`] for the project as it is on disk.
-/// `preferred` is the entry's module or the command's script.
+/// `preferred` is the entry's module or the command's script; `parts` the
+/// baseline's profiled step by part ([`part_can_win`]).
 pub fn plan(
     policy: &Policy,
     history: &[TurnRow],
     incumbent: &Measurement,
+    parts: Option<&StepParts>,
     root: &Path,
     editable: &[String],
     preferred: Option<&str>,
@@ -365,8 +481,14 @@ pub fn plan(
     let cuda = on_cuda(incumbent);
     let device = if cuda { "cuda" } else { "cpu" };
     let threads = thread_target(incumbent);
+    let figures = StepFigures::of(incumbent);
+    let min_gain = policy.decision.min_gain;
     for knob in pending {
-        let made = worth_trying(knob, &src).and_then(|()| match knob {
+        let made = worth_trying(knob, &src)
+            .and_then(|()| {
+                part_can_win(knob, parts, &figures, min_gain).map_err(PassedOver::PartSmall)
+            })
+            .and_then(|()| match knob {
             ComputeKnob::NumThreads => {
                 let want = threads.ok_or(PassedOver::CoresUnknown)?;
                 let now = text::threads_call(&src)
@@ -402,12 +524,14 @@ pub struct NotTried {
 
 /// The enabled compute knobs with no turn, each with why: CUDA-only on
 /// another device, passed over by the builtin agent (`plan`, absent for
-/// Claude Code), the loader binding ([`gate`]), else `ended` (the run
-/// stopped first, e.g. "iteration limit 10; raise [loop] max_iterations").
+/// Claude Code), the loader binding ([`gate`]), its part of the step too
+/// small ([`part_can_win`] on `parts`), else `ended` (the run stopped
+/// first, e.g. "iteration limit 10; raise [loop] max_iterations").
 pub fn not_tried(
     policy: &Policy,
     rows: &[TurnRow],
     incumbent: &Measurement,
+    parts: Option<&StepParts>,
     plan: Option<&Plan>,
     ended: &str,
 ) -> Vec<NotTried> {
@@ -426,6 +550,8 @@ pub fn not_tried(
             } else if let Some((_, why)) = skipped {
                 why.to_string()
             } else if let Some(why) = &binds {
+                why.to_string()
+            } else if let Some(why) = part_small(policy, incumbent, parts, k) {
                 why.to_string()
             } else {
                 ended.to_string()
@@ -591,7 +717,7 @@ mod tests {
             ..Default::default()
         };
         let editable = ["train.py".to_string()];
-        let plan = plan(&p, &[], &cpu, d.path(), &editable, None);
+        let plan = plan(&p, &[], &cpu, None, d.path(), &editable, None);
         assert_eq!(plan.file.as_deref(), Some("train.py"));
         assert_eq!(
             plan.skipped,
@@ -604,7 +730,7 @@ mod tests {
             plan.skipped[1].1.to_string(),
             "no 2-d convolution in the script"
         );
-        let none = super::plan(&p, &[], &cpu, d.path(), &[], None);
+        let none = super::plan(&p, &[], &cpu, None, d.path(), &[], None);
         assert!(none
             .skipped
             .iter()
@@ -721,14 +847,14 @@ mod tests {
         let p = policy(&["foreach_optimizer", "autocast", "tf32"]);
         let editable = ["train.py".to_string()];
         let bound = demo_settled();
-        let plan = plan(&p, &[], &bound, d.path(), &editable, None);
+        let plan = plan(&p, &[], &bound, None, d.path(), &editable, None);
         assert!(plan.ready.is_empty(), "{:?}", plan.ready);
         assert_eq!(
             plan.skipped.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
             [ComputeKnob::ForeachOptimizer, ComputeKnob::Autocast]
         );
         let why = gate_for(&p, &bound).unwrap_err().to_string();
-        let listed = not_tried(&p, &[], &bound, Some(&plan), "the run ended");
+        let listed = not_tried(&p, &[], &bound, None, Some(&plan), "the run ended");
         assert_eq!(
             describe_not_tried(&listed),
             format!(
@@ -736,16 +862,117 @@ mod tests {
             )
         );
         // Claude Code (no plan) is told the same, and offered none of them.
-        assert_eq!(not_tried(&p, &[], &bound, None, "the run ended"), listed);
-        assert_eq!(offered_knobs(&p, &bound), p.loop_.knobs);
+        assert_eq!(not_tried(&p, &[], &bound, None, None, "the run ended"), listed);
+        assert_eq!(offered_knobs(&p, &bound, None), p.loop_.knobs);
         // The step is most of the time: the plan writes them, the prompt offers them.
         let free = Measurement {
             data_wait_share: Some(0.3),
             ..bound
         };
-        let plan = super::plan(&p, &[], &free, d.path(), &editable, None);
+        let plan = super::plan(&p, &[], &free, None, d.path(), &editable, None);
         assert_eq!(plan.ready.len(), 2, "{:?}", plan.skipped);
-        assert_eq!(offered_knobs(&p, &free), allowed_knobs(&p));
+        assert_eq!(offered_knobs(&p, &free, None), allowed_knobs(&p));
+    }
+
+    #[test]
+    fn a_knob_whose_part_of_the_step_cannot_win_the_gain_is_passed_over_with_why() {
+        let d = tempfile::tempdir().unwrap();
+        let script = "import torch\nmodel = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3))\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n";
+        std::fs::write(d.path().join("train.py"), script).unwrap();
+        let p = policy(&["channels_last", "foreach_optimizer", "fused_optimizer", "autocast"]);
+        let editable = ["train.py".to_string()];
+        // The step binds (data_wait 5%): it is 95% of what binds.
+        let bound = Measurement {
+            data_wait_share: Some(0.05),
+            device: Some("cpu".into()),
+            ..Default::default()
+        };
+        // The optimizer's step 2% of the step, no convolution in it: even
+        // removed whole they win 1.9% and 0%, under min_gain's 3%.
+        let small = StepParts {
+            optimizer: 0.02,
+            convolution: 0.0,
+        };
+        let plan = plan(&p, &[], &bound, Some(&small), d.path(), &editable, None);
+        let ready: Vec<_> = plan.ready.iter().map(|(k, _)| *k).collect();
+        assert_eq!(ready, [ComputeKnob::Autocast]);
+        let skipped: Vec<_> = plan.skipped.iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            skipped,
+            [
+                ComputeKnob::ChannelsLast,
+                ComputeKnob::ForeachOptimizer,
+                ComputeKnob::FusedOptimizer
+            ]
+        );
+        assert_eq!(
+            plan.skipped[1].1.to_string(),
+            "the optimizer's step took 2.0% of the step in the profiled run, and the step is 95% of what binds: removing all of it would gain under the 3% a change must gain"
+        );
+        // The report says the same, with the builtin agent's plan and
+        // without one (Claude Code), who is not offered them either.
+        let with_plan = not_tried(&p, &[], &bound, Some(&small), Some(&plan), "ended");
+        let without = not_tried(&p, &[], &bound, Some(&small), None, "ended");
+        assert_eq!(with_plan, without);
+        assert!(
+            describe_not_tried(&with_plan).starts_with(
+                "channels_last (convolutions took 0.0% of the step in the profiled run"
+            ),
+            "{with_plan:?}"
+        );
+        let offered = offered_knobs(&p, &bound, Some(&small));
+        assert!(offered.contains(&"autocast".to_string()));
+        assert!(!offered.iter().any(|k| k.ends_with("_optimizer") || k == "channels_last"));
+        assert_eq!(
+            pending_worth(&p, &[], &bound, Some(&small)),
+            [ComputeKnob::Autocast]
+        );
+        // A heavier optimizer (AdamW's, a quarter of the step) and real
+        // convolutions: each gets its turn.
+        let large = StepParts {
+            optimizer: 0.25,
+            convolution: 0.4,
+        };
+        let plan = super::plan(&p, &[], &bound, Some(&large), d.path(), &editable, None);
+        assert_eq!(plan.ready.len(), 4, "{:?}", plan.skipped);
+        assert_eq!(offered_knobs(&p, &bound, Some(&large)), allowed_knobs(&p));
+        // No profile (CUDA, or the profiled run failed): nothing is passed over.
+        let plan = super::plan(&p, &[], &bound, None, d.path(), &editable, None);
+        assert_eq!(plan.ready.len(), 4, "{:?}", plan.skipped);
+    }
+
+    #[test]
+    fn with_workers_binding_a_part_counts_by_the_steps_share_of_a_samples_cpu() {
+        // already_tuned (bench/workloads): 6 workers keep 2 cores busy, the
+        // step's own CPU 13% of a sample's; its optimizer's step 14.5% of
+        // the step is 1.9% of what the cores feed.
+        let f = StepFigures {
+            data_wait_share: Some(0.72),
+            workers: Some(6),
+            step_cpu_share: Some(0.13),
+            cores_busy: Some(0.97),
+        };
+        assert_eq!(gate(&f, 0.03), Ok(()));
+        let parts = StepParts {
+            optimizer: 0.145,
+            convolution: 0.0,
+        };
+        let why = part_can_win(ComputeKnob::FusedOptimizer, Some(&parts), &f, 0.03).unwrap_err();
+        assert!((why.reach - 0.13).abs() < 1e-9, "{why:?}");
+        assert!(why.to_string().contains("the step is 13% of what binds"), "{why}");
+        // A step with more of the CPU (half a sample's) lets it through.
+        let heavy = StepFigures {
+            step_cpu_share: Some(0.5),
+            ..f
+        };
+        assert_eq!(
+            part_can_win(ComputeKnob::FusedOptimizer, Some(&parts), &heavy, 0.03),
+            Ok(())
+        );
+        // Knobs that act on the whole step are never weighed by a part.
+        for k in [ComputeKnob::Autocast, ComputeKnob::NumThreads, ComputeKnob::Compile] {
+            assert_eq!(part_can_win(k, Some(&parts), &f, 0.03), Ok(()));
+        }
     }
 
     #[test]

@@ -228,6 +228,12 @@ impl BaselineBench {
         crate::numerics::Yardstick::of(&self.runs, self.calibration.as_ref()?)
     }
 
+    /// The profiled run's step by part (on CPU): what the compute side
+    /// weighs a knob by ([`crate::compute::part_can_win`]).
+    pub fn step_parts(&self) -> Option<crate::bench::StepParts> {
+        self.profiled.as_ref()?.step_parts
+    }
+
     pub fn path(run_dir: &Path) -> PathBuf {
         run_dir.join("baseline").join("bench.json")
     }

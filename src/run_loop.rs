@@ -1190,10 +1190,11 @@ impl<'a> Session<'a> {
 
     /// The compute knobs the agent can still try: with the builtin agent
     /// (alone or in hybrid) those its [`crate::compute::Plan`] can write,
-    /// and the plan; with Claude Code every pending one, and no plan. None
-    /// while the loader binds ([`crate::compute::gate`]): then no compute
-    /// change can move the limit, and the loader's side alone decides when
-    /// the run is done.
+    /// and the plan; with Claude Code every pending one whose part of the
+    /// step can win a change's gain ([`crate::compute::pending_worth`]), and
+    /// no plan. None while the loader binds ([`crate::compute::gate`]): then
+    /// no compute change can move the limit, and the loader's side alone
+    /// decides when the run is done.
     fn compute_left(&self) -> (Vec<crate::knob::ComputeKnob>, Option<crate::compute::Plan>) {
         match self.agent.builtin() {
             Some(b) => {
@@ -1201,19 +1202,22 @@ impl<'a> Session<'a> {
                     &self.policy,
                     &self.rows,
                     &self.incumbent,
+                    self.baseline_bench.step_parts().as_ref(),
                     &self.root,
                     &self.ws.file.project.editable,
                     b.preferred_file(),
                 );
                 (plan.ready.iter().map(|(k, _)| *k).collect(), Some(plan))
             }
-            None => match crate::compute::gate_for(&self.policy, &self.incumbent) {
-                Ok(()) => (
-                    crate::compute::pending(&self.policy, &self.rows, &self.incumbent),
-                    None,
+            None => (
+                crate::compute::pending_worth(
+                    &self.policy,
+                    &self.rows,
+                    &self.incumbent,
+                    self.baseline_bench.step_parts().as_ref(),
                 ),
-                Err(_) => (Vec::new(), None),
-            },
+                None,
+            ),
         }
     }
 
@@ -1228,7 +1232,14 @@ impl<'a> Session<'a> {
             return None;
         }
         let passed =
-            crate::compute::not_tried(&self.policy, &self.rows, &self.incumbent, plan.as_ref(), "");
+            crate::compute::not_tried(
+                &self.policy,
+                &self.rows,
+                &self.incumbent,
+                self.baseline_bench.step_parts().as_ref(),
+                plan.as_ref(),
+                "",
+            );
         // Knobs held back while the loader binds are not "not applicable":
         // the report names them with why.
         let binds = crate::compute::gate_for(&self.policy, &self.incumbent)
@@ -1260,6 +1271,7 @@ impl<'a> Session<'a> {
             &self.policy,
             &self.rows,
             &self.incumbent,
+            self.baseline_bench.step_parts().as_ref(),
             plan.as_ref(),
             &ended,
         )

@@ -37,6 +37,7 @@ pub fn propose(
         ctx.policy,
         ctx.history,
         ctx.incumbent,
+        ctx.step_parts.as_ref(),
         root,
         &ctx.ws.file.project.editable,
         preferred,

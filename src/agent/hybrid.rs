@@ -165,6 +165,7 @@ impl HybridAgent {
             ceiling_sps: ctx.ceiling_sps,
             history: ctx.history,
             profile_table: ctx.profile_table,
+            step_parts: ctx.step_parts,
             turn_dir: ctx.turn_dir.clone(),
             interrupt: ctx.interrupt,
             only_cheaper: ctx.only_cheaper,

@@ -40,6 +40,9 @@ pub struct TurnContext<'a> {
     pub history: &'a [TurnRow],
     /// The profiler table of the incumbent (may be empty).
     pub profile_table: &'a str,
+    /// The baseline's profiled step by part, on CPU (what a compute knob
+    /// acts on: [`crate::compute::part_can_win`]).
+    pub step_parts: Option<crate::bench::StepParts>,
     /// `runs/<id>/turns/NN/`, where the agent's records go.
     pub turn_dir: PathBuf,
     pub interrupt: &'a Interrupt,

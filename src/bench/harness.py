@@ -266,6 +266,49 @@ def batch_bytes_of(batch, torch):
 # Shared by managed mode (below) and command mode (tuneloop_instrument).
 
 
+# What the profiled step's parts are called: torch's optimizers record
+# their step as "Optimizer.step#<Class>.step"; convolutions, forward and
+# backward, have "convolution" in their op's or autograd node's name.
+def _step_part(name):
+    if name.startswith("Optimizer.step#"):
+        return "optimizer"
+    if "convolution" in name.lower():
+        return "convolution"
+    return None
+
+
+def step_parts(prof, range_name="train_step"):
+    """The profiled steps' time by part: the optimizer's step and the
+    convolutions, each as a share of the `range_name` ranges' CPU time
+    (what the compute knobs act on: fused or foreach optimizers the one,
+    channels_last the other; tuneloop passes over a knob whose part is too
+    small to win a change's gain). Only what runs inside the step's ranges
+    counts: a convolution in the loading (augmentation) is not the model's.
+    None without such a range, or when the profiler's event tree cannot be
+    read."""
+    try:
+        events = prof.events()
+        step = 0.0
+        parts = {"optimizer": 0.0, "convolution": 0.0}
+        for e in events:
+            if e.name != range_name:
+                continue
+            step += e.cpu_time_total
+            stack = list(e.cpu_children)
+            while stack:  # the outermost event of each part, so none counts twice
+                child = stack.pop()
+                part = _step_part(child.name)
+                if part is not None:
+                    parts[part] += child.cpu_time_total
+                else:
+                    stack.extend(child.cpu_children)
+    except Exception:
+        return None
+    if step <= 0:
+        return None
+    return {k: min(1.0, v / step) for k, v in parts.items()}
+
+
 def pin_threads(torch):
     """``TUNELOOP_THREADS=N`` (the numerics guard's calibration run): torch's
     intra-op threads set to N, and the script's own ``torch.set_num_threads``
@@ -918,6 +961,8 @@ def main():
     main_rss, _ = _proc_memory(os.getpid())
     del it  # shut the workers down before the ceiling run
 
+    # On CUDA the host's time says little of the device's: no parts there.
+    parts = step_parts(prof) if profiling and job.device.type == "cpu" else None
     if profiling and args.table_out:
         # The table is an extra: a profiler that cannot tabulate leaves its
         # reason next to it (tuneloop reports "profiler table unavailable")
@@ -988,6 +1033,7 @@ def main():
         "loader": loader_settings(job.loader),
         "world_size": dist_env.world if dist_env is not None else 1,
         "profiled": profiling,
+        "step_parts": parts,
         # Forked from tuneloop's fork server (torch already imported), or
         # started as a process of its own.
         "process_start": "forked" if os.environ.get("TUNELOOP_FORKED") else "fresh",

@@ -216,6 +216,22 @@ pub struct Measurement {
     /// loader's first `iter()` (imports, data and model set-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_s: Option<f64>,
+    /// The profiled run only, on CPU: where the step's own time went, by
+    /// the part a compute knob acts on ([`StepParts`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_parts: Option<StepParts>,
+}
+
+/// The profiled steps' time by part, each a share of the step's CPU time
+/// (the `train_step` ranges; the loading's own work not counted): what
+/// `crate::compute` weighs a knob by before giving it a turn. Measured on
+/// CPU only: on CUDA the host's time says little of the device's.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepParts {
+    /// The optimizer's `step()` (what `fused` and `foreach` act on).
+    pub optimizer: f64,
+    /// Convolutions, forward and backward (what channels_last acts on).
+    pub convolution: f64,
 }
 
 impl Measurement {

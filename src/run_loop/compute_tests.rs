@@ -64,7 +64,11 @@ impl ByText {
 
 impl Measure for ByText {
     fn measure<'a>(&'a self, _: Mode, _: &'a Interrupt) -> Pending<'a, Measurement> {
-        let r = self.run();
+        // Only the profiled run weighs the step's parts, as the harness does.
+        let r = self.run().map(|m| Measurement {
+            step_parts: None,
+            ..m
+        });
         Box::pin(async move { r })
     }
 
@@ -382,6 +386,39 @@ fn knobs_left_at_the_iteration_limit_and_knobs_passed_over_are_named_with_why() 
         crate::report::render_markdown(&o.report).contains(&line),
         "{}",
         crate::report::render_markdown(&o.report)
+    );
+}
+
+#[test]
+fn a_knob_whose_part_of_the_profiled_step_is_too_small_gets_no_turn() {
+    // The profiled run finds the optimizer's step 1% of the step and the
+    // convolutions half of it: fused and foreach could win at most 1%, and
+    // are passed over; channels_last and autocast get their turns.
+    let shape = Measurement {
+        step_parts: Some(crate::bench::StepParts {
+            optimizer: 0.01,
+            convolution: 0.5,
+        }),
+        ..compute_bound()
+    };
+    let knobs = [
+        "channels_last",
+        "foreach_optimizer",
+        "fused_optimizer",
+        "autocast",
+    ];
+    let o = session_shaped(TRAIN, &knobs, |_| {}, shape, |_| (100.0, 1.0));
+    let changes: Vec<&str> = o.report.turns.iter().map(|r| r.change.as_str()).collect();
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    assert!(changes[0].starts_with("channels_last: "), "{changes:?}");
+    assert!(changes[1].starts_with("autocast: "), "{changes:?}");
+    assert_eq!(
+        o.report.stop_reason,
+        "every compute change was tried (0 kept, 2 not kept, 2 not applicable); data_wait 2.0% of the step"
+    );
+    assert_eq!(
+        crate::compute::describe_not_tried(&o.report.compute_not_tried),
+        "foreach_optimizer, fused_optimizer (the optimizer's step took 1.0% of the step in the profiled run, and the step is 98% of what binds: removing all of it would gain under the 3% a change must gain)"
     );
 }
 

@@ -195,6 +195,7 @@ impl<'a> Session<'a> {
             ceiling_sps: self.ceiling,
             history: &self.rows,
             profile_table: &self.profile_table,
+            step_parts: self.baseline_bench.step_parts(),
             turn_dir: tdir.clone(),
             interrupt: &self.interrupt,
             only_cheaper: self.streak.is_some(),

@@ -315,3 +315,52 @@ def test_a_pinned_processs_workers_still_set_their_own_threads(H, torch, monkeyp
     finally:
         monkeypatch.undo()
         torch.set_num_threads(threads)
+
+
+PARTS_TRAIN = '''\
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+
+class Blurred(Dataset):
+    """Items blurred by a convolution in the loading (no workers: in the
+    training process, between the steps)."""
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        img = torch.rand(1, 3, 16, 16)
+        img = nn.functional.conv2d(img, torch.full((3, 1, 3, 3), 1 / 9), padding=1, groups=3)
+        return img[0], i % 3
+
+
+def build():
+    loader = DataLoader(Blurred(), batch_size=8, num_workers=0)
+    if {conv_model}:
+        model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 14 * 14, 3))
+    else:
+        model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 3))
+    opt = torch.optim.AdamW(model.parameters())
+    return {{"loader": loader, "model": model, "optimizer": opt}}
+'''
+
+
+def test_profiled_run_weighs_the_steps_parts(run_harness, managed_project, tmp_path):
+    # What the compute knobs act on, as shares of the step: the optimizer's
+    # step (fused, foreach) and the model's convolutions (channels_last).
+    # The loading's convolution is not the model's.
+    args = (STEPS, "4", WARMUP, "1", "--mode", "profile", "--table-out", str(tmp_path / "t.txt"))
+    conv = run_harness(managed_project("conv", body=PARTS_TRAIN.format(conv_model=True)), *args)
+    parts = conv.result["step_parts"]
+    assert 0 < parts["convolution"] < 1, parts
+    assert 0 < parts["optimizer"] < 1, parts
+    assert parts["convolution"] + parts["optimizer"] <= 1
+    flat = run_harness(managed_project("flat", body=PARTS_TRAIN.format(conv_model=False)), *args)
+    assert flat.result["step_parts"]["convolution"] == 0, flat.result["step_parts"]
+    assert flat.result["step_parts"]["optimizer"] > 0
+    # A throughput run has no profiler, and no parts.
+    plain = run_harness(managed_project("plain", body=PARTS_TRAIN.format(conv_model=True)),
+                        STEPS, "4", WARMUP, "1")
+    assert plain.result["step_parts"] is None

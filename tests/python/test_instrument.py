@@ -256,6 +256,16 @@ def test_profiled_run_writes_the_table(scaled, module_tmp):
     assert scaled.result["profiled"] is True
     text = (module_tmp / "table.txt").read_text()
     assert "data_wait" in text and "train_step" in text
+    # The step's parts, for the compute side: the script's optimizer step
+    # is a share of its step, and it has no convolution.
+    parts = scaled.result["step_parts"]
+    assert 0 < parts["optimizer"] < 1, parts
+    assert parts["convolution"] == 0, parts
+
+
+def test_an_unprofiled_run_has_no_parts(timed):
+    assert timed.result["profiled"] is False
+    assert timed.result["step_parts"] is None
 
 
 def test_profiler_stopped_when_the_command_dies_inside_it(command, module_tmp):

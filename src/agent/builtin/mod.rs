@@ -1931,6 +1931,7 @@ mod tests {
             ceiling_sps: None,
             history: &[],
             profile_table: "",
+            step_parts: None,
             turn_dir: dir.join("turn"),
             interrupt: &interrupt,
             only_cheaper: false,

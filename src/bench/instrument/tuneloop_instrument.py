@@ -171,6 +171,7 @@ class Recorder:
         self.ceiling_steps = []
         self.prof = None
         self.step_rf = None
+        self.step_parts = None  # the profiled step by part (H.step_parts)
         self.progress_written = False
         self.finished = False
         self.live = weakref.WeakSet()
@@ -474,6 +475,7 @@ class Recorder:
             # Forked from tuneloop's fork server, or a process of its own.
             "process_start": "forked" if ENV.get("TUNELOOP_FORKED") else "fresh",
             "profiled": MODE == "profile",
+            "step_parts": self.step_parts,
             "mode": "command",
         }
 
@@ -559,6 +561,10 @@ class Recorder:
         except Exception as e:
             self.profiler_failed(f"torch.profiler did not stop ({type(e).__name__}: {e})")
             return
+        # The step's parts (see the harness); on CUDA the host's time says
+        # little of the device's.
+        if self.device() == "cpu":
+            self.step_parts = H.step_parts(prof)
         if not table or not TABLE_OUT or RANK != 0:
             return
         try:
