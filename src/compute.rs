@@ -1,7 +1,8 @@
 //! The compute side of the loop: when the loader is settled (or data_wait
 //! was small from the start), the same one-change procedure on the step.
 //! This module owns which compute knobs are still to try, whether any can
-//! move the limit that binds ([`gate`]: not while the loader binds), the
+//! move the limit that binds ([`gate`]: not while the loader binds) and
+//! whether each one's part of the step can ([`part_can_win`]), the
 //! [`Plan`] of each one's change (which knob, what value, written where: the
 //! text itself is [`crate::edit::compute`]'s), and what the report says
 //! about the knobs never tried. The policy's `[compute]` table is
