@@ -86,6 +86,16 @@ def measured_s(run):
     return total
 
 
+def box():
+    """The machine in a few words: runs on different boxes are not compared."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines()
+                  if line.startswith("model name")), "unknown CPU")
+    # bf16 autocast's worth on CPU turns on this flag (compute_bound's final differs by it).
+    bf16 = ", avx512_bf16" if "avx512_bf16" in info else ""
+    return f"{model}, {os.cpu_count()} cores{bf16}"
+
+
 def tune(label, binary, name, rnd, extra_env):
     with tempfile.TemporaryDirectory(prefix=f"tl-cost-{name}-") as tmp:
         ws = Path(tmp) / name
@@ -106,7 +116,8 @@ def tune(label, binary, name, rnd, extra_env):
             shutil.copy(runs[-1] / "report.md", keep / f"{name}-{label}-{runs[-1].name}.md")
         row = {"workload": name, "binary": label, "env": extra_env, "round": rnd,
                "rc": p.returncode,
-               "wall_s": round(wall, 1), "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+               "wall_s": round(wall, 1), "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+               "box": box()}
         if rep:
             limits = rep.get("limits") or {}
             row.update({
@@ -191,6 +202,8 @@ def main():
     ap.add_argument("--env", action="append", default=[], metavar="LABEL=VAR=VALUE",
                     help="a variable set for that binary's runs only")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--first-round", type=int, default=0,
+                    help="the first round's number, to go on with a series (it sets the order too)")
     ap.add_argument("--table", action="store_true", help="write the RESULTS.md section only")
     ap.add_argument("workloads", nargs="*")
     a = ap.parse_args()
@@ -206,7 +219,7 @@ def main():
         envs[label][var] = value
     if not bins or not a.workloads:
         ap.error("give --bin LABEL=PATH (one or more) and workloads")
-    for rnd in range(a.rounds):
+    for rnd in range(a.first_round, a.first_round + a.rounds):
         for name in a.workloads:
             order = bins if rnd % 2 == 0 else bins[::-1]
             for label, path in order:

@@ -490,22 +490,22 @@ pub fn plan(
                 part_can_win(knob, parts, &figures, min_gain).map_err(PassedOver::PartSmall)
             })
             .and_then(|()| match knob {
-            ComputeKnob::NumThreads => {
-                let want = threads.ok_or(PassedOver::CoresUnknown)?;
-                let now = text::threads_call(&src)
-                    .map_err(PassedOver::NoPlace)?
-                    .map(|(_, n)| n);
-                // Unset, torch takes about the cores: worth a turn only below them.
-                let cores = incumbent.usable_cores.unwrap_or(f64::from(want)).round() as u32;
-                if now.is_none() && want >= cores {
-                    return Err(PassedOver::DefaultUsesCores { cores });
+                ComputeKnob::NumThreads => {
+                    let want = threads.ok_or(PassedOver::CoresUnknown)?;
+                    let now = text::threads_call(&src)
+                        .map_err(PassedOver::NoPlace)?
+                        .map(|(_, n)| n);
+                    // Unset, torch takes about the cores: worth a turn only below them.
+                    let cores = incumbent.usable_cores.unwrap_or(f64::from(want)).round() as u32;
+                    if now.is_none() && want >= cores {
+                        return Err(PassedOver::DefaultUsesCores { cores });
+                    }
+                    text::apply(knob, &src, want, device).map_err(PassedOver::NoPlace)
                 }
-                text::apply(knob, &src, want, device).map_err(PassedOver::NoPlace)
-            }
-            // foreach is already the default on CUDA.
-            ComputeKnob::ForeachOptimizer if cuda => Err(PassedOver::ForeachDefaultOnCuda),
-            _ => text::apply(knob, &src, 1, device).map_err(PassedOver::NoPlace),
-        });
+                // foreach is already the default on CUDA.
+                ComputeKnob::ForeachOptimizer if cuda => Err(PassedOver::ForeachDefaultOnCuda),
+                _ => text::apply(knob, &src, 1, device).map_err(PassedOver::NoPlace),
+            });
         match made {
             Ok(new_src) => plan.ready.push((knob, new_src)),
             Err(why) => plan.skipped.push((knob, why)),
@@ -863,7 +863,10 @@ mod tests {
             )
         );
         // Claude Code (no plan) is told the same, and offered none of them.
-        assert_eq!(not_tried(&p, &[], &bound, None, None, "the run ended"), listed);
+        assert_eq!(
+            not_tried(&p, &[], &bound, None, None, "the run ended"),
+            listed
+        );
         assert_eq!(offered_knobs(&p, &bound, None), p.loop_.knobs);
         // The step is most of the time: the plan writes them, the prompt offers them.
         let free = Measurement {
@@ -880,7 +883,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let script = "import torch\nmodel = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3))\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n";
         std::fs::write(d.path().join("train.py"), script).unwrap();
-        let p = policy(&["channels_last", "foreach_optimizer", "fused_optimizer", "autocast"]);
+        let p = policy(&[
+            "channels_last",
+            "foreach_optimizer",
+            "fused_optimizer",
+            "autocast",
+        ]);
         let editable = ["train.py".to_string()];
         // The step binds (data_wait 5%): it is 95% of what binds.
         let bound = Measurement {
@@ -923,7 +931,9 @@ mod tests {
         );
         let offered = offered_knobs(&p, &bound, Some(&small));
         assert!(offered.contains(&"autocast".to_string()));
-        assert!(!offered.iter().any(|k| k.ends_with("_optimizer") || k == "channels_last"));
+        assert!(!offered
+            .iter()
+            .any(|k| k.ends_with("_optimizer") || k == "channels_last"));
         assert_eq!(
             pending_worth(&p, &[], &bound, Some(&small)),
             [ComputeKnob::Autocast]
@@ -960,7 +970,10 @@ mod tests {
         };
         let why = part_can_win(ComputeKnob::FusedOptimizer, Some(&parts), &f, 0.03).unwrap_err();
         assert!((why.reach - 0.13).abs() < 1e-9, "{why:?}");
-        assert!(why.to_string().contains("the step is 13% of what binds"), "{why}");
+        assert!(
+            why.to_string().contains("the step is 13% of what binds"),
+            "{why}"
+        );
         // A step with more of the CPU (half a sample's) lets it through.
         let heavy = StepFigures {
             step_cpu_share: Some(0.5),
@@ -971,7 +984,11 @@ mod tests {
             Ok(())
         );
         // Knobs that act on the whole step are never weighed by a part.
-        for k in [ComputeKnob::Autocast, ComputeKnob::NumThreads, ComputeKnob::Compile] {
+        for k in [
+            ComputeKnob::Autocast,
+            ComputeKnob::NumThreads,
+            ComputeKnob::Compile,
+        ] {
             assert_eq!(part_can_win(k, Some(&parts), &f, 0.03), Ok(()));
         }
     }

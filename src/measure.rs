@@ -46,6 +46,13 @@ pub trait Measure: Send + Sync {
         None
     }
 
+    /// The same measure with each run's timed window ended once it has run
+    /// `cap_s` seconds (`Measurement::window_cut`): a candidate's runs, see
+    /// `run_loop::measure_pairs`.
+    fn with_window_cap(&self, _cap_s: f64) -> Option<Arc<dyn Measure>> {
+        None
+    }
+
     /// Command mode: the user's own command is run, and what it writes while
     /// measured is recorded at the baseline.
     fn runs_command(&self) -> bool {
@@ -141,6 +148,16 @@ impl Measure for Bencher {
         (self.command.is_none()).then(|| -> Arc<dyn Measure> {
             Arc::new(Bencher {
                 threads: Some(threads),
+                ..self.clone()
+            })
+        })
+    }
+
+    fn with_window_cap(&self, cap_s: f64) -> Option<Arc<dyn Measure>> {
+        // Contract mode's command times its own window: nothing to cut.
+        (self.command.is_none()).then(|| -> Arc<dyn Measure> {
+            Arc::new(Bencher {
+                window_cap_s: Some(cap_s),
                 ..self.clone()
             })
         })

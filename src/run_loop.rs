@@ -294,7 +294,9 @@ pub async fn measure_interleaved(
     .await
 }
 
-/// Candidate and incumbent, interleaved, under `rule`. A pair whose two runs
+/// Candidate and incumbent, interleaved, under `rule`. A candidate's run
+/// whose window passes [`crate::bench::window::CUT_AFTER`] times the
+/// incumbent's is cut there (`Measurement::window_cut`). A pair whose two runs
 /// saw clearly different loads from other processes (`bench::load::uneven`)
 /// is set aside and another measured in its place, up to `[decision]
 /// max_set_aside` such pairs (past that they are used as they are). After a
@@ -345,7 +347,16 @@ pub async fn measure_pairs(
                 runs,
             })?;
             runs += 1;
-            let m = bencher
+            // A candidate's window is cut at a multiple of the incumbent's
+            // (`bench::window::cap_s`): a run that slow decides nothing more
+            // by running on. The incumbent's side always has a run by then.
+            let capped = (role == "candidate")
+                .then(|| crate::bench::window::cap_s(&inc))
+                .flatten()
+                .and_then(|cap| bencher.with_window_cap(cap));
+            let m = capped
+                .as_deref()
+                .unwrap_or(bencher)
                 .measure(Mode::Throughput, interrupt)
                 .await
                 .map_err(|error| PairFailure { role, error, runs })?;
@@ -1231,15 +1242,14 @@ impl<'a> Session<'a> {
         if !left.is_empty() {
             return None;
         }
-        let passed =
-            crate::compute::not_tried(
-                &self.policy,
-                &self.rows,
-                &self.incumbent,
-                self.baseline_bench.step_parts().as_ref(),
-                plan.as_ref(),
-                "",
-            );
+        let passed = crate::compute::not_tried(
+            &self.policy,
+            &self.rows,
+            &self.incumbent,
+            self.baseline_bench.step_parts().as_ref(),
+            plan.as_ref(),
+            "",
+        );
         // Knobs held back while the loader binds are not "not applicable":
         // the report names them with why.
         let binds = crate::compute::gate_for(&self.policy, &self.incumbent)

@@ -129,6 +129,9 @@ pub fn spec(b: &Bencher, words: &[String], mode: Mode, mut env: BTreeMap<String,
     env.insert("TUNELOOP_STEPS".into(), b.steps.to_string());
     env.insert("TUNELOOP_WARMUP".into(), b.warmup.to_string());
     env.insert("TUNELOOP_WINDOW_S".into(), b.window_s.to_string());
+    if let Some(cap) = b.window_cap_s {
+        env.insert("TUNELOOP_WINDOW_CAP_S".into(), cap.to_string());
+    }
     if let Some(len) = b.known_length() {
         // A window lengthened by time stays within the command's batches.
         env.insert("TUNELOOP_COMMAND_BATCHES".into(), len.batches.to_string());

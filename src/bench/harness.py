@@ -612,6 +612,24 @@ def window_short(t_start, window_s, stretches):
     return time.perf_counter() - t_start < window_s
 
 
+def window_cut(t_start, cap_s, window_s, timed_steps, steps, losses, identity):
+    """Whether a timed window that began at `t_start` and has timed
+    `timed_steps` of its first `steps` ends now, past `cap_s` seconds
+    (`--window-cap-s`, 0: never) and `window_s`. tuneloop sets the cap on a
+    candidate's runs at several times the incumbent's window
+    (`bench::window::cap_s`): a window still in its first stretch then is a
+    rate under that fraction of the incumbent's, which no decision keeps,
+    and timing it to its end (a minute for bf16 autocast on a CPU without
+    bf16) tells the rule nothing more. Never before one step is timed, the
+    losses the numerics guard compares are all in, and the data check's
+    batches are seen: a cut run is checked like any other."""
+    if cap_s <= 0 or t_start is None or not 1 <= timed_steps < steps:
+        return False
+    if len(losses.values) < losses.n or not identity.full():
+        return False
+    return time.perf_counter() - t_start > max(cap_s, window_s)
+
+
 # Warm-up batches per worker before the timing starts.
 WARMUP_PER_WORKER = 4
 
@@ -799,6 +817,7 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--window-s", type=float, default=0.0)
+    ap.add_argument("--window-cap-s", type=float, default=0.0)
     ap.add_argument("--mode", choices=["throughput", "profile"], default="throughput")
     ap.add_argument("--ceiling", action="store_true")
     ap.add_argument("--ceiling-steps", type=int, default=20)
@@ -883,12 +902,20 @@ def main():
     # collectives need every rank to take the same steps.
     lengthen = args.window_s > 0 and not profiling and dist_env is None
     stretches = 1
+    # A window past `--window-cap-s` ends at the step under way (window_cut);
+    # not while profiling, nor across ranks, for the same reasons.
+    cap_s = args.window_cap_s if not profiling and dist_env is None else 0.0
+    cut = False
     with ctx as prof:
         i = -1
         while True:
             i += 1
+            if window_cut(t_start, cap_s, args.window_s, i - args.warmup, args.steps,
+                          losses, identity):
+                total_steps = i
+                cut = True
             if i == total_steps:
-                if not (lengthen and window_short(t_start, args.window_s, stretches)):
+                if cut or not (lengthen and window_short(t_start, args.window_s, stretches)):
                     break
                 stretches += 1
                 total_steps += args.steps
@@ -995,6 +1022,7 @@ def main():
         "samples_per_sec": seen / wall if wall > 0 else 0.0,
         "steps": total_steps - args.warmup,
         "window_stretches": stretches,
+        "window_cut": cut,
         "warmup_steps": args.warmup,
         "batch_size": batch_size,
         "batch_bytes": batch_bytes,

@@ -60,6 +60,11 @@ pub struct Measurement {
     /// `[bench] window_s` lengthened it ([`crate::config::WINDOW_S`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_stretches: Option<u32>,
+    /// The window ended early, past the cap a candidate's runs get
+    /// ([`Bencher::window_cap_s`]): its figure is a rate under a fraction of
+    /// the incumbent's, from the steps timed until then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub window_cut: bool,
     /// Untimed steps before them: `[bench] warmup_steps`, or more with many
     /// workers (at least 4 batches a worker: a worker's first batches cost
     /// more; in command mode within the batches the command has).
@@ -378,6 +383,10 @@ pub struct Bencher {
     /// The numerics guard's calibration run: torch's intra-op threads pinned
     /// to this count (`TUNELOOP_THREADS`, see the harness's `pin_threads`).
     pub threads: Option<u32>,
+    /// A candidate's run: its timed window ends once it has run this many
+    /// seconds (`--window-cap-s`, `TUNELOOP_WINDOW_CAP_S`; the harness's
+    /// `window_cut`). Set by [`crate::run_loop::measure_pairs`].
+    pub window_cap_s: Option<f64>,
 }
 
 impl Bencher {
@@ -413,6 +422,7 @@ impl Bencher {
                     && b.launcher.is_none(),
             ),
             threads: None,
+            window_cap_s: None,
         };
         if bencher.entry.is_some() || bencher.run.is_some() {
             std::fs::create_dir_all(harness_dir)?;
@@ -534,6 +544,9 @@ impl Bencher {
             "--window-s".into(),
             self.window_s.to_string(),
         ];
+        if let Some(cap) = self.window_cap_s {
+            args.extend(["--window-cap-s".into(), cap.to_string()]);
+        }
         match mode {
             Mode::Throughput => {}
             Mode::ThroughputWithCeiling => args.push("--ceiling".into()),
@@ -852,6 +865,7 @@ mod tests {
             fork: Default::default(),
             run_file: None,
             threads: Some(1),
+            window_cap_s: None,
         };
         let pinned = std::env::var("PYTHONHASHSEED").ok();
         let env = b.spec(Mode::Throughput).env;
@@ -877,6 +891,62 @@ mod tests {
             // The user's own seed is inherited, not overridden.
             Some(_) => assert!(!env.contains_key("PYTHONHASHSEED")),
         }
+    }
+
+    #[test]
+    fn a_capped_copy_passes_its_window_cap_to_the_harness_and_the_instrument() {
+        use crate::measure::Measure;
+        let b = Bencher {
+            project_root: PathBuf::from("/project"),
+            python: "python3".into(),
+            entry: Some("train:build".into()),
+            command: None,
+            run: None,
+            steps: 10,
+            warmup: 2,
+            window_s: 1.0,
+            timeout: Duration::from_secs(60),
+            harness_dir: PathBuf::from("/run/harness"),
+            launcher: None,
+            distributed_sampler: false,
+            command_length: Default::default(),
+            fork: Default::default(),
+            run_file: None,
+            threads: None,
+            window_cap_s: None,
+        };
+        let cap_of = |args: &[String]| {
+            args.iter()
+                .position(|a| a == "--window-cap-s")
+                .map(|i| args[i + 1].clone())
+        };
+        assert_eq!(cap_of(&b.spec(Mode::Throughput).args), None);
+        let capped = Bencher {
+            window_cap_s: Some(6.5),
+            ..b.clone()
+        };
+        assert_eq!(
+            cap_of(&capped.spec(Mode::Throughput).args).as_deref(),
+            Some("6.5")
+        );
+        let cmd = Bencher {
+            run: Some(vec!["python".into(), "train.py".into()]),
+            ..capped
+        };
+        let words = cmd.command_words().unwrap();
+        let env = command::spec(&cmd, &words, Mode::Throughput, BTreeMap::new()).env;
+        assert_eq!(
+            env.get("TUNELOOP_WINDOW_CAP_S").map(String::as_str),
+            Some("6.5")
+        );
+        // The trait's copy is such a bencher; contract mode has no window to cut.
+        assert!(b.with_window_cap(6.5).is_some());
+        let contract = Bencher {
+            command: Some("python train.py".into()),
+            entry: None,
+            ..b
+        };
+        assert!(contract.with_window_cap(6.5).is_none());
     }
 
     #[test]

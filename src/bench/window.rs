@@ -9,6 +9,10 @@
 //! batches holds every position of an epoch once, one epoch start included,
 //! so it measures what an epoch really costs. The loop and `tuneloop bench`
 //! decide this once, from the first run, and time every later run alike.
+//!
+//! Also the one exception to "every run times the same window": a
+//! candidate's window is cut once it has run [`CUT_AFTER`] times the
+//! incumbent's ([`cap_s`]).
 
 use super::Measurement;
 
@@ -34,6 +38,30 @@ pub struct Widened {
     pub configured: u32,
     /// What each run timed: one epoch's batches.
     pub steps: u32,
+}
+
+/// A candidate's timed window ends once it has run this many times the
+/// incumbent's longest window (and at least `[bench] window_s`), while its
+/// first `steps` are still being timed. That window held at least those
+/// steps, so a candidate cut then runs at under 1/4 of that incumbent run's
+/// rate, both over the steps it timed and over the window it would have
+/// timed (which, past `window_s`, would not have been lengthened): a ratio
+/// no rule keeps, whichever of the two it is given. Timing such a run to
+/// its end told the rule nothing and cost minutes: bf16 autocast on a CPU
+/// without bf16 instructions ran `bench/workloads/compute_bound` at 32
+/// samples/s against 2,500, a minute a window (bench/RESULTS.md, "A slow
+/// candidate's window cut").
+pub const CUT_AFTER: f64 = 4.0;
+
+/// The cap on a candidate's window, from the incumbent's runs so far: none
+/// before one has a window to go by.
+pub fn cap_s(incumbent: &[Measurement]) -> Option<f64> {
+    let longest = incumbent
+        .iter()
+        .filter_map(|m| m.wall_s)
+        .filter(|w| w.is_finite() && *w > 0.0)
+        .fold(None, |a: Option<f64>, w| Some(a.map_or(w, |a| a.max(w))))?;
+    Some(CUT_AFTER * longest)
 }
 
 #[cfg(test)]

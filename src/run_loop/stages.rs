@@ -644,6 +644,14 @@ pub(super) fn decide(
             d.max_repeats
         ));
     }
+    let cut = paired.candidate.iter().filter(|m| m.window_cut).count();
+    if cut > 0 {
+        explanation.push_str(&format!(
+            "; {cut} of the candidate's {} runs cut at {}× the incumbent's window (under a quarter of its rate)",
+            paired.candidate.len(),
+            crate::bench::window::CUT_AFTER
+        ));
+    }
     let j = judge::judge(
         knob,
         paired.verdict,

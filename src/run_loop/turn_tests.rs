@@ -904,3 +904,6 @@ mod stages;
 /// Pairs that know the machine's load, kept changes measured again, and the
 /// final's interval.
 mod load;
+
+/// A slow candidate's window cut at a multiple of the incumbent's.
+mod window_cap;

@@ -5,6 +5,8 @@ binary reads it (src/bench/mod.rs parse_managed)."""
 import subprocess
 import sys
 
+import pytest
+
 STEPS, WARMUP = "--steps", "--warmup"
 
 
@@ -213,6 +215,47 @@ def test_window_by_time_stops_at_the_most_stretches(H, monkeypatch):
     assert not H.window_short(None, 10.0, 1)
 
 
+def test_a_window_past_its_cap_ends_with_the_rate_of_the_steps_it_timed(
+        run_harness, managed_project):
+    # 40 steps of 20 ms would take 0.8 s; a cap of 0.2 s ends the window
+    # after about 10, once the losses and the data check's batches are in.
+    project = managed_project(batch_size=4, step_sleep=0.02)
+    r = run_harness(project, STEPS, "40", WARMUP, "1", "--window-cap-s", "0.2").result
+    assert r["window_cut"] is True
+    assert 4 <= r["steps"] < 40, r["steps"]
+    assert 0.2 <= r["wall_s"] < 0.4, r["wall_s"]
+    assert r["samples"] == 4 * r["steps"]
+    assert r["samples_per_sec"] == pytest.approx(r["samples"] / r["wall_s"])
+    assert len(r["losses"]) == 5
+    assert r["data_identity"]["batches"] is not None
+    # Without a cap, or a cap the window never reaches, every step is timed.
+    for extra in ([], ["--window-cap-s", "30"]):
+        full = run_harness(project, STEPS, "40", WARMUP, "1", *extra).result
+        assert (full["steps"], full["window_cut"]) == (40, False)
+
+
+def test_a_window_is_cut_only_in_its_first_stretch_and_past_window_s(H, monkeypatch):
+    import time
+
+    class Full:
+        n = 1
+        values = [1.0]
+
+        def full(self):
+            return True
+    started = time.perf_counter() - 1.0  # a window open for a second
+    full = Full()
+    assert H.window_cut(started, 0.5, 0.0, 3, 40, full, full)
+    # Past its first `steps` it was as fast as the incumbent: never cut.
+    assert not H.window_cut(started, 0.5, 0.0, 40, 40, full, full)
+    # Under [bench] window_s, which a window may always take.
+    assert not H.window_cut(started, 0.5, 2.0, 3, 40, full, full)
+    assert not H.window_cut(started, 0.0, 0.0, 3, 40, full, full)  # no cap
+    assert not H.window_cut(started, 0.5, 0.0, 0, 40, full, full)  # nothing timed yet
+    full.values = []  # the losses the numerics guard compares not all in
+    assert not H.window_cut(started, 0.5, 0.0, 3, 40, full, full)
+
+
 def test_profiled_run_is_never_lengthened(run_harness, managed_project, tmp_path):
     project = managed_project(batch_size=4, step_sleep=0.01)
     r = run_harness(project, STEPS, "4", WARMUP, "1", "--window-s", "0.5",
@@ -339,7 +382,8 @@ class Blurred(Dataset):
 def build():
     loader = DataLoader(Blurred(), batch_size=8, num_workers=0)
     if {conv_model}:
-        model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 14 * 14, 3))
+        model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(),
+                              nn.Linear(8 * 14 * 14, 3))
     else:
         model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 3))
     opt = torch.optim.AdamW(model.parameters())

@@ -379,6 +379,7 @@ def lengthened(command):
 def test_window_by_time_lengthens_within_the_epoch(lengthened):
     r = lengthened.result
     assert r["window_stretches"] >= 2
+    assert r["window_cut"] is False
     assert r["steps"] == 5 * r["window_stretches"]
     assert r["samples"] == 4 * r["steps"]
     assert r["data_wait_s"] + r["train_step_s"] >= 0.6
@@ -406,6 +407,21 @@ def test_window_by_time_within_the_known_command_batches(command):
     r = c.result
     assert r["window_stretches"] == 5  # 2 + 15 timed + 1 = 18 <= 20; one more is 21
     assert r["steps"] == 15
+
+
+def test_a_window_past_its_cap_ends_with_the_steps_it_timed(command):
+    # Long epochs, 20 ms a step, 40 steps asked (0.8 s): TUNELOOP_WINDOW_CAP_S
+    # (a candidate's run, set by tuneloop) ends the window at about 0.2 s,
+    # and the command ends with that window's result.
+    c = command("capped", steps=40, warmup=2,
+                env={**env(n=1600, step_sleep=0.02, epochs=1), "TUNELOOP_WINDOW_CAP_S": "0.2"})
+    r = c.result
+    assert c.rc == 0, c.stderr
+    assert r["window_cut"] is True
+    assert 3 <= r["steps"] < 40, r["steps"]
+    assert r["samples"] == 4 * r["steps"]
+    assert 0.2 <= r["data_wait_s"] + r["train_step_s"] < 0.5
+    assert len(r["losses"]) == 5
 
 
 def test_a_calibration_run_pins_torchs_threads(command, timed):

@@ -144,7 +144,8 @@ impl ClaudeAgent {
         // The loader's knobs and the compute side's (told as one more rule);
         // not the compute side's while the loader binds: no compute change
         // can move the limit then (crate::compute::gate).
-        let allowed = crate::compute::offered_knobs(ctx.policy, ctx.incumbent, ctx.step_parts.as_ref());
+        let allowed =
+            crate::compute::offered_knobs(ctx.policy, ctx.incumbent, ctx.step_parts.as_ref());
         let with_command = prompt_editable(editable, &knob_sites);
         let editable = &with_command;
         let facts = prompt::PromptFacts {

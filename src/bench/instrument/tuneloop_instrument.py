@@ -50,6 +50,9 @@ MODE = ENV.get("TUNELOOP_MODE", "throughput")
 # The window by time (`[bench] window_s`): past STEPS, whole stretches of
 # STEPS more until this many seconds are timed (see Recorder.lengthen).
 WINDOW_S = float(ENV.get("TUNELOOP_WINDOW_S", "0") or 0)
+# A candidate's window ends past this many seconds (0: never; see
+# Recorder.cut and the harness's window_cut).
+WINDOW_CAP_S = float(ENV.get("TUNELOOP_WINDOW_CAP_S", "0") or 0)
 # The command's training batches, once tuneloop knows them (0: not known).
 COMMAND_BATCHES = int(ENV.get("TUNELOOP_COMMAND_BATCHES", "0") or 0)
 CEILING = ENV.get("TUNELOOP_CEILING") == "1"
@@ -164,6 +167,7 @@ class Recorder:
         self.train = None
         self.torch = None
         self.window = None        # counters at the timed window's start
+        self.window_cut = False   # the window ended past WINDOW_CAP_S (cut)
         self.excluded_cpu = 0.0   # process CPU of cut-out spans inside the window
         self.excluded_busy = 0.0
         self.gap_marks = None     # (cpu, busy) where a cut-out span of the training loader began
@@ -252,8 +256,10 @@ class Recorder:
                 self.excluded_busy += busy - self.gap_marks[1]
         self.gap_marks = None if tr is self.train else self.gap_marks
         tr.foreign = None
+        if tr is self.train and self.window is not None and self.cut(tr):
+            self.hi = tr.batches
         if (tr is self.train and self.window is not None and tr.batches == self.hi
-                and not self.lengthen(tr)):
+                and (self.window_cut or not self.lengthen(tr))):
             self.end_window(it)
             if CEILING:
                 self.ceiling_left = CEILING_WARM + CEILING_STEPS
@@ -376,6 +382,22 @@ class Recorder:
         self.stretches += 1
         return True
 
+    def cut(self, tr):
+        """Whether the window ends at this batch, still in its first STEPS
+        and past WINDOW_CAP_S seconds (and WINDOW_S): the harness's
+        window_cut, a candidate under a fraction of the incumbent's rate,
+        the losses and the data check's batches already in. Never while
+        profiling, nor across ranks."""
+        if WINDOW_CAP_S <= 0 or MODE == "profile" or WORLD > 1 or self.window_cut:
+            return False
+        if not self.lo < tr.batches < min(self.hi, self.lo + STEPS):
+            return False
+        if len(LOSSES.values) < LOSSES.n or not tr.identity.full():
+            return False
+        timed = sum(tr.waits[self.lo:tr.batches]) + sum(tr.steps[self.lo:tr.batches])
+        self.window_cut = timed > max(WINDOW_CAP_S, WINDOW_S)
+        return self.window_cut
+
     def begin_window(self, it):
         # Usually at batch WARMUP; later when the training loader was known late.
         self.lo = self.train.batches
@@ -425,6 +447,7 @@ class Recorder:
             "samples_per_sec": samples / wall if wall > 0 else 0.0,
             "steps": hi - lo,
             "window_stretches": self.stretches,
+            "window_cut": self.window_cut,
             "warmup_steps": lo,
             "batch_size": tr.batch_size,
             "batch_bytes": tr.batch_bytes,

@@ -489,6 +489,45 @@ fn the_decide_stage_keeps_a_cheaper_change_as_cheaper_and_rejects_changed_data()
     assert_eq!(row.decision, Decision::Rejected, "{}", row.reason);
 }
 
+#[test]
+fn the_decide_stage_says_how_many_candidate_runs_were_cut() {
+    let cut = Measurement {
+        window_cut: true,
+        ..m(20.0, 0.3, Some("fp"))
+    };
+    let whole = m(20.0, 0.3, Some("fp"));
+    let inc = m(100.0, 0.8, Some("fp"));
+    let p = paired(&[cut, whole], &[inc.clone(), inc]);
+    let knob = LoaderKnob::NumWorkers.name();
+    let row = stages::decide(
+        blank_row("num_workers 0 → 2"),
+        knob,
+        &p,
+        &BaselineBench::default(),
+        &Policy::default(),
+    );
+    assert_eq!(row.decision, Decision::Reverted, "{}", row.reason);
+    assert!(
+        row.reason
+            .contains("1 of the candidate's 2 runs cut at 4× the incumbent's window"),
+        "{}",
+        row.reason
+    );
+    // No run cut: no such words.
+    let p = paired(
+        &vec![m(20.0, 0.3, Some("fp")); 2],
+        &vec![m(100.0, 0.8, Some("fp")); 2],
+    );
+    let row = stages::decide(
+        blank_row("x"),
+        knob,
+        &p,
+        &BaselineBench::default(),
+        &Policy::default(),
+    );
+    assert!(!row.reason.contains("cut at"), "{}", row.reason);
+}
+
 // ---------------------------------------------------------------- numerics guard
 
 fn with_losses(sps: f64, scale: f64) -> Measurement {
