@@ -166,7 +166,11 @@ def table():
           "see \"The bench workloads with the final build\"), `5df6288` the same with that "
           "fixed; `d167339` / `3f51a0b` before and after the futility look from the second "
           "pair and the confirmation's look at the cap, on a noisier box (see \"The futility "
-          "look from the second pair\"; `3f51a0b-alone`: two runs of it not interleaved).",
+          "look from the second pair\"; `3f51a0b-alone`: two runs of it not interleaved); "
+          "`3f5ecf5` / `6ae923c` / `cd6fde6` main when issue 32 was filed, the per-knob part "
+          "gate, and the slow candidate's window cut, all three on one slower box on "
+          "2026-12-07 (see \"One box, medians of 3\"; each row since then names its box in "
+          "the jsonl), `-bf16box` the first two on another box that day, whose CPU has bf16.",
           "",
           "| workload | binary | n | wall | processes | measured | turns | speedup "
           "| final / binding limit | stop reason (last run) |",
