@@ -221,3 +221,32 @@ pub fn fit_to_command(m: &dyn Measure) -> Option<crate::bench::command::Fitted> 
         steps,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bencher_gives_a_capped_copy_except_in_contract_mode() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("train.py"), "").unwrap();
+        let toml = |bench: &str| {
+            format!("[project]\nroot = \".\"\neditable = [\"train.py\"]\n\n[bench]\n{bench}\n")
+        };
+        let bencher = |bench: &str| {
+            std::fs::write(d.path().join("tuneloop.toml"), toml(bench)).unwrap();
+            let ws = crate::config::Workspace::load(d.path()).unwrap();
+            Bencher::new(&ws, &d.path().join("harness")).unwrap()
+        };
+        let managed = bencher("entry = \"train:build\"");
+        assert_eq!(managed.window_cap_s, None);
+        let capped = managed
+            .with_window_cap(6.5)
+            .expect("a managed run can be cut");
+        // The copy measures the same project (the steps are the bencher's own).
+        assert_eq!(capped.steps(), Some(managed.steps));
+        // Contract mode's command times its own window: nothing to cut.
+        let contract = bencher("command = \"python train.py\"");
+        assert!(contract.with_window_cap(6.5).is_none());
+    }
+}
