@@ -846,9 +846,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn every_run_gets_one_string_hash_seed() {
-        let b = Bencher {
+    /// A managed-mode bencher of `/project` as the tests below vary it.
+    fn plain_bencher() -> Bencher {
+        Bencher {
             project_root: PathBuf::from("/project"),
             python: "python3".into(),
             entry: Some("train:build".into()),
@@ -864,8 +864,16 @@ mod tests {
             command_length: Default::default(),
             fork: Default::default(),
             run_file: None,
-            threads: Some(1),
+            threads: None,
             window_cap_s: None,
+        }
+    }
+
+    #[test]
+    fn every_run_gets_one_string_hash_seed() {
+        let b = Bencher {
+            threads: Some(1),
+            ..plain_bencher()
         };
         let pinned = std::env::var("PYTHONHASHSEED").ok();
         let env = b.spec(Mode::Throughput).env;
@@ -896,23 +904,8 @@ mod tests {
     #[test]
     fn a_capped_bencher_passes_its_window_cap_to_the_harness_and_the_instrument() {
         let b = Bencher {
-            project_root: PathBuf::from("/project"),
-            python: "python3".into(),
-            entry: Some("train:build".into()),
-            command: None,
-            run: None,
-            steps: 10,
-            warmup: 2,
             window_s: 1.0,
-            timeout: Duration::from_secs(60),
-            harness_dir: PathBuf::from("/run/harness"),
-            launcher: None,
-            distributed_sampler: false,
-            command_length: Default::default(),
-            fork: Default::default(),
-            run_file: None,
-            threads: None,
-            window_cap_s: None,
+            ..plain_bencher()
         };
         let cap_of = |args: &[String]| {
             args.iter()

@@ -898,6 +898,36 @@ fn a_profiled_run_that_cannot_measure_the_command_ends_the_baseline_at_once() {
     });
 }
 
+/// The pair loop alone over `measure`: a project whose candidate has 2
+/// workers and incumbent 0, under the default turn rule of `policy`.
+fn pairs_of(
+    measure: &dyn Measure,
+    root: &Path,
+    policy: &Policy,
+    on: impl FnMut(PairEvent),
+) -> Paired {
+    let files = vec!["train.py".to_string()];
+    std::fs::write(root.join("train.py"), train_py(2)).unwrap();
+    let cand = FileSet::capture(root, &files).unwrap();
+    std::fs::write(root.join("train.py"), train_py(0)).unwrap();
+    let inc = FileSet::capture(root, &files).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(measure_pairs(
+        PairRule::turn(false, policy),
+        measure,
+        root,
+        &cand,
+        &inc,
+        policy,
+        &Interrupt::new(),
+        on,
+    ))
+    .unwrap_or_else(|f| panic!("{}", f.error))
+}
+
 /// Each stage of a turn on its own.
 mod stages;
 

@@ -364,36 +364,15 @@ impl Measure for Busy {
 
 fn pairs_beside(loads: &[f64], wait_s: u64) -> (Paired, Vec<PairEvent>, u32) {
     let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    let files = vec!["train.py".to_string()];
-    std::fs::write(root.join("train.py"), train_py(2)).unwrap();
-    let cand = FileSet::capture(root, &files).unwrap();
-    std::fs::write(root.join("train.py"), train_py(0)).unwrap();
-    let inc = FileSet::capture(root, &files).unwrap();
     let busy = Busy {
-        root: root.to_owned(),
+        root: tmp.path().to_owned(),
         loads: Mutex::new(loads.iter().copied().collect()),
         asked: Mutex::new(0),
     };
     let mut policy = Policy::default();
     policy.decision.busy_wait_s = wait_s;
     let mut events = Vec::new();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let p = rt
-        .block_on(measure_pairs(
-            PairRule::turn(false, &policy),
-            &busy,
-            root,
-            &cand,
-            &inc,
-            &policy,
-            &Interrupt::new(),
-            |e| events.push(e),
-        ))
-        .unwrap_or_else(|f| panic!("{}", f.error));
+    let p = pairs_of(&busy, tmp.path(), &policy, |e| events.push(e));
     let asked = *busy.asked.lock().unwrap();
     (p, events, asked)
 }

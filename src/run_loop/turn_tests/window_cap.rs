@@ -58,35 +58,13 @@ impl Measure for Recording {
 #[test]
 fn a_candidates_runs_are_cut_at_four_times_the_incumbents_longest_window() {
     let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    let files = vec!["train.py".to_string()];
-    std::fs::write(root.join("train.py"), train_py(2)).unwrap();
-    let cand = FileSet::capture(root, &files).unwrap();
-    std::fs::write(root.join("train.py"), train_py(0)).unwrap();
-    let inc = FileSet::capture(root, &files).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let measure = Recording {
-        root: root.to_owned(),
+        root: tmp.path().to_owned(),
         cap: None,
         seen: seen.clone(),
     };
-    let policy = Policy::default();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let p = rt
-        .block_on(measure_pairs(
-            PairRule::turn(false, &policy),
-            &measure,
-            root,
-            &cand,
-            &inc,
-            &policy,
-            &Interrupt::new(),
-            |_| {},
-        ))
-        .unwrap_or_else(|f| panic!("{}", f.error));
+    let p = pairs_of(&measure, tmp.path(), &Policy::default(), |_| {});
     assert_eq!(
         p.verdict,
         Verdict::Revert,
