@@ -12,7 +12,7 @@
 //! 2. Resampled trials: a long A/A series of real runs of the incumbent is
 //!    recorded once; each simulated trial reads consecutive runs from a random
 //!    offset in the measurement order A B B A …, scales the candidate's by
-//!    1.00 / 1.05 / 1.20, and applies the same rule (`stats::decide`) pair by
+//!    1.00 / 1.05 / 1.20, and applies a first comparison's rule (`stats::decide_first`) pair by
 //!    pair. This gives thousands of trials with this machine's real noise and
 //!    drift, which real trials alone could not afford.
 //!
@@ -341,7 +341,13 @@ fn main() {
             ..Default::default()
         };
         for _ in 0..sim_trials {
-            let (v, runs) = sim_trial(&pool, rng.below(pool.len()), gain, &policy, stats::decide);
+            let (v, runs) = sim_trial(
+                &pool,
+                rng.below(pool.len()),
+                gain,
+                &policy,
+                stats::decide_first,
+            );
             t.trials += 1;
             t.kept += (v == Verdict::Keep) as usize;
             t.runs.push(runs);
@@ -465,13 +471,20 @@ fn futility(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, sourc
          1 + min_gain ({:.2}); the keep side (the {:.0}% interval above {:.2}, the median at {:.2}) is unchanged. Resampled as in \
          \"Decision quality\" (A B B A order, the candidate's runs scaled by the gain), over the A/A series from {source} and \
          over synthetic log-normal series of more noise; {sim_trials} trials a cell, {{secs}} s. Each cell: keep rate, mean \
-         runs per decision, with the look from pair {} / from pair 3 (the first design) / without it.\n\n",
+         runs per decision: with the look at the cap as well (`stats::decide_first`, a first comparison's rule: revert \
+         once {} pairs at the spread seen so far could not lift the {:.0}% interval's low end above {:.2}, from the top of \
+         the {:.0}% interval) / with the look on the gain alone from pair {} / from pair 3 (the first design) / without \
+         either.\n\n",
         stats::FUTILITY_FROM_PAIRS,
         d.futility_confidence * 100.0,
         1.0 + d.min_gain,
         d.confidence * 100.0,
         1.0 + d.noise_threshold,
         1.0 + d.min_gain,
+        d.max_repeats,
+        d.confidence * 100.0,
+        1.0 + d.noise_threshold,
+        d.futility_confidence * 100.0,
         stats::FUTILITY_FROM_PAIRS,
     );
     let gains = [1.0, 1.05, 1.10, 1.20];
@@ -480,9 +493,13 @@ fn futility(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, sourc
         md.push_str(&format!("| {name} |"));
         for gain in gains {
             let mut cell = Vec::new();
-            let rules: [fn(&PairedRatio, &tuneloop::config::DecisionPolicy) -> Verdict; 3] =
-                [stats::decide, decide_from3, stats::decide];
-            for (pol, rule) in [policy, policy, &off].into_iter().zip(rules) {
+            let rules: [fn(&PairedRatio, &tuneloop::config::DecisionPolicy) -> Verdict; 4] = [
+                stats::decide_first,
+                stats::decide,
+                decide_from3,
+                stats::decide,
+            ];
+            for (pol, rule) in [policy, policy, policy, &off].into_iter().zip(rules) {
                 cell.push(keep_rate(
                     series,
                     gain,
@@ -494,8 +511,15 @@ fn futility(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, sourc
                 ));
             }
             md.push_str(&format!(
-                " {:.2}%, {:.1} runs / {:.2}%, {:.1} runs / {:.2}%, {:.1} runs |",
-                cell[0].0, cell[0].1, cell[1].0, cell[1].1, cell[2].0, cell[2].1
+                " {:.2}%, {:.1} runs / {:.2}%, {:.1} runs / {:.2}%, {:.1} runs / {:.2}%, {:.1} runs |",
+                cell[0].0,
+                cell[0].1,
+                cell[1].0,
+                cell[1].1,
+                cell[2].0,
+                cell[2].1,
+                cell[3].0,
+                cell[3].1
             ));
         }
         md.push('\n');
@@ -615,7 +639,7 @@ fn beside_load(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, so
         for gain in gains {
             let mut cell = Vec::new();
             let rules: [fn(&PairedRatio, &tuneloop::config::DecisionPolicy) -> Verdict; 2] =
-                [stats::decide_beside_load, stats::decide];
+                [stats::decide_beside_load, stats::decide_first];
             for (extended, rule) in [true, false].into_iter().zip(rules) {
                 cell.push(keep_rate(
                     series,
@@ -696,14 +720,13 @@ fn equivalence(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, so
         "The rule for a cheaper setting (fewer workers, a kept setting dropped): keep it when the whole {:.0}% interval of \
          cheaper/incumbent lies above {floor:.2} (1 − min_gain), checked pair by pair from {} pairs up to {}. Resampled over \
          the A/A series of {} real runs from {source} (median {pool_med:.1} samples/sec), the cheaper candidate's runs \
-         scaled; {} trials a row, {:.1} s. A keep at ×{floor:.2} or below is an error (a real loss of min_gain passed as \
+         scaled; {} trials a row, {{secs}} s. A keep at ×{floor:.2} or below is an error (a real loss of min_gain passed as \
          \"as fast\"); at ×1.00 a keep is the rule's power.\n\n",
         d.confidence * 100.0,
         d.repeats,
         d.max_repeats,
         pool.len(),
         sim_trials,
-        started.elapsed().as_secs_f64()
     );
     md.push_str("| cheaper candidate | trials | kept | keep rate | 95% upper bound | runs per decision: mean / median / max |\n|---|---:|---:|---:|---:|---|\n");
     for t in &rows {
@@ -720,6 +743,55 @@ fn equivalence(repo: &Path, pool: &[f64], sim_trials: usize, policy: &Policy, so
             max
         ));
     }
+    // The futility look on and off, by noise (`stats::futile_cheaper`): it
+    // only reverts sooner, so the ×0.97 and ×0.95 columns cannot gain keeps;
+    // the ×1.00 and ×0.99 ones show the power it costs, the runs what it saves.
+    let off = Policy {
+        decision: tuneloop::config::DecisionPolicy {
+            futility_confidence: 0.0,
+            ..policy.decision.clone()
+        },
+        ..policy.clone()
+    };
+    let scales = [1.0, 0.99, floor, 0.95];
+    md.push_str(&format!(
+        "\nThe futility look (from pair {}: revert once {} pairs at the spread seen so far could not lift the low end above \
+         {floor:.2}, from the top of the {:.0}% interval), on and off, over the recorded series and synthetic log-normal \
+         series of more noise (the sd of one run's ln(samples/sec)). Each cell: keep rate, mean runs per decision, with \
+         the look / without it.\n\n| noise | ×1.00 | ×0.99 | ×{floor:.2} | ×0.95 |\n|---|---|---|---|---|\n",
+        stats::FUTILITY_FROM_PAIRS,
+        d.max_repeats,
+        d.futility_confidence * 100.0,
+    ));
+    for (name, series) in &noise_pools(pool, &[0.02, 0.05, 0.10], &mut rng) {
+        md.push_str(&format!("| {name} |"));
+        for scale in scales {
+            let on = keep_rate(
+                series,
+                scale,
+                policy,
+                stats::decide_cheaper,
+                0xc4ea,
+                sim_trials,
+                |_, _| {},
+            );
+            let no = keep_rate(
+                series,
+                scale,
+                &off,
+                stats::decide_cheaper,
+                0xc4ea,
+                sim_trials,
+                |_, _| {},
+            );
+            md.push_str(&format!(
+                " {:.2}%, {:.1} runs / {:.2}%, {:.1} runs |",
+                on.0, on.1, no.0, no.1
+            ));
+        }
+        md.push('\n');
+    }
+    let md = md.replace("{secs}", &format!("{:.1}", started.elapsed().as_secs_f64()));
     common::write_section(&repo.join("bench/RESULTS.md"), "Equivalence rule", &md);
     println!("{md}");
 }

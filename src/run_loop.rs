@@ -204,19 +204,28 @@ impl PairRule {
         }
     }
 
-    /// A change's first comparison: [`PairRule::turn`], and, once a run it
+    /// A change's first comparison: [`PairRule::turn`] with the futility
+    /// look at the cap (`stats::decide_first`), and, once a run it
     /// uses saw load, an open call still pointing up at `max_repeats` gets
     /// more pairs, up to `[decision] max_repeats_beside_load`
     /// (`stats::decide_beside_load`; the cheaper rule never does). A second
     /// comparison does not: beside load it already stands unless refuted.
     pub fn first(cheaper: bool, policy: &Policy) -> PairRule {
         let d = &policy.decision;
+        let turn = PairRule::turn(cheaper, policy);
         PairRule {
+            // The futility look at the cap is a first comparison's: a
+            // second one has its own look there (`stats::confirmed`).
+            decide: if cheaper {
+                turn.decide
+            } else {
+                stats::decide_first
+            },
             beside_load: (!cheaper && d.max_repeats_beside_load > d.max_repeats).then_some((
                 stats::decide_beside_load as DecideFn,
                 d.max_repeats_beside_load,
             )),
-            ..PairRule::turn(cheaper, policy)
+            ..turn
         }
     }
 
@@ -258,8 +267,9 @@ impl PairRule {
 }
 
 /// Runs candidate and incumbent alternately — A B, B A, A B … — writing each
-/// side's files before its run, until the rule decides (or `pairs_fixed` pairs
-/// when given). The caller puts the right files in place afterwards.
+/// side's files before its run, until a first comparison's rule decides
+/// ([`PairRule::first`]; or `pairs_fixed` pairs when given). The caller puts
+/// the right files in place afterwards.
 #[allow(clippy::too_many_arguments)]
 pub async fn measure_interleaved(
     bencher: &dyn Measure,
@@ -271,7 +281,7 @@ pub async fn measure_interleaved(
     interrupt: &Interrupt,
     mut on_run: impl FnMut(&'static str, u32, f64),
 ) -> Result<Paired, PairFailure> {
-    let rule = pairs_fixed.map_or_else(|| PairRule::turn(false, policy), PairRule::fixed);
+    let rule = pairs_fixed.map_or_else(|| PairRule::first(false, policy), PairRule::fixed);
     measure_pairs(
         rule,
         bencher,

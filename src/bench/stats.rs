@@ -342,8 +342,8 @@ pub fn decide(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
 /// [`decide`] for a first comparison whose runs saw other processes take
 /// cores: a call still open at `max_repeats` whose median reaches
 /// 1 + min_gain gets more pairs, up to `max_repeats_beside_load`, while it
-/// stays so; the keep rule, the futility look and the revert of an open call
-/// at the (wider) cap are `decide`'s.
+/// stays so; the keep rule, the futility looks and the revert of an open
+/// call at the cap are [`decide_first`]'s, at the wider cap.
 ///
 /// Why: load spreads the runs, and a change that uses more of the machine
 /// loses more to a core taken, so a real gain measured beside load needs
@@ -356,14 +356,15 @@ pub fn decide(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
 /// a ×1.20 gain 36–96% instead of 15–60%; with this rule the tabular
 /// change was kept at ×1.38 after 13 pairs, and is ×1.21 quietly.
 pub fn decide_beside_load(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
-    if pr.pairs() < p.max_repeats as usize {
-        return decide(pr, p);
-    }
+    // The futility look at the cap looks at the wider cap: the one in force.
     let wider = DecisionPolicy {
         max_repeats: p.max_repeats_beside_load.max(p.max_repeats),
         ..p.clone()
     };
-    match decide(pr, &wider) {
+    if pr.pairs() < p.max_repeats as usize {
+        return decide_first(pr, &wider);
+    }
+    match decide_first(pr, &wider) {
         Verdict::Undecided if pr.median.is_nan() || pr.median < 1.0 + p.min_gain => Verdict::Revert,
         v => v,
     }
@@ -415,10 +416,75 @@ pub fn decide_cheaper(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
     if pr.ci[1] < floor {
         return Verdict::Revert;
     }
+    if futile_cheaper(pr, p).is_some() {
+        return Verdict::Revert;
+    }
     if pr.pairs() >= p.max_repeats as usize {
         return Verdict::Revert;
     }
     Verdict::Undecided
+}
+
+/// The low end the interval at the policy's confidence would reach after
+/// `cap` pairs at the spread seen so far, were the mean log-ratio as high as
+/// the top of its `futility_confidence` interval (the optimistic end, as
+/// [`futile`] takes it): what the cap could show at best. `None` before
+/// [`FUTILITY_FROM_PAIRS`] (and 2) pairs, at or past the cap, or with the
+/// look off (`futility_confidence = 0`).
+pub fn low_at_cap(pr: &PairedRatio, p: &DecisionPolicy, cap: u32) -> Option<f64> {
+    let (n, cap) = (pr.pairs(), cap as usize);
+    if p.futility_confidence <= 0.0 || n < FUTILITY_FROM_PAIRS.max(2) || n >= cap {
+        return None;
+    }
+    let logs: Vec<f64> = pr.ratios.iter().map(|r| r.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / n as f64;
+    let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n as f64 - 1.0)).sqrt();
+    let top = log_t_interval(&pr.ratios, p.futility_confidence)[1].ln();
+    let t_cap = StudentsT::new(0.0, 1.0, cap as f64 - 1.0)
+        .expect("cap > n >= 2 gives positive degrees of freedom")
+        .inverse_cdf(1.0 - (1.0 - p.confidence) / 2.0);
+    Some((top - t_cap * sd / (cap as f64).sqrt()).exp())
+}
+
+/// The futility look at the cap, for a first comparison: `Some(low)` when
+/// even `cap` pairs ([`low_at_cap`]) could not lift the interval's low end
+/// above 1 + noise_threshold, so the keep rule could not pass there.
+///
+/// Why: a change worth a few percent on a job whose pairs spread ±10%
+/// (compute_bound's `foreach`/`fused` optimizer turns) stays open to the
+/// cap, 16 runs, though its interval could close above 1.01 only at a
+/// ratio its pairs do not reach. [`futile`] asks whether the gain is there;
+/// this asks whether the cap could show it. It only reverts sooner, so it
+/// cannot keep a null change. It is left out of a kept change's second
+/// comparison ([`confirmed`] has its own look at the cap) and of
+/// [`refuted`] (beside load the spread is load's, not the change's).
+pub fn futile_at_cap(pr: &PairedRatio, p: &DecisionPolicy, cap: u32) -> Option<f64> {
+    low_at_cap(pr, p, cap).filter(|low| *low <= 1.0 + p.noise_threshold)
+}
+
+/// [`decide`] for a change's first comparison: also reverted once
+/// [`futile_at_cap`] at `max_repeats`.
+pub fn decide_first(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
+    match decide(pr, p) {
+        Verdict::Undecided if futile_at_cap(pr, p, p.max_repeats).is_some() => Verdict::Revert,
+        v => v,
+    }
+}
+
+/// The equivalence rule's futility look: `Some(low)` when even
+/// `max_repeats` pairs ([`low_at_cap`]) could not lift the interval's low
+/// end above 1 − min_gain.
+///
+/// Why: to be kept, a cheaper candidate's whole 99% interval must lie within
+/// min_gain (3%) below 1, so its half-width must come under 3% by the cap;
+/// at the spread of a busy or fast-loading job (pairs' log-ratios spreading
+/// 7–10%) that takes some 50–100 pairs, and the demo's "21 → 17 workers" ran
+/// all 16 runs to be reverted at ×0.99 [0.81, 1.12]. Like [`futile`] it only
+/// reverts sooner, so it never keeps a real loss as "as fast"; what it can
+/// cost is a cheaper setting that the cap would have shown as fast
+/// (bench/RESULTS.md "Equivalence rule" gives both, by noise).
+pub fn futile_cheaper(pr: &PairedRatio, p: &DecisionPolicy) -> Option<f64> {
+    low_at_cap(pr, p, p.max_repeats).filter(|low| *low < 1.0 - p.min_gain)
 }
 
 /// Why the equivalence rule decided as it did, in one line for the table.
@@ -435,10 +501,19 @@ pub fn explain_cheaper(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> Stri
             "cheaper but slower: ratio {:.3}, CI {ci} below {floor:.2}",
             pr.median
         ),
-        _ => format!(
-            "cheaper, not shown as fast: ratio {:.3}, CI {ci} reaches below {floor:.2}",
-            pr.median
-        ),
+        Verdict::Revert => match futile_cheaper(pr, p) {
+            Some(low) => format!(
+                "cheaper, not shown as fast: ratio {:.3}, CI {ci} reaches below {floor:.2}; more pairs unlikely to show it (at this spread, {} pairs from the {:.0}% interval's top would still reach {low:.3})",
+                pr.median,
+                p.max_repeats,
+                p.futility_confidence * 100.0
+            ),
+            None => format!(
+                "cheaper, not shown as fast: ratio {:.3}, CI {ci} reaches below {floor:.2}",
+                pr.median
+            ),
+        },
+        Verdict::Undecided => format!("undecided: ratio {:.3}, CI {ci}", pr.median),
     }
 }
 
@@ -525,9 +600,10 @@ pub fn explain(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> String {
             pr.median
         ),
         Verdict::Revert if pointing_up(pr.median, pr.ci, p) => format!(
-            "not shown faster, but pointing up: ratio {:.3} reaches {:.2} and CI {ci} is open (evidence of direction, not of a gain)",
+            "not shown faster, but pointing up: ratio {:.3} reaches {:.2} and CI {ci} is open (evidence of direction, not of a gain){}",
             pr.median,
-            1.0 + p.min_gain
+            1.0 + p.min_gain,
+            at_cap_words(pr, p)
         ),
         Verdict::Revert if futile(pr, p) && pr.ci[1] >= 1.0 + p.min_gain => format!(
             "not shown faster: ratio {:.3}, CI {ci}; more pairs unlikely to show {:.2} (the {:.0}% interval's top {:.3} is under it)",
@@ -536,9 +612,26 @@ pub fn explain(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> String {
             p.futility_confidence * 100.0,
             log_t_interval(&pr.ratios, p.futility_confidence)[1]
         ),
-        Verdict::Revert => format!("not shown faster: ratio {:.3}, CI {ci}", pr.median),
+        Verdict::Revert => format!(
+            "not shown faster: ratio {:.3}, CI {ci}{}",
+            pr.median,
+            at_cap_words(pr, p)
+        ),
         Verdict::Undecided => format!("undecided: ratio {:.3}, CI {ci}", pr.median),
     }
+}
+
+/// "; more pairs unlikely to …" where [`futile_at_cap`] reverted an open
+/// call before the cap; empty otherwise.
+fn at_cap_words(pr: &PairedRatio, p: &DecisionPolicy) -> String {
+    futile_at_cap(pr, p, p.max_repeats).map_or_else(String::new, |low| {
+        format!(
+            "; more pairs unlikely to show it (at this spread, {} pairs from the {:.0}% interval's top would still reach {low:.3}, not above {:.2})",
+            p.max_repeats,
+            p.futility_confidence * 100.0,
+            1.0 + p.noise_threshold
+        )
+    })
 }
 
 /// The A/A figures `bench --aa` prints.
@@ -642,13 +735,87 @@ mod tests {
         let slower = pr(&[0.90, 0.902, 0.898, 0.901]);
         assert_eq!(decide_cheaper(&slower, &p), Verdict::Revert);
         assert!(explain_cheaper(&slower, Verdict::Revert, &p).contains("slower"));
-        // Noisy pairs around 1.0: open, more pairs until max_repeats.
+        // Close pairs around 0.99: open (the low end 0.966), and at this
+        // spread 8 pairs could close it: more pairs.
+        let open = pr(&[1.01, 0.985, 1.0, 0.99]);
+        assert!(open.ci[0] < 0.97 && open.ci[1] > 0.97, "{open:?}");
+        assert_eq!(futile_cheaper(&open, &p), None);
+        assert_eq!(decide_cheaper(&open, &p), Verdict::Undecided);
+        // Without the futility look, noisy pairs around 1.0 stay open up
+        // to max_repeats and are reverted there.
+        let off = DecisionPolicy {
+            futility_confidence: 0.0,
+            ..pol()
+        };
         let noisy = pr(&[1.1, 0.9, 1.05, 0.93]);
-        assert_eq!(decide_cheaper(&noisy, &p), Verdict::Undecided);
+        assert_eq!(decide_cheaper(&noisy, &off), Verdict::Undecided);
         let noisy_cap = pr(&[1.1, 0.9, 1.05, 0.93, 1.08, 0.92, 1.1, 0.9]);
+        assert_eq!(decide_cheaper(&noisy_cap, &off), Verdict::Revert);
         assert_eq!(decide_cheaper(&noisy_cap, &p), Verdict::Revert);
         // Too few pairs: never decided on one.
         assert_eq!(decide_cheaper(&pr(&[1.0]), &p), Verdict::Undecided);
+    }
+
+    #[test]
+    fn a_first_comparison_the_cap_could_not_show_faster_is_reverted_early() {
+        let p = pol();
+        // compute_bound's fused optimizer: pairs ±12% around ×1.03. Open
+        // ([0.74, 1.43]), its 80% top (1.13) over 1.03, so the look on the
+        // gain leaves it; but 8 pairs at this spread would reach 0.98 at
+        // best, not above 1.01.
+        let open = pr(&[1.15, 0.92, 1.12, 0.95]);
+        assert!(open.ci[0] < 1.01 && open.ci[1] > 1.03, "{open:?}");
+        assert!(!futile(&open, &p));
+        assert_eq!(decide(&open, &p), Verdict::Undecided);
+        let low = futile_at_cap(&open, &p, p.max_repeats).expect("futile at the cap");
+        assert!((0.97..1.0).contains(&low), "{low}");
+        assert_eq!(decide_first(&open, &p), Verdict::Revert);
+        let why = explain(&open, Verdict::Revert, &p);
+        assert!(why.contains("pointing up"), "{why}");
+        assert!(
+            why.contains("; more pairs unlikely to show it (at this spread, 8 pairs from the 80% interval's top would still reach 0.98"),
+            "{why}"
+        );
+        // Beside load the cap in force is 16 pairs, where it could: more pairs.
+        assert_eq!(futile_at_cap(&open, &p, p.max_repeats_beside_load), None);
+        assert_eq!(decide_beside_load(&open, &p), Verdict::Undecided);
+        // The same spread around ×1.12: the cap could show it, more pairs.
+        let gain: Vec<f64> = open.ratios.iter().map(|r| r * 1.09).collect();
+        assert_eq!(decide_first(&pr(&gain), &p), Verdict::Undecided);
+        // The look is off with futility_confidence 0.
+        let off = DecisionPolicy {
+            futility_confidence: 0.0,
+            ..pol()
+        };
+        assert_eq!(decide_first(&open, &off), Verdict::Undecided);
+    }
+
+    #[test]
+    fn a_cheaper_setting_too_noisy_to_show_as_fast_by_the_cap_is_reverted_early() {
+        let p = pol();
+        // The demo's 21 → 17 workers: pairs spreading ±10% around 1.0. Its
+        // 99% interval is open ([0.82, 1.20]); 8 pairs at this spread would
+        // still reach below 0.97 from the 80% interval's top.
+        let noisy = pr(&[1.1, 0.9, 1.05, 0.93]);
+        assert!(noisy.ci[0] < 0.97 && noisy.ci[1] > 0.97, "{noisy:?}");
+        let low = futile_cheaper(&noisy, &p).expect("futile");
+        assert!(low < 0.97 && low > 0.9, "{low}");
+        assert_eq!(decide_cheaper(&noisy, &p), Verdict::Revert);
+        let why = explain_cheaper(&noisy, Verdict::Revert, &p);
+        assert!(
+            why.contains("reaches below 0.97; more pairs unlikely to show it (at this spread, 8 pairs from the 80% interval's top would still reach 0.9"),
+            "{why}"
+        );
+        // The same spread around 1.10 (a cheaper setting that is faster):
+        // the optimistic end leaves room, so more pairs.
+        let faster: Vec<f64> = noisy.ratios.iter().map(|r| r * 1.1).collect();
+        assert_eq!(futile_cheaper(&pr(&faster), &p), None);
+        assert_eq!(decide_cheaper(&pr(&faster), &p), Verdict::Undecided);
+        // Never at the cap (the cap's own revert says it) nor on one pair.
+        let at_cap = pr(&[1.1, 0.9, 1.05, 0.93, 1.08, 0.92, 1.1, 0.9]);
+        assert_eq!(futile_cheaper(&at_cap, &p), None);
+        assert!(!explain_cheaper(&at_cap, Verdict::Revert, &p).contains("unlikely"));
+        assert_eq!(futile_cheaper(&pr(&[0.5]), &p), None);
     }
 
     #[test]

@@ -325,14 +325,18 @@ fn a_gain_below_min_gain_is_reverted() {
 #[test]
 fn an_open_interval_is_reverted_after_max_repeats_pairs() {
     // The candidate swings 130 / 85: the interval straddles the gain line.
-    let o = session(Setup::new(0, &[2]), |nw, k, _| {
+    let swing = |nw: u64, k: usize, _| {
         let sps = match nw {
             0 => 100.0,
             _ if k % 2 == 0 => 130.0,
             _ => 85.0,
         };
         Ok(m(sps, 0.8, Some("fp")))
-    });
+    };
+    // Without the futility looks: every pair up to the cap.
+    let mut setup = Setup::new(0, &[2]);
+    setup.policy.decision.futility_confidence = 0.0;
+    let o = session(setup, swing);
     let r = o.row(1);
     assert_eq!(r.decision, Decision::Reverted, "{}", r.reason);
     let max = Policy::default().decision.max_repeats;
@@ -340,6 +344,19 @@ fn an_open_interval_is_reverted_after_max_repeats_pairs() {
     let [lo, hi] = r.ratio_ci.unwrap();
     assert!(lo < 1.01 && hi > 1.03, "[{lo}, {hi}]");
     assert!(r.reason.contains("CI"), "{}", r.reason);
+    assert_eq!(o.on_disk, 0);
+    // With them (the default), a first comparison at this spread stops as
+    // soon as the cap could not show it faster, and says so.
+    let o = session(Setup::new(0, &[2]), swing);
+    let r = o.row(1);
+    assert_eq!(r.decision, Decision::Reverted, "{}", r.reason);
+    assert!(r.runs < 2 * max, "{} runs", r.runs);
+    assert!(
+        r.reason
+            .contains("more pairs unlikely to show it (at this spread, 8 pairs"),
+        "{}",
+        r.reason
+    );
     assert_eq!(o.on_disk, 0);
 }
 
