@@ -62,8 +62,30 @@ pytest: setup-venv
 
 # The benches are built with the tests (in the test profile, sharing their
 # dependencies' builds) and, run without `--bench`, each returns at once.
-test: setup pytest
-	$(CARGO) test --lib --bins --tests --benches --no-fail-fast -- --test-threads 2
+# The Rust tests build while pytest runs, at the lowest priority (nice 19):
+# pytest's processes get the cores whenever they want them, and the build
+# takes what they leave (its subprocesses' starts, its tests' sleeps). A clean
+# clone's build is minutes on 2 cores; its log is target/test-build.log. The
+# wheel test's build comes with it (the same maturin command as tests/wheel.rs
+# runs, into the same cached target folder), so inside the suite it finds its
+# build done instead of compiling beside the tuning tests.
+RUST_TESTS = --lib --bins --tests --benches
+WHEEL_TEST_BUILD = PATH="$(BUILD_VENV)/bin:$$PATH" CARGO_TARGET_DIR=$(TUNELOOP_WHEEL_TARGET_DIR) \
+	nice -n 19 maturin build --profile dev --zig --compatibility manylinux_2_17 \
+	--target x86_64-unknown-linux-gnu --out $(AUX_TARGET)/wheel-test-out
+test: setup
+	$(VENV)/bin/ruff check
+	@mkdir -p target
+	@( nice -n 19 $(CARGO) test $(RUST_TESTS) --no-run \
+	   && $(LIBTORCH_ENV) nice -n 19 $(CARGO) test --features libtorch --lib --test probe --no-run \
+	   && rm -rf $(AUX_TARGET)/wheel-test-out && $(WHEEL_TEST_BUILD) \
+	 ) > target/test-build.log 2>&1 & build=$$!; \
+	$(VENV)/bin/python -m pytest tests/python -q; py=$$?; \
+	echo "waiting for the Rust tests' build (target/test-build.log)"; \
+	wait $$build; b=$$?; \
+	if [ $$b -ne 0 ]; then cat target/test-build.log; exit $$b; fi; \
+	tail -n 1 target/test-build.log; exit $$py
+	$(CARGO) test $(RUST_TESTS) --no-fail-fast -- --test-threads 2
 	$(LIBTORCH_ENV) $(CARGO) test --features libtorch --lib probe
 	$(LIBTORCH_ENV) $(CARGO) test --features libtorch --test probe -- --test-threads 2
 

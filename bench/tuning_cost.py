@@ -170,7 +170,10 @@ def table():
           "`3f5ecf5` / `6ae923c` / `cd6fde6` main when issue 32 was filed, the per-knob part "
           "gate, and the slow candidate's window cut, all three on one slower box on "
           "2026-12-07 (see \"One box, medians of 3\"; each row since then names its box in "
-          "the jsonl), `-bf16box` the first two on another box that day, whose CPU has bf16.",
+          "the jsonl), `-bf16box` the first two on another box that day, whose CPU has bf16; "
+          "`9945e8c` the futility look at the cap, interleaved with three more rounds of "
+          "`cd6fde6` on the same slower box later that day (see \"The futility look at the "
+          "cap\").",
           "",
           "| workload | binary | n | wall | processes | measured | turns | speedup "
           "| final / binding limit | stop reason (last run) |",

@@ -1,6 +1,7 @@
 //! The wheel, end to end: maturin builds it (the pinned tools of
 //! `make setup-wheel-tools`, linked through zig for manylinux_2_17 as `make
-//! wheel` does, in the dev profile to keep the test short), pip installs it
+//! wheel` does, in the dev profile to keep the test short; `make test` runs
+//! the same build first, beside pytest, so here it is mostly done), pip installs it
 //! into a fresh venv that sees the cached venv's torch through a `.pth` file
 //! (no network, no second 4.7 GB torch), and from there `doctor`, `init` and
 //! `bench` run with no interpreter configured: found once through the active

@@ -179,8 +179,43 @@ static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// One tuning run at a time in the whole suite (tests/suite.rs is one
 /// binary): two at once on a 2-core box leave the pairs too noisy to decide
 /// anything (a failed test's poison is no reason to fail the next).
-pub fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+///
+/// With `TL_SERIAL_LOG=FILE`, each test appends how long it waited for the
+/// lock and held it ("waited_s held_s name"): the suite's wall time is about
+/// the sum of the holds, so that is where to look when it grows.
+pub fn serial() -> Serial {
+    let asked = std::time::Instant::now();
+    let guard = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    Serial {
+        _guard: guard,
+        asked,
+        got: std::time::Instant::now(),
+    }
+}
+
+/// [`serial`]'s hold on the suite's one tuning run.
+pub struct Serial {
+    _guard: std::sync::MutexGuard<'static, ()>,
+    asked: std::time::Instant,
+    got: std::time::Instant,
+}
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        let Some(log) = std::env::var_os("TL_SERIAL_LOG") else {
+            return;
+        };
+        let line = format!(
+            "{:.1} {:.1} {}\n",
+            (self.got - self.asked).as_secs_f64(),
+            self.got.elapsed().as_secs_f64(),
+            std::thread::current().name().unwrap_or("?")
+        );
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
 }
 
 /// A small policy for tests: few runs per decision, the final at its 3
