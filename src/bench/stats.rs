@@ -501,7 +501,7 @@ pub fn explain_cheaper(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> Stri
             "cheaper but slower: ratio {:.3}, CI {ci} below {floor:.2}",
             pr.median
         ),
-        Verdict::Revert => match futile_cheaper(pr, p) {
+        _ => match futile_cheaper(pr, p) {
             Some(low) => format!(
                 "cheaper, not shown as fast: ratio {:.3}, CI {ci} reaches below {floor:.2}; more pairs unlikely to show it (at this spread, {} pairs from the {:.0}% interval's top would still reach {low:.3})",
                 pr.median,
@@ -513,7 +513,6 @@ pub fn explain_cheaper(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> Stri
                 pr.median
             ),
         },
-        Verdict::Undecided => format!("undecided: ratio {:.3}, CI {ci}", pr.median),
     }
 }
 

@@ -212,7 +212,11 @@ impl Drop for Serial {
             std::thread::current().name().unwrap_or("?")
         );
         use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
             let _ = f.write_all(line.as_bytes());
         }
     }
