@@ -284,20 +284,33 @@ impl PairedRatio {
     }
 }
 
+/// The mean and the sample standard deviation of ln(ratios) (n − 1 in the
+/// denominator; 0 for fewer than 2 ratios).
+fn log_mean_sd(ratios: &[f64]) -> (f64, f64) {
+    let n = ratios.len().max(1) as f64;
+    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / n;
+    let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    (mean, var.sqrt())
+}
+
+/// Student's t at `df` degrees of freedom for a two-sided interval at
+/// `confidence`.
+fn t_two_sided(confidence: f64, df: usize) -> f64 {
+    StudentsT::new(0.0, 1.0, df as f64)
+        .expect("at least one degree of freedom")
+        .inverse_cdf(1.0 - (1.0 - confidence) / 2.0)
+}
+
 /// exp of the Student-t interval of the mean of ln(ratios).
 pub fn log_t_interval(ratios: &[f64], confidence: f64) -> [f64; 2] {
     let n = ratios.len();
     if n < 2 {
         return [0.0, f64::INFINITY];
     }
-    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
-    let mean = logs.iter().sum::<f64>() / n as f64;
-    let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n as f64 - 1.0);
-    let se = (var / n as f64).sqrt();
-    let t = StudentsT::new(0.0, 1.0, n as f64 - 1.0)
-        .expect("n >= 2 gives positive degrees of freedom")
-        .inverse_cdf(1.0 - (1.0 - confidence) / 2.0);
-    [(mean - t * se).exp(), (mean + t * se).exp()]
+    let (mean, sd) = log_mean_sd(ratios);
+    let half = t_two_sided(confidence, n - 1) * sd / (n as f64).sqrt();
+    [(mean - half).exp(), (mean + half).exp()]
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -361,11 +374,11 @@ pub fn decide_beside_load(pr: &PairedRatio, p: &DecisionPolicy) -> Verdict {
         max_repeats: p.max_repeats_beside_load.max(p.max_repeats),
         ..p.clone()
     };
-    if pr.pairs() < p.max_repeats as usize {
-        return decide_first(pr, &wider);
-    }
+    let at_cap = pr.pairs() >= p.max_repeats as usize;
     match decide_first(pr, &wider) {
-        Verdict::Undecided if pr.median.is_nan() || pr.median < 1.0 + p.min_gain => Verdict::Revert,
+        Verdict::Undecided if at_cap && (pr.median.is_nan() || pr.median < 1.0 + p.min_gain) => {
+            Verdict::Revert
+        }
         v => v,
     }
 }
@@ -436,14 +449,10 @@ pub fn low_at_cap(pr: &PairedRatio, p: &DecisionPolicy, cap: u32) -> Option<f64>
     if p.futility_confidence <= 0.0 || n < FUTILITY_FROM_PAIRS.max(2) || n >= cap {
         return None;
     }
-    let logs: Vec<f64> = pr.ratios.iter().map(|r| r.ln()).collect();
-    let mean = logs.iter().sum::<f64>() / n as f64;
-    let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n as f64 - 1.0)).sqrt();
+    let (_, sd) = log_mean_sd(&pr.ratios);
     let top = log_t_interval(&pr.ratios, p.futility_confidence)[1].ln();
-    let t_cap = StudentsT::new(0.0, 1.0, cap as f64 - 1.0)
-        .expect("cap > n >= 2 gives positive degrees of freedom")
-        .inverse_cdf(1.0 - (1.0 - p.confidence) / 2.0);
-    Some((top - t_cap * sd / (cap as f64).sqrt()).exp())
+    let half_at_cap = t_two_sided(p.confidence, cap - 1) * sd / (cap as f64).sqrt();
+    Some((top - half_at_cap).exp())
 }
 
 /// The futility look at the cap, for a first comparison: `Some(low)` when
@@ -501,18 +510,15 @@ pub fn explain_cheaper(pr: &PairedRatio, v: Verdict, p: &DecisionPolicy) -> Stri
             "cheaper but slower: ratio {:.3}, CI {ci} below {floor:.2}",
             pr.median
         ),
-        _ => match futile_cheaper(pr, p) {
-            Some(low) => format!(
-                "cheaper, not shown as fast: ratio {:.3}, CI {ci} reaches below {floor:.2}; more pairs unlikely to show it (at this spread, {} pairs from the {:.0}% interval's top would still reach {low:.3})",
-                pr.median,
+        _ => format!(
+            "cheaper, not shown as fast: ratio {:.3}, CI {ci} reaches below {floor:.2}{}",
+            pr.median,
+            futile_cheaper(pr, p).map_or_else(String::new, |low| format!(
+                "; more pairs unlikely to show it (at this spread, {} pairs from the {:.0}% interval's top would still reach {low:.3})",
                 p.max_repeats,
                 p.futility_confidence * 100.0
-            ),
-            None => format!(
-                "cheaper, not shown as fast: ratio {:.3}, CI {ci} reaches below {floor:.2}",
-                pr.median
-            ),
-        },
+            ))
+        ),
     }
 }
 
@@ -648,10 +654,7 @@ pub struct Calibration {
 
 impl Calibration {
     pub fn from_ratios(ratios: &[f64], confidence: f64) -> Calibration {
-        let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
-        let n = logs.len().max(1) as f64;
-        let mean = logs.iter().sum::<f64>() / n;
-        let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+        let (_, sd) = log_mean_sd(ratios);
         let suggested = ((2.0 * sd).max(0.005) * 200.0).ceil() / 200.0;
         Calibration {
             ratios: ratios.to_vec(),
