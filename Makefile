@@ -65,7 +65,8 @@ pytest: setup-venv
 # The Rust tests build while pytest runs, at the lowest priority (nice 19):
 # pytest's processes get the cores whenever they want them, and the build
 # takes what they leave (its subprocesses' starts, its tests' sleeps). A clean
-# clone's build is minutes on 2 cores; its log is target/test-build.log. The
+# clone's build is minutes on 2 cores; its log is target/test-build.log. It
+# runs in a process group of its own, which Ctrl-C ends with pytest. The
 # wheel test's build comes with it (the same maturin command as tests/wheel.rs
 # runs, into the same cached target folder), so inside the suite it finds its
 # build done instead of compiling beside the tuning tests.
@@ -76,10 +77,11 @@ WHEEL_TEST_BUILD = PATH="$(BUILD_VENV)/bin:$$PATH" CARGO_TARGET_DIR=$(TUNELOOP_W
 test: setup
 	$(VENV)/bin/ruff check
 	@mkdir -p target
-	@( nice -n 19 $(CARGO) test $(RUST_TESTS) --no-run \
+	@setsid sh -c 'nice -n 19 $(CARGO) test $(RUST_TESTS) --no-run \
 	   && $(LIBTORCH_ENV) nice -n 19 $(CARGO) test --features libtorch --lib --test probe --no-run \
-	   && rm -rf $(AUX_TARGET)/wheel-test-out && $(WHEEL_TEST_BUILD) \
-	 ) > target/test-build.log 2>&1 & build=$$!; \
+	   && rm -rf $(AUX_TARGET)/wheel-test-out && $(WHEEL_TEST_BUILD)' \
+	 > target/test-build.log 2>&1 & build=$$!; \
+	trap 'kill -- -$$build 2>/dev/null; exit 130' INT TERM; \
 	$(VENV)/bin/python -m pytest tests/python -q; py=$$?; \
 	echo "waiting for the Rust tests' build (target/test-build.log)"; \
 	wait $$build; b=$$?; \
