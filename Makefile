@@ -71,6 +71,13 @@ pytest: setup-venv
 # runs, into the same cached target folder), so inside the suite it finds its
 # build done instead of compiling beside the tuning tests.
 RUST_TESTS = --lib --bins --tests --benches
+# The integration tests are one binary, tests/suite.rs; these files stay
+# binaries of their own (tests/suite.rs says why). The suite runs on more
+# threads than cores: its tests take one of as many running slots as cores
+# (tests/support), so a thread waiting for the tuning lock leaves its core
+# to the tests that tune nothing.
+OWN_TEST_BINARIES = distributed layers probe
+SUITE_THREADS = 12
 WHEEL_TEST_BUILD = PATH="$(BUILD_VENV)/bin:$$PATH" CARGO_TARGET_DIR=$(TUNELOOP_WHEEL_TARGET_DIR) \
 	nice -n 19 maturin build --profile dev --zig --compatibility manylinux_2_17 \
 	--target x86_64-unknown-linux-gnu --out $(AUX_TARGET)/wheel-test-out
@@ -87,7 +94,10 @@ test: setup
 	wait $$build; b=$$?; \
 	if [ $$b -ne 0 ]; then cat target/test-build.log; exit $$b; fi; \
 	tail -n 1 target/test-build.log; exit $$py
-	$(CARGO) test $(RUST_TESTS) --no-fail-fast -- --test-threads 2
+	$(CARGO) test --lib --bins --benches $(OWN_TEST_BINARIES:%=--test %) --no-fail-fast \
+	  -- --test-threads 2; own=$$?; \
+	$(CARGO) test --test suite --no-fail-fast -- --test-threads $(SUITE_THREADS); suite=$$?; \
+	[ $$own -eq 0 ] && [ $$suite -eq 0 ]
 	$(LIBTORCH_ENV) $(CARGO) test --features libtorch --lib probe
 	$(LIBTORCH_ENV) $(CARGO) test --features libtorch --test probe -- --test-threads 2
 

@@ -8,6 +8,7 @@
 //! deterministic and each run takes a second; the two cases that need the
 //! managed harness run the bundled example with real PyTorch.
 
+use crate::support::slot;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -435,6 +436,7 @@ fn assert_gone(pid: u32) {
 
 #[test]
 fn the_command_line_is_built_from_the_policy_exactly() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set("agent", "max_turns", "5")
         .set("agent", "tools", r#"["Read", "Edit"]"#)
@@ -573,6 +575,7 @@ fn the_command_line_is_built_from_the_policy_exactly() {
 
 #[test]
 fn turns_are_kept_reverted_and_no_change_and_each_prompt_carries_the_history() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set("loop", "max_iterations", "3");
     let ws = Ws::contract(&p);
@@ -674,6 +677,7 @@ fn turns_are_kept_reverted_and_no_change_and_each_prompt_carries_the_history() {
 
 #[test]
 fn two_arguments_at_once_are_rejected_and_reverted() {
+    let _run = slot();
     let t = one_turn("two", &PolicyToml::new());
     t.assert_decision("rejected", "2 DataLoader arguments changed");
     assert_eq!(t.row["runs"], 0, "a rejected change is never measured");
@@ -685,6 +689,7 @@ fn two_arguments_at_once_are_rejected_and_reverted() {
 
 #[test]
 fn an_edit_outside_the_editable_files_is_rejected_and_undone() {
+    let _run = slot();
     let t = one_turn("outside", &PolicyToml::new());
     t.assert_decision("rejected", "outside the editable files");
     assert!(
@@ -698,6 +703,7 @@ fn an_edit_outside_the_editable_files_is_rejected_and_undone() {
 
 #[test]
 fn an_edit_of_the_bench_script_is_rejected_and_undone() {
+    let _run = slot();
     let t = one_turn("bench_script", &PolicyToml::new());
     t.assert_decision("rejected", "bench_loader.py");
     t.assert_untouched();
@@ -705,6 +711,7 @@ fn an_edit_of_the_bench_script_is_rejected_and_undone() {
 
 #[test]
 fn a_new_file_is_rejected_and_removed() {
+    let _run = slot();
     let t = one_turn("new_file", &PolicyToml::new());
     t.assert_decision("rejected", "fast_loader.py");
     t.assert_untouched();
@@ -712,6 +719,7 @@ fn a_new_file_is_rejected_and_removed() {
 
 #[test]
 fn a_deleted_file_is_rejected_and_put_back() {
+    let _run = slot();
     let t = one_turn("delete_file", &PolicyToml::new());
     t.assert_decision("rejected", "data_utils.py");
     t.assert_untouched();
@@ -719,6 +727,7 @@ fn a_deleted_file_is_rejected_and_put_back() {
 
 #[test]
 fn batch_size_is_part_of_the_measurement_and_never_kept() {
+    let _run = slot();
     let t = one_turn("edit:batch_size=64", &PolicyToml::new());
     t.assert_decision("rejected", "`batch_size` is part of the measurement");
     assert_eq!(t.row["runs"], 0);
@@ -727,6 +736,7 @@ fn batch_size_is_part_of_the_measurement_and_never_kept() {
 
 #[test]
 fn the_step_count_model_and_training_step_are_never_the_agents() {
+    let _run = slot();
     // The measurement settings in the workspace's tuneloop.toml (inside the project here).
     let t = one_turn("config:timeout_s = 60->timeout_s = 5", &PolicyToml::new());
     t.assert_decision("rejected", "tuneloop.toml");
@@ -742,6 +752,7 @@ fn the_step_count_model_and_training_step_are_never_the_agents() {
 
 #[test]
 fn a_syntax_error_is_rejected_and_undone() {
+    let _run = slot();
     let t = one_turn("syntax", &PolicyToml::new());
     t.assert_decision("rejected", "no longer parses");
     t.assert_untouched();
@@ -749,6 +760,7 @@ fn a_syntax_error_is_rejected_and_undone() {
 
 #[test]
 fn a_call_that_changes_nothing_is_no_change_and_counts_toward_the_stop_rule() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set("loop", "max_iterations", "5")
         .set("loop", "max_consecutive_reverts", "2");
@@ -779,6 +791,7 @@ fn a_call_that_changes_nothing_is_no_change_and_counts_toward_the_stop_rule() {
 
 #[test]
 fn a_hanging_call_is_ended_at_the_timeout_with_its_whole_group() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set("agent", "timeout_s", "2");
     let t = one_turn("hang", &p);
@@ -800,6 +813,7 @@ fn a_hanging_call_is_ended_at_the_timeout_with_its_whole_group() {
 
 #[test]
 fn a_crash_fails_the_turn_with_the_clis_words() {
+    let _run = slot();
     let t = one_turn("crash", &PolicyToml::new());
     t.assert_decision("failed", "crashed (exit 1)");
     t.assert_decision("failed", "TypeError: Cannot read properties of undefined");
@@ -812,6 +826,7 @@ fn a_crash_fails_the_turn_with_the_clis_words() {
 
 #[test]
 fn a_call_killed_by_a_signal_fails_the_turn() {
+    let _run = slot();
     let t = one_turn("abort", &PolicyToml::new());
     t.assert_decision("failed", "signal 6");
     assert_eq!(t.call["ending"], "signalled");
@@ -820,6 +835,7 @@ fn a_call_killed_by_a_signal_fails_the_turn() {
 
 #[test]
 fn truncated_output_fails_the_turn_even_with_exit_zero() {
+    let _run = slot();
     let t = one_turn("truncated", &PolicyToml::new());
     t.assert_decision("failed", "unreadable output");
     assert_eq!(t.call["exit_code"], 0);
@@ -829,6 +845,7 @@ fn truncated_output_fails_the_turn_even_with_exit_zero() {
 
 #[test]
 fn error_max_turns_fails_the_turn() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set("agent", "max_turns", "3");
     let t = one_turn("max_turns", &p);
@@ -840,6 +857,7 @@ fn error_max_turns_fails_the_turn() {
 
 #[test]
 fn an_exhausted_budget_fails_the_turn() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set("agent", "max_budget_usd", "0.5");
     let t = one_turn("budget", &p);
@@ -850,6 +868,7 @@ fn an_exhausted_budget_fails_the_turn() {
 
 #[test]
 fn not_logged_in_fails_the_turn_in_the_clis_words() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set("loop", "max_iterations", "5");
     let t = one_turn("not_logged_in", &p);
@@ -871,6 +890,7 @@ fn not_logged_in_fails_the_turn_in_the_clis_words() {
 
 #[test]
 fn a_cli_that_ignores_max_turns_is_ended() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     // A generous wall clock: the turn count must end it, long before.
     p.set("agent", "max_turns", "3")
@@ -890,6 +910,7 @@ fn a_cli_that_ignores_max_turns_is_ended() {
 
 #[test]
 fn permission_denials_are_recorded() {
+    let _run = slot();
     // Bash exists but is not allowed: with dontAsk, its call is denied.
     let mut p = PolicyToml::new();
     p.set("agent", "tools", r#"["Read", "Edit", "Bash"]"#);
@@ -912,6 +933,7 @@ fn permission_denials_are_recorded() {
 
 #[test]
 fn a_table_over_the_stdin_cap_is_passed_as_a_file() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set("agent", "max_turns", "4");
     let ws = Ws::contract(&p);
@@ -956,6 +978,7 @@ fn a_table_over_the_stdin_cap_is_passed_as_a_file() {
 
 #[test]
 fn a_missing_claude_fails_before_the_baseline_and_says_how_to_install_it() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set("agent", "command", "\"claude-not-installed-anywhere\"");
     let ws = Ws::contract(&p);
@@ -979,6 +1002,7 @@ fn a_missing_claude_fails_before_the_baseline_and_says_how_to_install_it() {
 
 #[test]
 fn ctrl_c_during_a_call_ends_it_restores_the_files_and_exits_130() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set("agent", "timeout_s", "300");
     let ws = Ws::contract(&p);
@@ -1030,6 +1054,7 @@ fn ctrl_c_during_a_call_ends_it_restores_the_files_and_exits_130() {
 
 #[test]
 fn policy_show_prints_the_command_line_and_warns_about_rules_that_give_too_much() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set(
         "agent",
@@ -1084,6 +1109,7 @@ fn policy_show_prints_the_command_line_and_warns_about_rules_that_give_too_much(
 
 #[test]
 fn tampering_with_the_managed_harness_is_rejected_and_undone() {
+    let _run = slot();
     let ws = Ws::managed(&PolicyToml::new());
     let before = ws.files();
     let r = ws.start("harness");
@@ -1107,6 +1133,7 @@ fn tampering_with_the_managed_harness_is_rejected_and_undone() {
 
 #[test]
 fn a_multi_turn_run_on_the_example_with_real_pytorch() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set("loop", "max_iterations", "3")
         .set("agent", "tools", r#"["Read", "Edit", "Bash"]"#);
@@ -1246,6 +1273,7 @@ fn expected_diagnosis(m: &Value, sps: f64, ceiling: f64) -> Vec<String> {
 
 #[test]
 fn the_prompt_carries_the_incumbents_figures_from_its_bench_json() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set("loop", "max_iterations", "2");
     p.set("decision", "baseline_runs", "3");
@@ -1307,6 +1335,7 @@ fn the_prompt_carries_the_incumbents_figures_from_its_bench_json() {
 
 #[test]
 fn a_hybrid_run_spends_no_claude_call_until_the_knobs_are_settled() {
+    let _run = slot();
     // The bundled example is storage-bound: the builtin agent climbs
     // num_workers; only then does Claude Code get the structural turns. No
     // data_wait is too small to stop on, so the loop goes on to Claude.
@@ -1417,6 +1446,7 @@ fn a_hybrid_run_spends_no_claude_call_until_the_knobs_are_settled() {
 
 #[test]
 fn a_hybrid_run_without_preprocessing_never_calls_claude_and_says_why_it_stopped() {
+    let _run = slot();
     // Contract mode: the figure follows num_workers, so the builtin agent
     // climbs until its cap. Claude Code is not even installed. The policy
     // says claude; `--agent hybrid` overrides it.
@@ -1449,6 +1479,7 @@ fn a_hybrid_run_without_preprocessing_never_calls_claude_and_says_why_it_stopped
 
 #[test]
 fn a_deny_rule_that_kills_an_allowed_rule_is_named_by_policy_show_and_start() {
+    let _run = slot();
     // The issue's policy: Bash(python bench_loader.py) allowed, bare Bash
     // denied by default — observed with the real CLI to leave no Bash tool.
     let mut p = PolicyToml::new();
@@ -1518,6 +1549,7 @@ fn a_deny_rule_that_kills_an_allowed_rule_is_named_by_policy_show_and_start() {
 
 #[test]
 fn tuneloop_started_inside_a_claude_code_session_still_starts_claude() {
+    let _run = slot();
     let parent = [
         ("CLAUDECODE", "1"),
         ("CLAUDE_CODE_ENTRYPOINT", "cli"),
@@ -1569,6 +1601,7 @@ fn tuneloop_started_inside_a_claude_code_session_still_starts_claude() {
 /// the rule that was applied and that each outcome is carried through.
 #[test]
 fn fewer_workers_are_judged_by_the_equivalence_rule() {
+    let _run = slot();
     let mut p = PolicyToml::new();
     p.set("decision", "max_repeats", "4");
     let ws = Ws::managed(&p);

@@ -364,6 +364,7 @@ print("trained")
 
 #[test]
 fn a_command_that_ends_too_early_says_how_far_it_got() {
+    let _run = slot();
     let ws = script_ws(&LOOP.replace("BATCHES", "5"), 120);
     let r = ws.tuneloop(&["bench", "--repeats", "1"]);
     assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
@@ -378,6 +379,7 @@ fn a_command_that_ends_too_early_says_how_far_it_got() {
 
 #[test]
 fn many_workers_warm_up_longer_within_the_batches_the_command_has() {
+    let _run = slot();
     // One epoch of 30 batches (not short: no whole-epoch window), 12 timed.
     let with = |workers: u32| {
         LOOP.replace("BATCHES", "30").replace(
@@ -428,6 +430,7 @@ fn epochs_loop(epochs: u32) -> String {
 
 #[test]
 fn short_epochs_are_timed_whole() {
+    let _run = slot();
     // 2 warm-up + 12 timed steps hold no start of a 20-batch epoch.
     let script = epochs_loop(3);
     assert!(script.contains("for epoch in range(3):"), "{script}");
@@ -463,6 +466,7 @@ fn short_epochs_are_timed_whole() {
 
 #[test]
 fn a_window_opening_at_an_epoch_end_times_the_next_epochs_start() {
+    let _run = slot();
     // 5 workers warm up 20 batches: the window opens at the first epoch's
     // end, and the second epoch's fill is its first step (so the 12 steps
     // hold an epoch start and are not widened).
@@ -482,6 +486,7 @@ fn a_window_opening_at_an_epoch_end_times_the_next_epochs_start() {
 
 #[test]
 fn a_command_of_one_short_epoch_keeps_the_configured_steps() {
+    let _run = slot();
     // 2 + 12 batches fit in its one epoch, 2 + 20 do not.
     let ws = script_ws(&epochs_loop(1), 120);
     let r = ws.tuneloop(&["bench", "--repeats", "1", "--json"]);
@@ -510,6 +515,7 @@ fn a_command_of_one_short_epoch_keeps_the_configured_steps() {
 
 #[test]
 fn a_command_that_never_iterates_a_loader_is_stopped_with_its_output() {
+    let _run = slot();
     let ws = script_ws(
         "import time\nprint('loading a huge data set…', flush=True)\ntime.sleep(120)\n",
         4,
@@ -526,6 +532,7 @@ fn a_command_that_never_iterates_a_loader_is_stopped_with_its_output() {
 
 #[test]
 fn a_failing_command_shows_its_own_error() {
+    let _run = slot();
     let ws = script_ws("import torch\nimport no_such_dataset_lib\n", 60);
     let r = ws.tuneloop(&["bench", "--repeats", "1"]);
     assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
@@ -535,6 +542,7 @@ fn a_failing_command_shows_its_own_error() {
 
 #[test]
 fn a_command_that_reads_stdin_gets_none_and_is_measured() {
+    let _run = slot();
     let script = format!(
         "import sys\nanswer = sys.stdin.read()\nassert answer == '', answer\n{}",
         LOOP.replace("BATCHES", "40")
@@ -547,6 +555,7 @@ fn a_command_that_reads_stdin_gets_none_and_is_measured() {
 
 #[test]
 fn a_loop_that_stops_by_its_own_step_count_during_the_ceiling_still_gives_a_figure() {
+    let _run = slot();
     // Like a Trainer's max_steps: 20 batches, whatever the loader has left;
     // the measurement needs 14, the ceiling's replay 23 more.
     let script = LOOP.replace("BATCHES", "400").replace(
@@ -564,6 +573,7 @@ fn a_loop_that_stops_by_its_own_step_count_during_the_ceiling_still_gives_a_figu
 
 #[test]
 fn a_measurement_leaves_no_process_behind() {
+    let _run = slot();
     // Workers that would outlive a careless end: persistent, several.
     let script = LOOP.replace("BATCHES", "400").replace(
         "batch_size=8)",
@@ -595,6 +605,7 @@ fn a_measurement_leaves_no_process_behind() {
 
 #[test]
 fn init_without_a_command_suggests_one_for_the_script_it_finds() {
+    let _run = slot();
     let ws = example("own_script");
     let r = ws.tuneloop(&["init"]);
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);

@@ -27,6 +27,7 @@ fn project(policy: &str) -> Ws {
 
 #[test]
 fn init_and_scan_follow_cfg_num_workers_to_the_dataclass_default() {
+    let _run = slot();
     let ws = project(FAST_POLICY);
     let toml = ws.read("tuneloop.toml");
     let editable = toml

@@ -19,6 +19,7 @@ fn host_cpus() -> u64 {
 
 #[test]
 fn under_taskset_the_harness_reports_one_usable_core_limited_by_affinity() {
+    let _run = slot();
     let host = host_cpus();
     if host < 2 {
         eprintln!("skipped: one CPU on this machine, taskset cannot restrict it");
@@ -92,6 +93,7 @@ fn put(root: &std::path::Path, rel: &str, text: &str) {
 
 #[test]
 fn the_cgroup_cpu_quota_is_read_from_v2_and_v1_trees() {
+    let _run = slot();
     // cgroup v2: the job's group allows 3 cores, its parent 1.5: the parent binds.
     let v2 = tempfile::tempdir().unwrap();
     put(v2.path(), "cpu.max", "max 100000\n");

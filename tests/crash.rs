@@ -77,6 +77,7 @@ fn kept_version(before: &str, now: &str) -> String {
 
 #[test]
 fn kill_during_measurement_then_start_refuses_and_resume_finishes() {
+    let _run = slot();
     let ws = Ws::managed(IO_BOUND_TRAIN, "", FAST_POLICY);
     let before = ws.read("train.py");
     let child = spawn_start(&ws, "measure");
@@ -114,6 +115,7 @@ fn kill_during_measurement_then_start_refuses_and_resume_finishes() {
 
 #[test]
 fn kill_during_the_agent_call_then_restore_to_baseline() {
+    let _run = slot();
     let ws = Ws::managed(IO_BOUND_TRAIN, "", FAST_POLICY);
     ws.write("bench_notes.txt", "untouched\n");
     let before = std::fs::read(ws.path().join("train.py")).unwrap();
@@ -135,6 +137,7 @@ fn kill_during_the_agent_call_then_restore_to_baseline() {
 
 #[test]
 fn kill_while_writing_the_report_then_resume_writes_it() {
+    let _run = slot();
     let ws = Ws::managed(IO_BOUND_TRAIN, "", FAST_POLICY);
     let before = ws.read("train.py");
     let child = spawn_start(&ws, "report");

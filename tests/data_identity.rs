@@ -255,6 +255,7 @@ fn same(ids: &Value, a: &str, b: &str, p: &str) -> bool {
 
 #[test]
 fn the_samplers_order_is_taken_in_the_training_process_whatever_the_worker_count() {
+    let _run = slot();
     let ids = identities(
         AUGMENTED,
         "    return {\n\
@@ -280,6 +281,7 @@ fn the_samplers_order_is_taken_in_the_training_process_whatever_the_worker_count
 
 #[test]
 fn a_loader_change_that_alters_the_data_shows_in_the_part_it_alters() {
+    let _run = slot();
     // Settings that look like tuning but are not: another sampler seed,
     // every other item dropped, another batch size, a collate that casts.
     let ids = identities(

@@ -44,6 +44,7 @@ fn fast_workspace() -> Ws {
 
 #[test]
 fn init_writes_a_python_line_only_when_asked() {
+    let _run = slot();
     let ws = Ws::new();
     ws.write("train.py", IO_BOUND_TRAIN);
     let (code, _, err) = tuneloop(ws.path(), &["init", "--entry", "train:build"], &[]);
@@ -77,6 +78,7 @@ fn init_writes_a_python_line_only_when_asked() {
 
 #[test]
 fn bench_uses_the_active_virtualenv_and_says_so_with_its_torch() {
+    let _run = slot();
     let ws = fast_workspace();
     let venv = cached_venv();
     let (code, out, err) = tuneloop(
@@ -95,6 +97,7 @@ fn bench_uses_the_active_virtualenv_and_says_so_with_its_torch() {
 
 #[test]
 fn conda_prefix_is_used_when_no_virtualenv_is_active() {
+    let _run = slot();
     let ws = fast_workspace();
     let venv = cached_venv();
     let (code, out, err) = tuneloop(
@@ -141,6 +144,7 @@ fn conda_prefix_is_used_when_no_virtualenv_is_active() {
 
 #[test]
 fn tuneloop_python_still_wins_over_the_file_and_the_virtualenv() {
+    let _run = slot();
     let ws = Ws::managed(IO_BOUND_TRAIN, "", FAST_POLICY);
     let toml = ws.read("tuneloop.toml").replace(
         "[project]\n",
@@ -163,6 +167,7 @@ fn tuneloop_python_still_wins_over_the_file_and_the_virtualenv() {
 
 #[test]
 fn doctor_fails_on_an_interpreter_without_torch_and_says_how_to_fix_it() {
+    let _run = slot();
     // The cached venv's base interpreter: a real Python without torch.
     let o = Command::new(python())
         .args(["-c", "import sys; print(sys._base_executable)"])
@@ -187,6 +192,7 @@ fn doctor_fails_on_an_interpreter_without_torch_and_says_how_to_fix_it() {
 
 #[test]
 fn doctor_checks_the_launcher_program_where_the_bench_finds_it() {
+    let _run = slot();
     let ws = Ws::managed(
         IO_BOUND_TRAIN,
         "launcher = \"no-such-launcher-xyz --n {nproc}\"\nnproc = 2\n",
@@ -219,6 +225,7 @@ fn doctor_checks_the_launcher_program_where_the_bench_finds_it() {
 
 #[test]
 fn a_command_that_names_its_interpreter_is_the_one_announced() {
+    let _run = slot();
     // `[bench] run` starts the cached venv's python by path; nothing else
     // names an interpreter, and the python3 on PATH has no torch (the
     // venv's base interpreter). doctor and bench speak of the one that runs.

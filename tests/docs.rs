@@ -10,6 +10,7 @@
 //! The checkers take the repository root as an argument, so the unit checks at the end run them
 //! on small synthetic trees and prove they fail on bad input.
 
+use crate::support::slot;
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
 use std::path::{Component, Path, PathBuf};
@@ -466,12 +467,14 @@ fn all_broken_links(root: &Path) -> Vec<String> {
 
 #[test]
 fn every_relative_link_of_the_readme_and_docs_resolves() {
+    let _run = slot();
     let broken = all_broken_links(&repo());
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
 #[test]
 fn no_source_file_cites_a_document_the_repository_does_not_hold() {
+    let _run = slot();
     let bad = all_bad_citations(&repo());
     assert!(
         bad.is_empty(),
@@ -482,6 +485,7 @@ fn no_source_file_cites_a_document_the_repository_does_not_hold() {
 
 #[test]
 fn the_readme_is_a_front_page_and_docs_hold_the_manual() {
+    let _run = slot();
     let readme = fs::read_to_string(repo().join("README.md")).unwrap();
     let lines = readme.lines().count();
     assert!(
@@ -507,6 +511,7 @@ fn the_readme_is_a_front_page_and_docs_hold_the_manual() {
 
 #[test]
 fn the_message_that_sends_users_to_docs_names_a_file_that_exists() {
+    let _run = slot();
     // probe.rs tells users of a build without the `libtorch` feature where to read on.
     let probe = fs::read_to_string(repo().join("src/probe.rs")).unwrap();
     assert!(probe.contains("docs/probe.md"));
@@ -529,6 +534,7 @@ fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
 
 #[test]
 fn slugs_follow_github() {
+    let _run = slot();
     assert_eq!(
         slug("The compute side (`[compute]`)"),
         "the-compute-side-compute"
@@ -554,6 +560,7 @@ fn slugs_follow_github() {
 
 #[test]
 fn links_are_found_outside_code_only() {
+    let _run = slot();
     let md = "See [a](docs/a.md#x) and ![p](docs/p.png \"title\").\n\
               `[not](a link)` here\n\
               ```\n[not](either)\n```\n\
@@ -565,6 +572,7 @@ fn links_are_found_outside_code_only() {
 
 #[test]
 fn the_link_checker_fails_on_a_missing_file_a_missing_anchor_and_an_escape() {
+    let _run = slot();
     let good = tree(&[
         (
             "README.md",
@@ -605,6 +613,7 @@ fn the_link_checker_fails_on_a_missing_file_a_missing_anchor_and_an_escape() {
 
 #[test]
 fn the_citation_checker_fails_on_documents_the_repository_does_not_hold() {
+    let _run = slot();
     let bad = tree(&[
         ("README.md", "# T\n"),
         ("docs/a.md", "# A\n"),
@@ -643,6 +652,7 @@ fn the_citation_checker_fails_on_documents_the_repository_does_not_hold() {
 
 #[test]
 fn the_citation_checker_accepts_what_exists_and_what_a_run_writes() {
+    let _run = slot();
     let good = tree(&[
         ("README.md", "# T\n"),
         ("docs/probe.md", "# P\n"),

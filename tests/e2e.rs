@@ -19,6 +19,7 @@ fn json_file(p: &std::path::Path) -> Value {
 
 #[test]
 fn a_real_gain_is_kept_and_the_run_folder_is_complete() {
+    let _run = slot();
     let ws = Ws::managed(IO_BOUND_TRAIN, "", FAST_POLICY);
     let before = ws.read("train.py");
     let r = ws.tuneloop(&["start"]);
@@ -191,6 +192,7 @@ def build():
 
 #[test]
 fn a_slower_change_is_reverted_byte_for_byte() {
+    let _run = slot();
     // The loader's climb and its stop reason are the subject: the compute
     // turns (on by default) would follow the settled loader.
     let ws = Ws::managed(
@@ -265,6 +267,7 @@ def build():
 
 #[test]
 fn a_turn_whose_bench_fails_is_recorded_failed_and_reverted() {
+    let _run = slot();
     let ws = Ws::managed(CRASHES_IN_WORKERS_TRAIN, "", FAST_POLICY);
     let before = ws.read("train.py");
     // As a user may run it: `tuneloop start > tune.log 2> >(tee tune.err)`
@@ -338,6 +341,7 @@ def build():
 
 #[test]
 fn a_compute_bound_baseline_goes_on_to_a_compute_turn_by_default() {
+    let _run = slot();
     // The policy has no [compute] table: the defaults apply. The turn need
     // only be measured and decided, kept or reverted: 2 pairs at most.
     let ws = Ws::managed(
@@ -386,6 +390,7 @@ fn a_compute_bound_baseline_goes_on_to_a_compute_turn_by_default() {
 
 #[test]
 fn with_the_compute_side_off_a_compute_bound_baseline_stops_with_advice() {
+    let _run = slot();
     let ws = Ws::managed(
         COMPUTE_BOUND_TRAIN,
         "",
@@ -414,6 +419,7 @@ fn with_the_compute_side_off_a_compute_bound_baseline_stops_with_advice() {
 
 #[test]
 fn no_workspace_is_a_config_error_with_a_hint() {
+    let _run = slot();
     let ws = Ws::new();
     let r = ws.tuneloop(&["start"]);
     assert_eq!(r.code, 2);
@@ -426,6 +432,7 @@ fn no_workspace_is_a_config_error_with_a_hint() {
 
 #[test]
 fn malformed_files_name_the_file_key_and_line() {
+    let _run = slot();
     let ws = Ws::managed(IO_BOUND_TRAIN, "", FAST_POLICY);
     ws.write("tuneloop.toml", "[project]\neditable = [\"train.py\"]\n[bench]\nentry = \"train:build\"\nsteps = \"many\"\n");
     let r = ws.tuneloop(&["start"]);
@@ -460,6 +467,7 @@ fn malformed_files_name_the_file_key_and_line() {
 
 #[test]
 fn missing_editable_file_and_missing_loader_are_config_errors() {
+    let _run = slot();
     let ws = Ws::managed(IO_BOUND_TRAIN, "", FAST_POLICY);
     ws.write(
         "tuneloop.toml",
@@ -489,6 +497,7 @@ fn missing_editable_file_and_missing_loader_are_config_errors() {
 
 #[test]
 fn user_errors_in_build_stop_the_baseline_with_exit_3() {
+    let _run = slot();
     let loader_line = "from torch.utils.data import DataLoader\n# DataLoader(ds) is built elsewhere\nx = DataLoader\n";
     let cases: [(&str, &str); 4] = [
         ("import not_a_module_anywhere\n", "could not import"),
@@ -511,6 +520,7 @@ fn user_errors_in_build_stop_the_baseline_with_exit_3() {
 
 #[test]
 fn a_bench_past_its_timeout_is_killed_with_its_group() {
+    let _run = slot();
     let marker = tempfile::NamedTempFile::new().unwrap().into_temp_path();
     let marker_s = marker.to_str().unwrap().to_string();
     std::fs::remove_file(&marker).ok();
@@ -541,6 +551,7 @@ fn a_bench_past_its_timeout_is_killed_with_its_group() {
 
 #[test]
 fn contract_mode_reads_the_figure_and_reports_a_missing_one() {
+    let _run = slot();
     let ws = Ws::new();
     ws.write(
         "train.py",
@@ -569,6 +580,7 @@ fn contract_mode_reads_the_figure_and_reports_a_missing_one() {
 
 #[test]
 fn init_writes_the_workspace_and_merges_claude_md_once() {
+    let _run = slot();
     let ws = Ws::new();
     ws.write("train.py", IO_BOUND_TRAIN);
     ws.write("CLAUDE.md", "# My project\n\nKeep this line.\n");
@@ -608,6 +620,7 @@ fn init_writes_the_workspace_and_merges_claude_md_once() {
 
 #[test]
 fn init_without_a_bench_says_how() {
+    let _run = slot();
     let ws = Ws::new();
     ws.write("train.py", IO_BOUND_TRAIN);
     let r = ws.tuneloop(&["init"]);
@@ -623,6 +636,7 @@ fn init_without_a_bench_says_how() {
 
 #[test]
 fn scan_finds_the_right_call_sites_in_several_kinds_of_source() {
+    let _run = slot();
     let ws = Ws::new();
     ws.write(
         "aliases.py",
@@ -682,6 +696,7 @@ fn scan_finds_the_right_call_sites_in_several_kinds_of_source() {
 
 #[test]
 fn bench_aa_reports_the_noise_and_a_threshold() {
+    let _run = slot();
     let ws = Ws::new();
     ws.write(
         "train.py",
@@ -759,6 +774,7 @@ def build():
 
 #[test]
 fn a_change_at_the_flag_default_is_kept_and_is_that_one_line() {
+    let _run = slot();
     let ws = Ws::managed(FLAG_TRAIN, "", FAST_POLICY);
     let scan = ws.tuneloop(&["scan", "train.py"]);
     assert!(

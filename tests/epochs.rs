@@ -66,6 +66,7 @@ fn assert_timed_restarts(v: &Value, batches: u64) {
 
 #[test]
 fn a_short_epoch_job_reports_its_restarts_and_the_limit_they_set() {
+    let _run = slot();
     // 32 items: 4 batches an epoch, 12 timed steps → 3 epoch starts timed.
     let ws = Ws::managed(&SHORT_EPOCHS.replace("N_ITEMS", "32"), "", FAST_POLICY);
     let v = bench_json(&ws);
@@ -83,6 +84,7 @@ fn a_short_epoch_job_reports_its_restarts_and_the_limit_they_set() {
 
 #[test]
 fn a_long_epoch_job_has_no_restart_limit() {
+    let _run = slot();
     // 4,000 items: 500 batches an epoch; no epoch begins in 14 steps.
     let ws = Ws::managed(&SHORT_EPOCHS.replace("N_ITEMS", "4000"), "", FAST_POLICY);
     let v = bench_json(&ws);
@@ -96,6 +98,7 @@ fn a_long_epoch_job_has_no_restart_limit() {
 
 #[test]
 fn a_command_times_its_epoch_starts_too() {
+    let _run = slot();
     // The same dataset trained by a plain script over 6 epochs of 4 batches.
     let script = SHORT_EPOCHS.replace("N_ITEMS", "32")
         + r#"

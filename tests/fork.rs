@@ -5,7 +5,7 @@
 //! shape. (tests/python/test_zygote.py holds the server's own behaviour:
 //! exit status, signals, seeds, the fallback on another environment.)
 
-use crate::support::Ws;
+use crate::support::{slot, Ws};
 use serde_json::Value;
 
 const TRAIN_PY: &str = r#"
@@ -60,6 +60,7 @@ fn processes_with(needle: &str) -> Vec<String> {
 
 #[test]
 fn bench_forks_its_runs_and_leaves_no_server() {
+    let _run = slot();
     let ws = Ws::managed(TRAIN_PY, "", "");
     let r = bench(&ws, &["bench", "--repeats", "3", "--json"], &[]);
     assert_eq!(starts(&r), ["forked"; 3], "{}", r.stdout);
@@ -96,6 +97,7 @@ fn bench_forks_its_runs_and_leaves_no_server() {
 
 #[test]
 fn the_setting_and_the_environment_turn_it_off() {
+    let _run = slot();
     let off = Ws::managed(TRAIN_PY, "fork_server = false", "");
     let r = bench(&off, &["bench", "--repeats", "2", "--json"], &[]);
     assert_eq!(starts(&r), ["fresh"; 2], "{}", r.stdout);
@@ -139,6 +141,7 @@ for epoch in range(3):
 
 #[test]
 fn command_mode_forks_python_commands_with_the_same_data() {
+    let _run = slot();
     let ws = Ws::new();
     ws.write("train.py", COMMAND_TRAIN_PY);
     ws.init_command(&["python", "train.py"], 8, "");

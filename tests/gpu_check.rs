@@ -20,6 +20,7 @@ const CUDA_TURNS: [&str; 5] = [
 
 #[test]
 fn the_dry_run_tunes_both_jobs_and_summarises_every_figure() {
+    let _run = slot();
     let out = tempfile::tempdir().unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let sources: Vec<(&str, String)> =

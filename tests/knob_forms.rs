@@ -85,6 +85,7 @@ fn run_line(ws: &Ws) -> String {
 
 #[test]
 fn scan_follows_a_wrapped_flag_of_module_level_code_to_its_default() {
+    let _run = slot();
     let ws = fixture("module_workers");
     let r = ws.tuneloop(&["scan", "train.py"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -97,6 +98,7 @@ fn scan_follows_a_wrapped_flag_of_module_level_code_to_its_default() {
 
 #[test]
 fn scan_shows_a_flag_the_command_passes_in_the_command() {
+    let _run = slot();
     let ws = fixture("workers_j");
     init_command(&ws, &["python", "train.py", "-j", "0", "--epochs", "3"], "");
     let r = ws.tuneloop(&["scan", "train.py"]);
@@ -122,6 +124,7 @@ fn scan_shows_a_flag_the_command_passes_in_the_command() {
 
 #[test]
 fn scan_shows_hf_argument_parser_knobs_as_options_of_the_command() {
+    let _run = slot();
     let ws = fixture("hf_argparser");
     init_command(
         &ws,
@@ -167,6 +170,7 @@ fn scan_shows_hf_argument_parser_knobs_as_options_of_the_command() {
 
 #[test]
 fn scan_shows_lightning_cli_knobs_as_options_of_the_command() {
+    let _run = slot();
     let ws = fixture("lightning_cli");
     init_command(
         &ws,

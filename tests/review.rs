@@ -415,6 +415,7 @@ macro_rules! snapshot {
 
 #[test]
 fn handmade_run_report_runs_and_show() {
+    let _run = slot();
     let ws = workspace();
     let dir = handmade_run(ws.path(), RUN_ID, true);
     let f = redactions(ws.path());
@@ -526,6 +527,7 @@ fn handmade_run_report_runs_and_show() {
 
 #[test]
 fn a_run_killed_before_its_report_is_rebuilt_from_the_folder() {
+    let _run = slot();
     let ws = workspace();
     let dir = handmade_run(ws.path(), KILLED_ID, false);
     assert!(!dir.join("report.json").exists());
@@ -593,6 +595,7 @@ fn costly(sps: f64, nw: u64, pss: u64, cpu: f64) -> Value {
 
 #[test]
 fn report_and_show_give_each_states_memory_and_cpu() {
+    let _run = slot();
     let ws = workspace();
     let dir = handmade_run(ws.path(), KILLED_ID, false);
     // The harness's memory and CPU figures in the baseline's and turn 1's runs.
@@ -651,6 +654,7 @@ fn report_and_show_give_each_states_memory_and_cpu() {
 
 #[test]
 fn japanese_runs_show_japanese_words() {
+    let _run = slot();
     let ws = workspace();
     write(
         &ws.path().join("policies/default.toml"),
@@ -787,6 +791,7 @@ fn check_report_dom(dom: &str, turns: &[(&str, &str)]) {
 
 #[test]
 fn html_report_opens_in_headless_chromium() {
+    let _run = slot();
     let Some(browser) = chromium() else { return };
     let ws = workspace();
     handmade_run(ws.path(), RUN_ID, true);
@@ -848,6 +853,7 @@ fn start_in_a_terminal(ws: &Ws) -> (i32, String) {
 
 #[test]
 fn a_real_run_shows_live_progress_and_its_report_has_the_expected_shape() {
+    let _run = slot();
     let ws = Ws::managed(IO_BOUND_TRAIN, "", FAST_POLICY);
     let (code, term) = start_in_a_terminal(&ws);
     assert_eq!(code, 0, "{term}");

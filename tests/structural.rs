@@ -13,6 +13,7 @@ fn json_file(p: &std::path::Path) -> Value {
 
 #[test]
 fn a_threaded_getitems_keeps_the_data_and_is_measured() {
+    let _run = slot();
     // At most 2 pairs: the turn need only be measured and decided (an
     // undecided call at the cap is reverted, and nothing kept means no final
     // measurement); the edit itself is checked in the candidate's file.

@@ -117,6 +117,7 @@ fn bare(c: &mut Command) -> &mut Command {
 
 #[test]
 fn the_wheel_installs_with_pip_and_runs_doctor_init_and_bench_with_no_interpreter_configured() {
+    let _run = slot();
     let tmp = tempfile::tempdir().unwrap();
     let wheel = build_wheel(&tmp.path().join("wheels"));
 

@@ -23,6 +23,7 @@ fn workspace() -> Ws {
 
 #[test]
 fn the_command_is_timed_whole_before_and_after_in_interleaved_rounds() {
+    let _run = slot();
     let ws = workspace();
     let r = ws.tuneloop_env(
         &["start", "--agent", "builtin"],
@@ -104,6 +105,7 @@ fn the_command_is_timed_whole_before_and_after_in_interleaved_rounds() {
 
 #[test]
 fn a_command_longer_than_the_limit_is_not_run_whole() {
+    let _run = slot();
     let ws = workspace();
     // One second: the start-up alone is longer, as the measured runs show.
     let r = ws.tuneloop_env(

@@ -4,7 +4,7 @@
 //! `tuneloop bench` says so. (Every other test binary runs with
 //! `TUNELOOP_WINDOW_S=0`: `[bench] steps` only, for the suite's time.)
 
-use crate::support::Ws;
+use crate::support::{slot, Ws};
 use serde_json::Value;
 
 /// A fast step over a quick loader: 12 steps take a few tens of ms (on a
@@ -48,6 +48,7 @@ fn bench_json(ws: &Ws, window_env: &str) -> Value {
 
 #[test]
 fn the_workspace_window_lengthens_every_run_by_whole_stretches() {
+    let _run = slot();
     let ws = Ws::managed(TRAIN_PY, "window_s = 1.5", "");
     let v = bench_json(&ws, "");
     let runs = v["runs"].as_array().unwrap();
@@ -75,6 +76,7 @@ fn the_workspace_window_lengthens_every_run_by_whole_stretches() {
 
 #[test]
 fn a_zero_window_times_the_configured_steps_and_the_environment_overrides() {
+    let _run = slot();
     let ws = Ws::managed(TRAIN_PY, "window_s = 0", "");
     for m in bench_json(&ws, "").as_array_of_runs() {
         assert_eq!(m["steps"], 12, "{m}");

@@ -178,36 +178,128 @@ static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// One tuning run at a time in the whole suite (tests/suite.rs is one
 /// binary): two at once on a 2-core box leave the pairs too noisy to decide
-/// anything (a failed test's poison is no reason to fail the next).
+/// anything (a failed test's poison is no reason to fail the next). The
+/// holder also takes one of the suite's running slots ([`slot`]), ahead of
+/// the tests waiting for one: the locked tests are the suite's longest
+/// chain.
 ///
-/// With `TL_SERIAL_LOG=FILE`, each test appends how long it waited for the
-/// lock and held it ("waited_s held_s name"). The holds are the part of the
-/// suite that runs one at a time: 788 s of its 1,188 s on a slow 2-core box
-/// (2026-12-07), the rest tests that tune nothing or tune unlocked beside them.
+/// With `TL_SERIAL_LOG=FILE`, each test appends how long it waited and how
+/// long it ran ("lock|slot waited_s held_s name"): where to look when the
+/// suite's wall time grows.
 pub fn serial() -> Serial {
     let asked = std::time::Instant::now();
     let guard = ONE_RUN_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut slot = SLOTS.take(true);
+    // The wait for the lock counts too.
+    slot.asked = asked;
     Serial {
         _guard: guard,
-        asked,
-        got: std::time::Instant::now(),
+        slot,
     }
 }
 
-/// [`serial`]'s hold on the suite's one tuning run.
+/// [`serial`]'s hold on the suite's one tuning run (and its slot).
 pub struct Serial {
+    // Given back first, then the lock (fields drop in this order).
+    slot: Slot,
     _guard: std::sync::MutexGuard<'static, ()>,
+}
+
+/// One of the suite's running slots, as many as the machine's cores (at
+/// least 2): every suite test takes one first ([`serial`] takes its own;
+/// `suite_rules` checks), so no more tests run at once than the cores hold. The
+/// suite runs on more test threads than that (`make test`: 12) so that a
+/// thread waiting for the lock never leaves a core idle: with 2 threads on
+/// 2 cores, the second thread waited for the lock 459 s of a 1,188-s suite
+/// (2026-12-07), where slots let it run the tests that tune nothing.
+pub fn slot() -> Slot {
+    SLOTS.take(false)
+}
+
+/// [`slot`]'s hold; given back when the test ends, passed or not.
+pub struct Slot {
+    slots: &'static Slots,
+    locked: bool,
     asked: std::time::Instant,
     got: std::time::Instant,
 }
 
-impl Drop for Serial {
+/// Running slots: a count that the lock's holder takes ahead of the rest.
+pub struct Slots {
+    /// Free slots (set on first use), and whether the lock's holder waits
+    /// for one.
+    state: std::sync::Mutex<Option<(usize, bool)>>,
+    freed: std::sync::Condvar,
+    count: Option<usize>,
+}
+
+static SLOTS: Slots = Slots::new(None);
+
+impl Slots {
+    /// `count` slots; `None`: as many as the machine's cores, at least 2.
+    pub const fn new(count: Option<usize>) -> Slots {
+        Slots {
+            state: std::sync::Mutex::new(None),
+            freed: std::sync::Condvar::new(),
+            count,
+        }
+    }
+
+    /// A slot, once one is free and (unless `locked`, the lock's holder)
+    /// the lock's holder is not waiting for it.
+    pub fn take(&'static self, locked: bool) -> Slot {
+        let asked = std::time::Instant::now();
+        let count = self
+            .count
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get().max(2)));
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let (free, holder_waits) = state.get_or_insert((count, false));
+            if *free > 0 && (locked || !*holder_waits) {
+                *free -= 1;
+                if locked {
+                    *holder_waits = false;
+                }
+                break;
+            }
+            if locked {
+                *holder_waits = true;
+            }
+            state = self.freed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        Slot {
+            slots: self,
+            locked,
+            asked,
+            got: std::time::Instant::now(),
+        }
+    }
+
+    /// Whether the lock's holder waits for a slot now.
+    pub fn holder_waits(&self) -> bool {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.is_some_and(|(_, waits)| waits)
+    }
+}
+
+impl Drop for Slot {
     fn drop(&mut self) {
+        {
+            let mut state = self.slots.state.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((free, _)) = state.as_mut() {
+                *free += 1;
+            }
+        }
+        self.slots.freed.notify_all();
+        if !std::ptr::eq(self.slots, &SLOTS) {
+            return;
+        }
         let Some(log) = std::env::var_os("TL_SERIAL_LOG") else {
             return;
         };
         let line = format!(
-            "{:.1} {:.1} {}\n",
+            "{} {:.1} {:.1} {}\n",
+            if self.locked { "lock" } else { "slot" },
             (self.got - self.asked).as_secs_f64(),
             self.got.elapsed().as_secs_f64(),
             std::thread::current().name().unwrap_or("?")
