@@ -187,6 +187,10 @@ pub struct TorchInfo {
     pub device_count: u32,
     /// Why the probe gave nothing (the interpreter did not start, the import failed).
     pub error: Option<String>,
+    /// Whether torch was imported and asked for its devices ([`probe_torch`]);
+    /// not by [`probe_torch_version`], which reads its version file only.
+    #[serde(skip)]
+    pub devices_known: bool,
 }
 
 /// One line of Python: the interpreter's version and its torch's, as JSON.
@@ -195,11 +199,28 @@ const PROBE_PY: &str = "import json, sys\nout = {'python': sys.version.split()[0
 /// Importing torch takes seconds; a broken CUDA set-up can take much longer.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Runs the interpreter once to read its torch (no training code runs).
+/// Where torch is and its version file, without importing it (tens of
+/// milliseconds where the import takes seconds): what `start` and `bench`
+/// announce before their runs, which import torch anyway and show the
+/// device it found.
+const PROBE_VERSION_PY: &str = "import json, os, runpy, sys, importlib.util\nout = {'python': sys.version.split()[0]}\ntry:\n    spec = importlib.util.find_spec('torch')\n    if spec is None or spec.origin is None:\n        raise ModuleNotFoundError(\"No module named 'torch'\")\n    v = runpy.run_path(os.path.join(os.path.dirname(spec.origin), 'version.py'))\n    out['torch'] = v['__version__']\n    out['cuda_version'] = v.get('cuda')\nexcept Exception as e:\n    out['error'] = '%s: %s' % (type(e).__name__, e)\nprint('TUNELOOP_PROBE ' + json.dumps(out))\n";
+
+/// Runs the interpreter once to import its torch and ask for its devices
+/// (no training code runs): `doctor`'s check.
 pub async fn probe_torch(python: &str, cwd: &Path, interrupt: &Interrupt) -> TorchInfo {
+    run_probe(python, cwd, interrupt, PROBE_PY).await
+}
+
+/// Runs the interpreter once to find its torch and read its version,
+/// without importing it: torch's devices stay unknown.
+pub async fn probe_torch_version(python: &str, cwd: &Path, interrupt: &Interrupt) -> TorchInfo {
+    run_probe(python, cwd, interrupt, PROBE_VERSION_PY).await
+}
+
+async fn run_probe(python: &str, cwd: &Path, interrupt: &Interrupt, code: &str) -> TorchInfo {
     let spec = Spec {
         program: python.to_string(),
-        args: vec!["-c".into(), PROBE_PY.into()],
+        args: vec!["-c".into(), code.into()],
         cwd: cwd.to_owned(),
         timeout: PROBE_TIMEOUT,
         ..Spec::default()
@@ -238,17 +259,20 @@ pub fn parse_probe(stdout: &str) -> Option<TorchInfo> {
         cuda_version: s("cuda_version"),
         device_count: v["devices"].as_u64().unwrap_or(0) as u32,
         error: s("error"),
+        devices_known: !v["cuda"].is_null(),
     })
 }
 
 impl TorchInfo {
-    /// `torch 2.13.0 (CPU)`, `torch 2.13.0 (CUDA 13.0, 2 devices)`, or why there is none.
+    /// `torch 2.13.0 (CPU)`, `torch 2.13.0 (CUDA 13.0, 2 devices)`, `torch
+    /// 2.13.0+cu130` (its devices not asked), or why there is none.
     pub fn summary(&self) -> String {
         match &self.torch_version {
             None => format!(
                 "no torch ({})",
                 self.error.as_deref().unwrap_or("import failed")
             ),
+            Some(v) if !self.devices_known => format!("torch {v}"),
             Some(v) if self.cuda_available => format!(
                 "torch {v} (CUDA {}, {} device{})",
                 self.cuda_version.as_deref().unwrap_or("?"),
@@ -432,6 +456,49 @@ mod tests {
         assert_eq!(none.torch_version, None);
         assert!(none.summary().contains("No module named 'torch'"));
         assert!(parse_probe("Traceback ...").is_none());
+    }
+
+    #[test]
+    fn the_version_probe_line_leaves_the_devices_unknown() {
+        let t = parse_probe(
+            "TUNELOOP_PROBE {\"python\": \"3.12.1\", \"torch\": \"2.13.0+cu130\", \"cuda_version\": \"13.0\"}",
+        )
+        .unwrap();
+        assert!(!t.devices_known && !t.cuda_available);
+        assert_eq!(t.summary(), "torch 2.13.0+cu130");
+    }
+
+    /// Both probes on the interpreter the tests use (`TUNELOOP_PYTHON`, else
+    /// the cached venv's): the version file gives what the import gives.
+    #[tokio::test]
+    async fn the_version_probe_reads_what_the_import_says_without_importing() {
+        let python = std::env::var("TUNELOOP_PYTHON").unwrap_or_else(|_| {
+            format!(
+                "{}/.cache/tuneloop/venv/bin/python",
+                std::env::var("HOME").unwrap_or_default()
+            )
+        });
+        let (cwd, stop) = (std::env::temp_dir(), Interrupt::new());
+        let full = probe_torch(&python, &cwd, &stop).await;
+        let light = probe_torch_version(&python, &cwd, &stop).await;
+        assert!(full.torch_version.is_some(), "{full:?}");
+        assert_eq!(light.torch_version, full.torch_version);
+        assert_eq!(light.cuda_version, full.cuda_version);
+        assert_eq!(light.python_version, full.python_version);
+        assert!(full.devices_known && !light.devices_known);
+        // No torch: the same error words as the import's.
+        let none = run_probe(
+            &python,
+            &cwd,
+            &stop,
+            &PROBE_VERSION_PY.replace("find_spec('torch')", "find_spec('no_such_torch_xyz')"),
+        )
+        .await;
+        assert_eq!(none.torch_version, None);
+        assert!(
+            none.summary().contains("No module named 'torch'"),
+            "{none:?}"
+        );
     }
 
     #[test]

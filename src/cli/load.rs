@@ -40,12 +40,15 @@ pub(super) fn load_policy(
     Ok(file)
 }
 
-/// Discovers the workspace's interpreter, probes its torch, and says both on
+/// Discovers the workspace's interpreter, finds its torch, and says both on
 /// stderr (stdout stays the command's own output); a missing torch is a
 /// warning here, since a contract-mode command may run another Python.
+/// Torch is not imported here: the runs import it (the baseline's line
+/// names the device), and an import here cost every `start` and `bench`
+/// 2 s on a 2-core box, 5–8% of a short tuning run. `doctor` imports it.
 pub(super) async fn announce_workspace(ws: &Workspace, interrupt: &Interrupt) {
     let i = ws.interpreter();
-    let t = interpreter::probe_torch(&i.program, &ws.project_root, interrupt).await;
+    let t = interpreter::probe_torch_version(&i.program, &ws.project_root, interrupt).await;
     eprintln!("{}", interpreter::announce(&i, &t));
     if t.torch_version.is_none() {
         eprintln!("  hint: {}", interpreter::fix_missing_torch(&i));
