@@ -104,16 +104,23 @@ pub fn is_cheaper(change: &str) -> bool {
 ///
 /// The floor is the highest of: the count the last step up started from, a
 /// cheaper count that measured slower, and the fewest workers that the step
-/// up's own ratio says could come within `min_gain` of the top. `from` workers
+/// up's own figures say could come within `min_gain` of the top. `from` workers
 /// gave 1/r of it, and workers scale at most linearly from there (more of them
 /// contend for the same cores): 2 → 13 at ×4.24 needs at least
-/// 2 · 4.24 · (1 − min_gain) = 8.2, so 9 or more. `current` reads a knob's
-/// value in the incumbent's DataLoader call ("(default)" when it is not written).
+/// 2 · 4.24 · (1 − min_gain) = 8.2, so 9 or more. From no workers, the
+/// training process loaded each sample itself, in series with its step: of
+/// the 1/before seconds a sample took, 1/before − `step_s` was loading, and
+/// a worker loads no faster, so n workers need n ≥ (1/before − step_s) ·
+/// after · (1 − min_gain). `step_s` is the incumbent's step per sample, no
+/// shorter than the step was without workers (they share its cores), so
+/// the bound errs low. `current` reads a knob's value in the incumbent's
+/// DataLoader call ("(default)" when it is not written).
 pub fn neighbours(
     history: &[TurnRow],
     current: impl Fn(LoaderKnob) -> String,
     min_workers: u64,
     min_gain: f64,
+    step_s: Option<f64>,
 ) -> Vec<Neighbour> {
     let changes: Vec<(Change, &TurnRow)> = history
         .iter()
@@ -144,11 +151,21 @@ pub fn neighbours(
             .iter()
             .any(|(c, r)| workers_change(c) && is_cheaper(&r.change));
         if let Some(from) = workers(&c.from) {
-            // Below this many, the step up's own ratio says no count can be as fast.
-            let by_ratio = row
-                .ratio
-                .filter(|r| from > 0 && r.is_finite() && *r > 0.0)
-                .map(|r| (from as f64 * r * (1.0 - min_gain)).ceil() as u64);
+            // Below this many, the step up's own figures say no count can be as fast.
+            let loading_s = match (from, row.before_sps, row.after_sps, step_s) {
+                (0, Some(b), Some(_), Some(s)) if b > 0.0 => Some(1.0 / b - s),
+                _ => None,
+            }
+            .filter(|l| l.is_finite() && *l > 0.0);
+            let by_ratio = match loading_s {
+                Some(l) => row
+                    .after_sps
+                    .map(|a| (l * a * (1.0 - min_gain)).ceil() as u64),
+                None => row
+                    .ratio
+                    .filter(|r| from > 0 && r.is_finite() && *r > 0.0)
+                    .map(|r| (from as f64 * r * (1.0 - min_gain)).ceil() as u64),
+            };
             let floor = from
                 .max(too_slow.unwrap_or(0))
                 .max(by_ratio.map_or(0, |b| b.saturating_sub(1)));
@@ -166,6 +183,17 @@ pub fn neighbours(
             if let Some((mid, first)) = pick {
                 let toward = if first {
                     "a quarter fewer: the headroom the climb sizes its counts with".to_string()
+                } else if let Some(l) =
+                    loading_s.filter(|_| by_ratio.is_some_and(|b| b > too_slow.unwrap_or(0) + 1))
+                {
+                    format!(
+                        "halfway to {floor}: without workers a sample took {:.2} ms, {:.2} ms of it loading, so fewer than {} cannot come within min_gain of {}'s {:.0} samples/sec",
+                        1e3 / row.before_sps.unwrap_or(f64::NAN),
+                        l * 1e3,
+                        floor + 1,
+                        c.to,
+                        row.after_sps.unwrap_or(f64::NAN)
+                    )
                 } else if by_ratio.is_some_and(|b| b > from.max(too_slow.unwrap_or(0)) + 1) {
                     format!(
                             "halfway to {floor}: {from} workers measured 1/{:.2} of {}, so fewer than {} cannot come within min_gain",
@@ -293,7 +321,7 @@ mod tests {
             "persistent_workers" => "True".to_string(),
             _ => "(default)".to_string(),
         };
-        let n = neighbours(&h, cur, 2, 0.03);
+        let n = neighbours(&h, cur, 2, 0.03, None);
         let got: Vec<(&str, Option<&str>)> = n
             .iter()
             .map(|n| (n.knob.name(), n.value.as_deref()))
@@ -317,30 +345,30 @@ mod tests {
             "persistent_workers" => "True".to_string(),
             _ => "(default)".to_string(),
         };
-        let n = neighbours(&h2, cur13, 2, 0.03);
+        let n = neighbours(&h2, cur13, 2, 0.03, None);
         assert_eq!(n.len(), 1, "{n:?}");
         assert_eq!(n[0].value.as_deref(), Some("7"));
         assert!(n[0].why.contains("halfway back to 2"), "{}", n[0].why);
         // Never under the cores the job may use: 2 → 16 on 14 cores gives
         // 14, on 16 cores none.
         assert_eq!(
-            neighbours(&h, cur, 14, 0.03)[0].value.as_deref(),
+            neighbours(&h, cur, 14, 0.03, None)[0].value.as_deref(),
             Some("14")
         );
         assert_eq!(
-            neighbours(&h, cur, 16, 0.03)[0].knob.name(),
+            neighbours(&h, cur, 16, 0.03, None)[0].knob.name(),
             "persistent_workers"
         );
         // One step up from none to the core count: 2 → 1 on one core (a
         // quarter fewer rounds back to 2: halfway), not on two.
         let h3 = vec![row(1, "num_workers (default) → 2", Decision::Kept)];
         assert_eq!(
-            neighbours(&h3, at("2"), 1, 0.03)[0].value.as_deref(),
+            neighbours(&h3, at("2"), 1, 0.03, None)[0].value.as_deref(),
             Some("1")
         );
-        assert!(neighbours(&h3, at("2"), 2, 0.03).is_empty());
+        assert!(neighbours(&h3, at("2"), 2, 0.03, None).is_empty());
         // Nothing kept: no neighbours.
-        assert!(neighbours(&[], |_: LoaderKnob| "(default)".into(), 1, 0.03).is_empty());
+        assert!(neighbours(&[], |_: LoaderKnob| "(default)".into(), 1, 0.03, None).is_empty());
     }
 
     #[test]
@@ -367,7 +395,7 @@ mod tests {
             "persistent_workers" => "True".to_string(),
             _ => "(default)".to_string(),
         };
-        let n = neighbours(&h, cur, 2, 0.03);
+        let n = neighbours(&h, cur, 2, 0.03, None);
         assert_eq!(n[0].value.as_deref(), Some("20"), "{n:?}");
         // 20 tried and kept as cheaper: the next is judged from there.
         let mut h2 = h.clone();
@@ -381,7 +409,7 @@ mod tests {
             "persistent_workers" => "True".to_string(),
             _ => "(default)".to_string(),
         };
-        let n = neighbours(&h2, cur20, 2, 0.03);
+        let n = neighbours(&h2, cur20, 2, 0.03, None);
         assert!(n.iter().all(|n| n.value.as_deref() != Some("20")), "{n:?}");
     }
 
@@ -393,11 +421,11 @@ mod tests {
             row(3, "num_workers 16 → 13", Decision::Reverted),
         ];
         // 13 slower: 14 would save 2 of 16, under a quarter: the search ends.
-        assert!(neighbours(&h, at("16"), 2, 0.03).is_empty());
+        assert!(neighbours(&h, at("16"), 2, 0.03, None).is_empty());
         // 9 slower (another agent's try): halfway between, 12.
         h.pop();
         h.push(row(3, "num_workers 16 → 9", Decision::Reverted));
-        let n = neighbours(&h, at("16"), 2, 0.03);
+        let n = neighbours(&h, at("16"), 2, 0.03, None);
         assert_eq!(n[0].value.as_deref(), Some("12"), "{n:?}");
         assert!(
             n[0].why.contains("halfway to 9, which measured slower"),
@@ -407,7 +435,7 @@ mod tests {
         // 12 as fast: from 12 the next would save 2 of 12 workers, under a
         // quarter: the search ends.
         h.push(row(4, "num_workers 16 → 12", Decision::KeptCheaper));
-        assert!(neighbours(&h, at("12"), 2, 0.03).is_empty());
+        assert!(neighbours(&h, at("12"), 2, 0.03, None).is_empty());
         // A slower try above the count now does not count (another branch).
         let h = vec![
             row(1, "num_workers (default) → 2", Decision::Kept),
@@ -416,7 +444,7 @@ mod tests {
             row(4, "num_workers 17 → 9", Decision::Reverted),
         ];
         assert_eq!(
-            neighbours(&h, at("17"), 2, 0.03)[0].value.as_deref(),
+            neighbours(&h, at("17"), 2, 0.03, None)[0].value.as_deref(),
             Some("13")
         );
     }
@@ -429,12 +457,12 @@ mod tests {
             row(1, "num_workers (default) → 2", Decision::Kept),
             with_ratio(row(2, "num_workers 2 → 13", Decision::Kept), 4.24),
         ];
-        let n = neighbours(&h, at("13"), 2, 0.03);
+        let n = neighbours(&h, at("13"), 2, 0.03, None);
         assert_eq!(n[0].value.as_deref(), Some("11"), "{n:?}");
         // 11 as fast: halfway to 8 (the bound's floor), not back to 2.
         let mut kept = h.clone();
         kept.push(row(3, "num_workers 13 → 11", Decision::KeptCheaper));
-        let n = neighbours(&kept, at("11"), 2, 0.03);
+        let n = neighbours(&kept, at("11"), 2, 0.03, None);
         assert_eq!(n[0].value.as_deref(), Some("9"), "{n:?}");
         assert!(
             n[0].why
@@ -444,26 +472,57 @@ mod tests {
         );
         // 9 slower: 10 would save 1 of 11, under a quarter: the search ends.
         kept.push(row(4, "num_workers 11 → 9", Decision::Reverted));
-        assert!(neighbours(&kept, at("11"), 2, 0.03).is_empty());
+        assert!(neighbours(&kept, at("11"), 2, 0.03, None).is_empty());
         // 11 slower: 12 would save 1 of 13: the search ends after one try.
         let mut slower = h.clone();
         slower.push(row(3, "num_workers 13 → 11", Decision::Reverted));
-        assert!(neighbours(&slower, at("13"), 2, 0.03).is_empty());
+        assert!(neighbours(&slower, at("13"), 2, 0.03, None).is_empty());
         // A step that gained about what its workers promise (2 → 16 at ×7.9)
         // leaves no cheaper count the bound allows: 2 · 7.9 · 0.97 = 15.3.
         let linear = vec![
             row(1, "num_workers (default) → 2", Decision::Kept),
             with_ratio(row(2, "num_workers 2 → 16", Decision::Kept), 7.9),
         ];
-        assert!(neighbours(&linear, at("16"), 2, 0.03).is_empty());
+        assert!(neighbours(&linear, at("16"), 2, 0.03, None).is_empty());
         // Without workers before the step (0 → 2) the ratio bounds nothing.
         let from_none = vec![with_ratio(
             row(1, "num_workers (default) → 8", Decision::Kept),
             1.5,
         )];
         assert_eq!(
-            neighbours(&from_none, at("8"), 2, 0.03)[0].value.as_deref(),
+            neighbours(&from_none, at("8"), 2, 0.03, None)[0]
+                .value
+                .as_deref(),
             Some("7")
         );
+    }
+
+    #[test]
+    fn a_step_up_from_no_workers_bounds_the_search_by_the_time_a_sample_took_to_load() {
+        // io_latency on the slow box: 0 → 13 kept (425 → 4206 samples/sec),
+        // 13 → 11 kept as cheaper, the step 0.175 ms a sample now. Without
+        // workers a sample took 2.35 ms, 2.18 of it loading: within 3% of
+        // 4206 samples/sec needs 2.18 ms × 4206 × 0.97 = 8.9 workers.
+        let mut up = with_ratio(row(1, "num_workers (default) → 13", Decision::Kept), 9.893);
+        up.before_sps = Some(425.1);
+        up.after_sps = Some(4205.9);
+        let h = vec![up, row(2, "num_workers 13 → 11", Decision::KeptCheaper)];
+        let n = neighbours(&h, at("11"), 2, 0.03, Some(0.175e-3));
+        assert_eq!(n[0].value.as_deref(), Some("9"), "{n:?}");
+        assert!(
+            n[0].why.contains("without workers a sample took 2.35 ms, 2.18 ms of it loading, so fewer than 9 cannot come within min_gain of 13's 4206 samples/sec"),
+            "{}",
+            n[0].why
+        );
+        // 9 slower: 10 would save 1 of 11, under a quarter: the search ends.
+        let mut slower = h.clone();
+        slower.push(row(3, "num_workers 11 → 9", Decision::Reverted));
+        assert!(neighbours(&slower, at("11"), 2, 0.03, Some(0.175e-3)).is_empty());
+        // Without the step's time the jump bounds nothing: halfway to none, 5.
+        let n = neighbours(&h, at("11"), 2, 0.03, None);
+        assert_eq!(n[0].value.as_deref(), Some("5"), "{n:?}");
+        // A step as long as a sample took leaves no loading time to bound by.
+        let n = neighbours(&h, at("11"), 2, 0.03, Some(1.0 / 425.1));
+        assert_eq!(n[0].value.as_deref(), Some("5"), "{n:?}");
     }
 }

@@ -638,7 +638,13 @@ fn cheaper_proposal(
     };
     let ranks = incumbent.world_size.unwrap_or(1).max(1) as u64;
     let cpus = ((incumbent.job_cores().unwrap_or(1.0) / ranks as f64).round() as u64).max(1);
-    cheaper::neighbours(history, current, cpus, min_gain)
+    // The step's time per sample now (the loader's floor from no workers).
+    let step_s = incumbent
+        .train_step_s
+        .zip(incumbent.samples)
+        .filter(|(_, n)| *n > 0)
+        .map(|(t, n)| t / n as f64);
+    cheaper::neighbours(history, current, cpus, min_gain, step_s)
         .into_iter()
         .find(|n| knobs.contains(&n.knob))
         .map(|n| Proposal {
