@@ -173,7 +173,9 @@ def table():
           "the jsonl), `-bf16box` the first two on another box that day, whose CPU has bf16; "
           "`9945e8c` the futility look at the cap, interleaved with three more rounds of "
           "`cd6fde6` on the same slower box later that day (see \"The futility look at the "
-          "cap\").",
+          "cap\"); `7d9611e` the interpreter's announcement without importing torch, and "
+          "`c14ff23` the cheaper search's floor after a jump from no workers, both on that "
+          "box on 2026-12-07 (see \"Slots for the test suite\").",
           "",
           "| workload | binary | n | wall | processes | measured | turns | speedup "
           "| final / binding limit | stop reason (last run) |",
