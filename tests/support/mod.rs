@@ -194,14 +194,14 @@ pub fn serial() -> Serial {
     slot.asked = asked;
     Serial {
         _guard: guard,
-        slot,
+        _slot: slot,
     }
 }
 
 /// [`serial`]'s hold on the suite's one tuning run (and its slot).
 pub struct Serial {
     // Given back first, then the lock (fields drop in this order).
-    slot: Slot,
+    _slot: Slot,
     _guard: std::sync::MutexGuard<'static, ()>,
 }
 
