@@ -152,15 +152,14 @@ pub fn neighbours(
             .any(|(c, r)| workers_change(c) && is_cheaper(&r.change));
         if let Some(from) = workers(&c.from) {
             // Below this many, the step up's own figures say no count can be as fast.
+            // From no workers: the time a sample took to load, and the rate after.
             let loading_s = match (from, row.before_sps, row.after_sps, step_s) {
-                (0, Some(b), Some(_), Some(s)) if b > 0.0 => Some(1.0 / b - s),
+                (0, Some(b), Some(a), Some(s)) if b > 0.0 => Some((1.0 / b - s, a)),
                 _ => None,
             }
-            .filter(|l| l.is_finite() && *l > 0.0);
+            .filter(|(l, _)| l.is_finite() && *l > 0.0);
             let by_ratio = match loading_s {
-                Some(l) => row
-                    .after_sps
-                    .map(|a| (l * a * (1.0 - min_gain)).ceil() as u64),
+                Some((l, a)) => Some((l * a * (1.0 - min_gain)).ceil() as u64),
                 None => row
                     .ratio
                     .filter(|r| from > 0 && r.is_finite() && *r > 0.0)
@@ -183,16 +182,15 @@ pub fn neighbours(
             if let Some((mid, first)) = pick {
                 let toward = if first {
                     "a quarter fewer: the headroom the climb sizes its counts with".to_string()
-                } else if let Some(l) =
+                } else if let Some((l, a)) =
                     loading_s.filter(|_| by_ratio.is_some_and(|b| b > too_slow.unwrap_or(0) + 1))
                 {
                     format!(
-                        "halfway to {floor}: without workers a sample took {:.2} ms, {:.2} ms of it loading, so fewer than {} cannot come within min_gain of {}'s {:.0} samples/sec",
+                        "halfway to {floor}: without workers a sample took {:.2} ms, {:.2} ms of it loading, so fewer than {} cannot come within min_gain of {}'s {a:.0} samples/sec",
                         1e3 / row.before_sps.unwrap_or(f64::NAN),
                         l * 1e3,
                         floor + 1,
                         c.to,
-                        row.after_sps.unwrap_or(f64::NAN)
                     )
                 } else if by_ratio.is_some_and(|b| b > from.max(too_slow.unwrap_or(0)) + 1) {
                     format!(
