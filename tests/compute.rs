@@ -137,7 +137,7 @@ fn a_compute_bound_job_gets_one_compute_change_a_turn_each_decided_with_its_loss
                     || reason
                         .ends_with(", held (open at the cap; its 90% interval lies above 1.01)")
                     || (reason.contains("beside load as well: not refuted")
-                        && reason.ends_with("so it stays unconfirmed")))),
+                        && reason.ends_with("so it stays unconfirmed"))),
             "{reason}"
         );
         // One line changed, and the diff holds nothing else.
