@@ -102,8 +102,39 @@ fn on_cuda(m: &Measurement) -> bool {
     m.device.as_deref().is_some_and(|d| d.starts_with("cuda"))
 }
 
-/// The enabled compute knobs not tried yet that can act on the incumbent's
-/// device (cudnn.benchmark and TF32 need CUDA).
+/// Why a compute knob cannot pay on the device the job runs on.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum DeviceLacks {
+    /// cuDNN's autotuner and TF32 do nothing on a CPU.
+    #[error("CUDA only, and the job ran on {device}")]
+    CudaOnly { device: String },
+    /// bf16 autocast on a CPU without bf16 arithmetic converts each matmul's
+    /// operands to and from float32: slower than float32 on every workload
+    /// measured (×0.01–0.11 where the step binds, ×0.79–0.94 where the
+    /// loader does), where a CPU with AMX gained ×1.4–2.0 (bench/RESULTS.md,
+    /// "A CPU without bf16").
+    #[error("the CPU has no bf16 arithmetic (AVX512-BF16, AMX or Arm BF16), so bf16 autocast would convert every matmul to and from float32 and run slower")]
+    NoCpuBf16,
+}
+
+/// Why `knob` cannot pay on the incumbent's device, or `None`. A CPU whose
+/// bf16 support is unknown (an older torch) keeps autocast: its turn is
+/// measured like any other.
+pub fn device_lacks(knob: ComputeKnob, incumbent: &Measurement) -> Option<DeviceLacks> {
+    let cuda = on_cuda(incumbent);
+    match knob {
+        k if k.cuda_only() && !cuda => Some(DeviceLacks::CudaOnly {
+            device: incumbent.device.clone().unwrap_or_else(|| "cpu".into()),
+        }),
+        ComputeKnob::Autocast if !cuda && incumbent.cpu_bf16 == Some(false) => {
+            Some(DeviceLacks::NoCpuBf16)
+        }
+        _ => None,
+    }
+}
+
+/// The enabled compute knobs not tried yet that can pay on the incumbent's
+/// device ([`device_lacks`]).
 pub fn pending(policy: &Policy, rows: &[TurnRow], incumbent: &Measurement) -> Vec<ComputeKnob> {
     let done = tried(rows);
     policy
@@ -111,7 +142,7 @@ pub fn pending(policy: &Policy, rows: &[TurnRow], incumbent: &Measurement) -> Ve
         .enabled()
         .into_iter()
         .filter(|k| !done.contains(k))
-        .filter(|k| !k.cuda_only() || on_cuda(incumbent))
+        .filter(|k| device_lacks(*k, incumbent).is_none())
         .collect()
 }
 
@@ -369,7 +400,8 @@ pub fn pending_worth(
 
 /// What an agent may change now: [`allowed_knobs`], less the compute knobs
 /// that cannot move the limit that binds: all of them while the loader
-/// binds ([`gate`]), and each whose part of the step is too small
+/// binds ([`gate`]), each that cannot pay on the job's device
+/// ([`device_lacks`]), and each whose part of the step is too small
 /// ([`part_can_win`]).
 pub fn offered_knobs(
     policy: &Policy,
@@ -382,7 +414,10 @@ pub fn offered_knobs(
     allowed_knobs(policy)
         .into_iter()
         .filter(|name| match ComputeKnob::parse(name) {
-            Some(k) => part_small(policy, incumbent, parts, k).is_none(),
+            Some(k) => {
+                device_lacks(k, incumbent).is_none()
+                    && part_small(policy, incumbent, parts, k).is_none()
+            }
             None => true,
         })
         .collect()
@@ -537,7 +572,6 @@ pub fn not_tried(
     ended: &str,
 ) -> Vec<NotTried> {
     let done = tried(rows);
-    let device = incumbent.device.as_deref().unwrap_or("cpu");
     let binds = gate_for(policy, incumbent).err();
     policy
         .compute
@@ -546,8 +580,8 @@ pub fn not_tried(
         .filter(|k| !done.contains(k))
         .map(|k| {
             let skipped = plan.and_then(|p| p.skipped.iter().find(|(s, _)| *s == k));
-            let why = if k.cuda_only() && !on_cuda(incumbent) {
-                format!("CUDA only, and the job ran on {device}")
+            let why = if let Some(why) = device_lacks(k, incumbent) {
+                why.to_string()
             } else if let Some((_, why)) = skipped {
                 why.to_string()
             } else if let Some(why) = &binds {
@@ -875,7 +909,49 @@ mod tests {
         };
         let plan = super::plan(&p, &[], &free, None, d.path(), &editable, None);
         assert_eq!(plan.ready.len(), 2, "{:?}", plan.skipped);
-        assert_eq!(offered_knobs(&p, &free, None), allowed_knobs(&p));
+        // ... and not TF32, which does nothing on this CPU job.
+        let mut want = allowed_knobs(&p);
+        want.retain(|k| k != "tf32");
+        assert_eq!(offered_knobs(&p, &free, None), want);
+    }
+
+    #[test]
+    fn bf16_autocast_is_passed_over_on_a_cpu_without_bf16_arithmetic_only() {
+        let d = tempfile::tempdir().unwrap();
+        let script = "import torch\nmodel = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nloss = model(x).sum()\n";
+        std::fs::write(d.path().join("train.py"), script).unwrap();
+        let p = policy(&["foreach_optimizer", "autocast"]);
+        let editable = ["train.py".to_string()];
+        let on = |device: &str, bf16: Option<bool>| Measurement {
+            data_wait_share: Some(0.05),
+            device: Some(device.into()),
+            cpu_bf16: bf16,
+            ..Default::default()
+        };
+        let without = on("cpu", Some(false));
+        assert_eq!(pending(&p, &[], &without), [ComputeKnob::ForeachOptimizer]);
+        let plan = plan(&p, &[], &without, None, d.path(), &editable, None);
+        assert_eq!(plan.ready.len(), 1, "{:?}", plan.skipped);
+        assert_eq!(plan.ready[0].0, ComputeKnob::ForeachOptimizer);
+        // The report says why, with the builtin agent's plan and without
+        // one (Claude Code), who is not offered it either.
+        let listed = not_tried(&p, &[], &without, None, Some(&plan), "ended");
+        assert_eq!(listed, not_tried(&p, &[], &without, None, None, "ended"));
+        assert_eq!(
+            describe_not_tried(&listed),
+            format!("foreach_optimizer (ended); autocast ({})", DeviceLacks::NoCpuBf16)
+        );
+        assert!(!offered_knobs(&p, &without, None).contains(&"autocast".to_string()));
+        // With bf16 arithmetic, where the harness could not tell, and on
+        // CUDA (whose flag says nothing of the GPU) autocast gets its turn.
+        for m in [on("cpu", Some(true)), on("cpu", None), on("cuda:0", Some(false))] {
+            assert_eq!(
+                pending(&p, &[], &m),
+                [ComputeKnob::ForeachOptimizer, ComputeKnob::Autocast],
+                "{m:?}"
+            );
+            assert!(offered_knobs(&p, &m, None).contains(&"autocast".to_string()));
+        }
     }
 
     #[test]

@@ -62,7 +62,11 @@ fn at_most_two_pairs(ws: &Ws) {
 }
 
 fn start(ws: &Ws) -> (std::path::PathBuf, Value) {
-    let r = ws.tuneloop(&["start", "--agent", "builtin"]);
+    start_env(ws, &[])
+}
+
+fn start_env(ws: &Ws, env: &[(&str, &str)]) -> (std::path::PathBuf, Value) {
+    let r = ws.tuneloop_env(&["start", "--agent", "builtin"], env);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     let dir = r.run_dir();
     let rep = json_file(&dir.join("report.json"));
@@ -183,9 +187,10 @@ fn a_compute_bound_job_gets_one_compute_change_a_turn_each_decided_with_its_loss
 #[test]
 fn a_numerics_changing_change_whose_losses_leave_the_tolerance_is_rejected_and_restored() {
     let _one = serial();
-    // bf16 autocast moves the losses by far more than 0.001%.
+    // bf16 autocast moves the losses by far more than 0.001%. It is tried
+    // as on a CPU with bf16 arithmetic, whatever this machine's CPU.
     let ws = workspace("knobs = [\"autocast\"]\nloss_rtol = 0.00001", 1);
-    let (dir, rep) = start(&ws);
+    let (dir, rep) = start_env(&ws, &[("TUNELOOP_CPU_BF16", "1")]);
     let t = &rep["turns"][0];
     assert!(
         t["change"].as_str().unwrap().starts_with(
@@ -298,6 +303,8 @@ fn claude_code_may_put_the_step_under_autocast_and_the_losses_are_checked_agains
             ("FAKE_CLAUDE_MODES", "replace"),
             ("FAKE_CLAUDE_OLD", old),
             ("FAKE_CLAUDE_NEW", new),
+            // Offered as on a CPU with bf16 arithmetic, whatever this machine's.
+            ("TUNELOOP_CPU_BF16", "1"),
         ],
     );
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
@@ -338,15 +345,19 @@ fn claude_code_may_put_the_step_under_autocast_and_the_losses_are_checked_agains
 #[test]
 fn a_run_that_ends_with_compute_changes_left_names_them_and_why_in_the_report_and_the_summary() {
     let _one = serial();
-    // One turn for three compute changes that can act on this CPU job, and
-    // tf32, which needs CUDA.
+    // One turn for two compute changes that can act on this CPU job, tf32,
+    // which needs CUDA, and bf16 autocast on a CPU without bf16 arithmetic
+    // (whatever this machine's CPU).
     let ws = workspace(
         "knobs = [\"num_threads\", \"channels_last\", \"tf32\", \"autocast\"]",
         1,
     );
     // What is checked is what was left untried, whatever the one turn's decision.
     at_most_two_pairs(&ws);
-    let r = ws.tuneloop(&["start", "--agent", "builtin"]);
+    let r = ws.tuneloop_env(
+        &["start", "--agent", "builtin"],
+        &[("TUNELOOP_CPU_BF16", "0")],
+    );
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     let rep = json_file(&r.run_dir().join("report.json"));
     assert_eq!(rep["stop_reason"], "iteration limit (1) reached", "{rep:#}");
@@ -366,18 +377,19 @@ fn a_run_that_ends_with_compute_changes_left_names_them_and_why_in_the_report_an
         .map(|n| (n["knob"].as_str().unwrap(), n["why"].as_str().unwrap()))
         .collect();
     let limit = "iteration limit 1; raise [loop] max_iterations or pass --iterations";
+    let no_bf16 = "the CPU has no bf16 arithmetic (AVX512-BF16, AMX or Arm BF16), so bf16 autocast would convert every matmul to and from float32 and run slower";
     assert_eq!(
         not_tried,
         [
             ("channels_last", limit),
             ("tf32", "CUDA only, and the job ran on cpu"),
-            ("autocast", limit),
+            ("autocast", no_bf16),
         ],
         "{rep:#}"
     );
     // The summary printed at the end says it once, as the report does.
     let line = format!(
-        "Compute changes not tried:** channels_last, autocast ({limit}); tf32 (CUDA only, and the job ran on cpu)"
+        "Compute changes not tried:** channels_last ({limit}); tf32 (CUDA only, and the job ran on cpu); autocast ({no_bf16})"
     );
     assert_eq!(r.stdout.matches(&line).count(), 1, "{}", r.stdout);
     let md = std::fs::read_to_string(r.run_dir().join("report.md")).unwrap();

@@ -781,6 +781,29 @@ def usable_cores(root="/sys/fs/cgroup", self_cgroup="/proc/self/cgroup"):
     return usable, source
 
 
+def cpu_bf16(torch, machine=None):
+    """Whether this CPU does bf16 arithmetic in hardware, as torch's CPU
+    kernels see it: AVX512-BF16 or AMX on x86, BF16 on Arm (oneDNN's bf16
+    check). Without it bf16 autocast on the CPU runs converted to and from
+    float32 and is slower than float32 (bench/RESULTS.md: x0.01-0.11 on a
+    CPU without it, x1.4-2.0 with AMX), so the compute side passes it over.
+    None where this torch cannot say (older builds lack the checks).
+    TUNELOOP_CPU_BF16=1 or 0 overrides the check (a CPU torch misreads, or
+    to see the other side's behaviour)."""
+    forced = os.environ.get("TUNELOOP_CPU_BF16", "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    import platform
+    machine = (machine or platform.machine()).lower()
+    try:
+        if machine in ("x86_64", "amd64", "i386", "i686"):
+            cpu = torch.cpu
+            return bool(cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported())
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except Exception:  # a private check renamed or missing: unknown, not "no"
+        return None
+
+
 def loader_settings(loader):
     out = {}
     for k in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
@@ -1046,6 +1069,7 @@ def main():
         "cuda_available": bool(torch.cuda.is_available()),
         "cpu_count": os.cpu_count(),
         "usable_cores": cores,
+        "cpu_bf16": cpu_bf16(torch),
         "live_workers": live_workers,
         "workers_rss_bytes": workers_rss,
         "workers_pss_bytes": workers_pss,

@@ -99,6 +99,12 @@ pub struct Measurement {
     /// the affinity mask and the cgroup CPU quota (which may be fractional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usable_cores: Option<f64>,
+    /// Whether the CPU does bf16 arithmetic in hardware (AVX512-BF16 or AMX
+    /// on x86, BF16 on Arm), as torch's CPU kernels see it; `None` where
+    /// the harness's torch cannot say. Without it bf16 autocast on the CPU
+    /// is slower than float32 ([`crate::compute`] passes it over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_bf16: Option<bool>,
     /// The loader's worker processes alive at the end of the timed steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live_workers: Option<u64>,

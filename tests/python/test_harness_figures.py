@@ -116,3 +116,58 @@ def test_batches_per_epoch(H, torch):
 
     assert H.batches_per_epoch(DataLoader(list(range(10)), batch_size=4)) == 3
     assert H.batches_per_epoch(DataLoader(Stream(), batch_size=4)) is None
+
+
+def _cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def test_cpu_bf16_agrees_with_the_cpus_own_flags(H, torch, monkeypatch):
+    import platform
+    monkeypatch.delenv("TUNELOOP_CPU_BF16", raising=False)
+    flags = _cpu_flags()
+    if flags is None or platform.machine() != "x86_64":
+        pytest.skip("no x86 /proc/cpuinfo flags to compare with")
+    assert H.cpu_bf16(torch) == bool({"avx512_bf16", "amx_bf16"} & flags)
+
+
+def test_cpu_bf16_unknown_where_torch_lacks_the_checks(H):
+    class Cpu:
+        @staticmethod
+        def _is_avx512_bf16_supported():
+            return False
+
+        @staticmethod
+        def _is_amx_tile_supported():
+            return True
+
+    class Torch:
+        cpu = Cpu
+
+    assert H.cpu_bf16(Torch, machine="x86_64") is True  # AMX alone is enough
+    Cpu._is_amx_tile_supported = staticmethod(lambda: False)
+    assert H.cpu_bf16(Torch, machine="x86_64") is False
+    del Cpu._is_amx_tile_supported
+    assert H.cpu_bf16(Torch, machine="x86_64") is None
+    # On Arm the question goes to oneDNN's bf16 check, which this stand-in lacks.
+    assert H.cpu_bf16(Torch, machine="aarch64") is None
+
+
+def test_cpu_bf16_can_be_forced_either_way(H, torch, monkeypatch):
+    monkeypatch.setenv("TUNELOOP_CPU_BF16", "1")
+    assert H.cpu_bf16(torch) is True
+    monkeypatch.setenv("TUNELOOP_CPU_BF16", "0")
+    assert H.cpu_bf16(torch) is False
+    # Anything else leaves the question to torch.
+    monkeypatch.setenv("TUNELOOP_CPU_BF16", "yes")
+    monkeypatch.delenv("TUNELOOP_CPU_BF16")
+    unforced = H.cpu_bf16(torch)
+    monkeypatch.setenv("TUNELOOP_CPU_BF16", "yes")
+    assert H.cpu_bf16(torch) == unforced

@@ -477,6 +477,7 @@ class Recorder:
             "cuda_available": bool(torch.cuda.is_available()),
             "cpu_count": os.cpu_count(),
             "usable_cores": cores,
+            "cpu_bf16": H.cpu_bf16(torch),
             "cores_limited_by": cores_source,
             "live_workers": live_workers,
             "workers_rss_bytes": workers_rss,
