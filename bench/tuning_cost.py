@@ -175,7 +175,9 @@ def table():
           "`cd6fde6` on the same slower box later that day (see \"The futility look at the "
           "cap\"); `7d9611e` the interpreter's announcement without importing torch, and "
           "`c14ff23` the cheaper search's floor after a jump from no workers, both on that "
-          "box on 2026-12-07 (see \"Slots for the test suite\").",
+          "box on 2026-12-07 (see \"Slots for the test suite\"); `5e6b8dc` bf16 autocast "
+          "passed over on a CPU without bf16 arithmetic, on that box the same day (see \"A "
+          "CPU without bf16\").",
           "",
           "| workload | binary | n | wall | processes | measured | turns | speedup "
           "| final / binding limit | stop reason (last run) |",
