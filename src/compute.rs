@@ -939,12 +939,19 @@ mod tests {
         assert_eq!(listed, not_tried(&p, &[], &without, None, None, "ended"));
         assert_eq!(
             describe_not_tried(&listed),
-            format!("foreach_optimizer (ended); autocast ({})", DeviceLacks::NoCpuBf16)
+            format!(
+                "foreach_optimizer (ended); autocast ({})",
+                DeviceLacks::NoCpuBf16
+            )
         );
         assert!(!offered_knobs(&p, &without, None).contains(&"autocast".to_string()));
         // With bf16 arithmetic, where the harness could not tell, and on
         // CUDA (whose flag says nothing of the GPU) autocast gets its turn.
-        for m in [on("cpu", Some(true)), on("cpu", None), on("cuda:0", Some(false))] {
+        for m in [
+            on("cpu", Some(true)),
+            on("cpu", None),
+            on("cuda:0", Some(false)),
+        ] {
             assert_eq!(
                 pending(&p, &[], &m),
                 [ComputeKnob::ForeachOptimizer, ComputeKnob::Autocast],

@@ -118,7 +118,15 @@ fn with_config_py_not_editable_the_run_says_which_knob_and_what_to_do() {
         &toml.replace(&editable, "editable = [\"train.py\", \"data.py\"]"),
     );
     let config = ws.read("config.py");
-    let (r, dir, rep) = ws.start_builtin();
+    // bf16 autocast stays a compute turn whatever this machine's CPU: on one
+    // without bf16 arithmetic this step may have no other.
+    let r = ws.tuneloop_env(
+        &["start", "--agent", "builtin"],
+        &[("TUNELOOP_CPU_BF16", "1")],
+    );
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let dir = r.run_dir();
+    let rep = json_file(&dir.join("report.json"));
     assert_eq!(ws.read("config.py"), config);
     // The turn went to the step, and says why the loader got none.
     let agent = json_file(&dir.join("turns/01/agent.json"));
@@ -149,5 +157,58 @@ fn with_config_py_not_editable_the_run_says_which_knob_and_what_to_do() {
         md.contains("Not editable while data_wait stayed large")
             && md.contains("config.py is not an editable file"),
         "{md}"
+    );
+}
+
+#[test]
+fn with_config_py_not_editable_and_no_compute_turn_left_the_report_still_says_what_to_do() {
+    let _one = serial();
+    let ws = project(FAST_POLICY);
+    let toml = ws.read("tuneloop.toml");
+    let editable = toml
+        .lines()
+        .find(|l| l.starts_with("editable = "))
+        .unwrap()
+        .to_string();
+    ws.write(
+        "tuneloop.toml",
+        &toml.replace(&editable, "editable = [\"train.py\", \"data.py\"]"),
+    );
+    // On a CPU without bf16 arithmetic this step has no compute change that
+    // can pay: the run ends after its baseline, without a turn.
+    let r = ws.tuneloop_env(
+        &["start", "--agent", "builtin"],
+        &[("TUNELOOP_CPU_BF16", "0")],
+    );
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let rep = json_file(&r.run_dir().join("report.json"));
+    assert!(
+        rep["turns"].as_array().is_some_and(|t| t.is_empty()),
+        "{rep:#}"
+    );
+    assert!(
+        rep["stop_reason"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("candidates exhausted")),
+        "{rep:#}"
+    );
+    let blocked = rep["not_editable_knobs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(blocked.len(), 1, "{rep:#}");
+    assert_eq!(blocked[0]["knob"], "num_workers");
+    assert!(
+        blocked[0]["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("Add \"config.py\" to [project] editable")),
+        "{rep:#}"
+    );
+    assert!(
+        r.stdout
+            .contains("Not editable while data_wait stayed large")
+            && r.stdout.contains("config.py is not an editable file"),
+        "{}",
+        r.stdout
     );
 }
