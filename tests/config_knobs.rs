@@ -99,14 +99,10 @@ fn the_builtin_agent_changes_only_the_dataclass_default() {
     );
 }
 
-#[test]
-fn with_config_py_not_editable_the_run_says_which_knob_and_what_to_do() {
-    let _one = serial();
-    // The compute turn it gets instead need not be decided: 2 pairs at
-    // most (what is checked is the agent's summary and the report's words,
-    // written whatever the turn's decision).
-    let ws = project(&FAST_POLICY.replace("max_repeats = 4", "max_repeats = 2"));
-    // A workspace made before config.py was followed: config.py left out.
+/// The project as a workspace made before config.py was followed would
+/// have it: config.py, where `num_workers` is defined, left out of editable.
+fn project_without_config_py(policy: &str) -> Ws {
+    let ws = project(policy);
     let toml = ws.read("tuneloop.toml");
     let editable = toml
         .lines()
@@ -117,6 +113,32 @@ fn with_config_py_not_editable_the_run_says_which_knob_and_what_to_do() {
         "tuneloop.toml",
         &toml.replace(&editable, "editable = [\"train.py\", \"data.py\"]"),
     );
+    ws
+}
+
+/// report.json names num_workers as not editable, with the fix.
+fn names_config_py(rep: &serde_json::Value) {
+    let blocked = rep["not_editable_knobs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(blocked.len(), 1, "{rep:#}");
+    assert_eq!(blocked[0]["knob"], "num_workers");
+    assert!(
+        blocked[0]["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("Add \"config.py\" to [project] editable")),
+        "{rep:#}"
+    );
+}
+
+#[test]
+fn with_config_py_not_editable_the_run_says_which_knob_and_what_to_do() {
+    let _one = serial();
+    // The compute turn it gets instead need not be decided: 2 pairs at
+    // most (what is checked is the agent's summary and the report's words,
+    // written whatever the turn's decision).
+    let ws = project_without_config_py(&FAST_POLICY.replace("max_repeats = 4", "max_repeats = 2"));
     let config = ws.read("config.py");
     // bf16 autocast stays a compute turn whatever this machine's CPU: on one
     // without bf16 arithmetic this step may have no other.
@@ -140,18 +162,7 @@ fn with_config_py_not_editable_the_run_says_which_knob_and_what_to_do() {
         r.stdout
     );
     // The report names the knob and what the user can do.
-    let blocked = rep["not_editable_knobs"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(blocked.len(), 1, "{rep:#}");
-    assert_eq!(blocked[0]["knob"], "num_workers");
-    assert!(
-        blocked[0]["fix"]
-            .as_str()
-            .is_some_and(|f| f.contains("Add \"config.py\" to [project] editable")),
-        "{rep:#}"
-    );
+    names_config_py(&rep);
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(
         md.contains("Not editable while data_wait stayed large")
@@ -163,17 +174,7 @@ fn with_config_py_not_editable_the_run_says_which_knob_and_what_to_do() {
 #[test]
 fn with_config_py_not_editable_and_no_compute_turn_left_the_report_still_says_what_to_do() {
     let _one = serial();
-    let ws = project(FAST_POLICY);
-    let toml = ws.read("tuneloop.toml");
-    let editable = toml
-        .lines()
-        .find(|l| l.starts_with("editable = "))
-        .unwrap()
-        .to_string();
-    ws.write(
-        "tuneloop.toml",
-        &toml.replace(&editable, "editable = [\"train.py\", \"data.py\"]"),
-    );
+    let ws = project_without_config_py(FAST_POLICY);
     // On a CPU without bf16 arithmetic this step has no compute change that
     // can pay: the run ends after its baseline, without a turn.
     let r = ws.tuneloop_env(
@@ -192,18 +193,7 @@ fn with_config_py_not_editable_and_no_compute_turn_left_the_report_still_says_wh
             .is_some_and(|s| s.starts_with("candidates exhausted")),
         "{rep:#}"
     );
-    let blocked = rep["not_editable_knobs"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(blocked.len(), 1, "{rep:#}");
-    assert_eq!(blocked[0]["knob"], "num_workers");
-    assert!(
-        blocked[0]["fix"]
-            .as_str()
-            .is_some_and(|f| f.contains("Add \"config.py\" to [project] editable")),
-        "{rep:#}"
-    );
+    names_config_py(&rep);
     assert!(
         r.stdout
             .contains("Not editable while data_wait stayed large")
