@@ -137,10 +137,7 @@ impl Measure for Bencher {
     }
 
     fn with_steps(&self, steps: u32) -> Option<Arc<dyn Measure>> {
-        Some(Arc::new(Bencher {
-            steps,
-            ..self.clone()
-        }))
+        Some(Arc::new(self.with_steps_of(steps)))
     }
 
     fn with_threads(&self, threads: u32) -> Option<Arc<dyn Measure>> {

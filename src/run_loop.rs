@@ -792,7 +792,9 @@ pub fn resume<'a>(
         Arc::new(Bencher::new(ws, &harness).at("cannot write the bench harness to", &harness)?);
     // The baseline's runs say how many batches every run of this run times:
     // one whole epoch, or fewer steps than configured for a short command.
-    let timed = rec.baseline_bench.runs.first().and_then(|m| m.steps);
+    // Its stretch, not its timed steps: a window lengthened by time holds
+    // several stretches, and one ended by time fewer steps.
+    let timed = rec.baseline_bench.runs.first().and_then(|m| m.stretch_steps());
     if let Some(steps) = timed.filter(|s| Some(*s) != bencher.steps()) {
         bencher = bencher.with_steps(steps).unwrap_or(bencher);
     }

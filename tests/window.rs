@@ -1,6 +1,7 @@
 //! The timed window by time (`[bench] window_s`), end to end: the binary
 //! passes the workspace's window to the harness, whose runs then time whole
-//! stretches of `[bench] steps` until the window is long enough, and
+//! stretches of `[bench] steps` until the window is long enough, or end a
+//! slow first stretch at twice the window (not over a whole epoch), and
 //! `tuneloop bench` says so. (Every other test binary runs with
 //! `TUNELOOP_WINDOW_S=0`: `[bench] steps` only, for the suite's time.)
 
@@ -68,7 +69,7 @@ fn the_workspace_window_lengthens_every_run_by_whole_stretches() {
     let r = ws.tuneloop_env(&["bench", "--repeats", "2"], &[("TUNELOOP_WINDOW_S", "")]);
     assert!(
         r.stdout
-            .contains("lengthened by whole stretches of [bench] steps to [bench] window_s = 1.5 s"),
+            .contains("lengthened by whole stretches of [bench] steps; [bench] window_s = 1.5 s"),
         "{}",
         r.stdout
     );
@@ -85,6 +86,48 @@ fn a_zero_window_times_the_configured_steps_and_the_environment_overrides() {
     // TUNELOOP_WINDOW_S beats the workspace's 0.
     for m in bench_json(&ws, "1.5").as_array_of_runs() {
         assert!(m["window_stretches"].as_u64().unwrap() > 1, "{m}");
+    }
+}
+
+/// A slow loader: `items` items of 4 ms in batches of 16, about 70 ms a
+/// batch, so 12 steps take most of a second.
+fn slow_train(items: usize) -> String {
+    TRAIN_PY
+        .replace("time.sleep(0.0003)", "time.sleep(0.004)")
+        .replace("return 4096", &format!("return {items}"))
+}
+
+#[test]
+fn a_slow_first_stretch_ends_at_twice_the_window() {
+    let _run = slot();
+    // window_s 0.15: a window still in its first 12 steps ends past 0.3 s.
+    let ws = Ws::managed(&slow_train(4096), "window_s = 0.15", "");
+    for m in bench_json(&ws, "").as_array_of_runs() {
+        assert_eq!(m["window_by_time"], true, "{m}");
+        let steps = m["steps"].as_u64().unwrap();
+        assert!((1..12).contains(&steps), "{m}");
+        assert_eq!((&m["stretch_steps"], &m["window_stretches"]), (&12.into(), &1.into()), "{m}");
+        assert!(m["wall_s"].as_f64().unwrap() >= 0.3, "{m}");
+        assert_eq!(m["samples"].as_u64().unwrap(), 16 * steps);
+    }
+    let r = ws.tuneloop_env(&["bench", "--repeats", "2"], &[("TUNELOOP_WINDOW_S", "")]);
+    assert!(
+        r.stdout.contains("2 of 2 ended before [bench] steps, at 2 × [bench] window_s"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_whole_epoch_window_is_never_ended_by_time() {
+    let _run = slot();
+    // 20 batches an epoch, 12 steps configured: every run times one whole
+    // epoch (bench::window), well past 0.3 s, and none ends by time.
+    let ws = Ws::managed(&slow_train(320), "window_s = 0.15", "");
+    for m in bench_json(&ws, "").as_array_of_runs() {
+        assert_eq!(m["steps"], 20, "{m}");
+        assert_eq!(m["epoch_starts_timed"], 1, "{m}");
+        assert!(m.get("window_by_time").is_none_or(|v| v == false), "{m}");
     }
 }
 

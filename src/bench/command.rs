@@ -132,6 +132,9 @@ pub fn spec(b: &Bencher, words: &[String], mode: Mode, mut env: BTreeMap<String,
     if let Some(cap) = b.window_cap_s {
         env.insert("TUNELOOP_WINDOW_CAP_S".into(), cap.to_string());
     }
+    if let Some(slow) = b.window_slow_s() {
+        env.insert("TUNELOOP_WINDOW_SLOW_S".into(), slow.to_string());
+    }
     if let Some(len) = b.known_length() {
         // A window lengthened by time stays within the command's batches.
         env.insert("TUNELOOP_COMMAND_BATCHES".into(), len.batches.to_string());

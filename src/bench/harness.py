@@ -623,11 +623,31 @@ def window_cut(t_start, cap_s, window_s, timed_steps, steps, losses, identity):
     bf16) tells the rule nothing more. Never before one step is timed, the
     losses the numerics guard compares are all in, and the data check's
     batches are seen: a cut run is checked like any other."""
-    if cap_s <= 0 or t_start is None or not 1 <= timed_steps < steps:
+    if cap_s <= 0:
+        return False
+    return window_over(t_start, max(cap_s, window_s), timed_steps, steps, losses, identity)
+
+
+def window_slow(t_start, slow_s, timed_steps, steps, losses, identity):
+    """Whether a timed window ends now because its first `steps` take longer
+    than `slow_s` (`--window-slow-s`, 0: never; tuneloop passes twice
+    `--window-s`, `bench::window::SLOW_AFTER`): a slow run's steps (the
+    baseline without workers) take seconds a stretch, and past that a
+    longer window only costs time. The same conditions as window_cut, so
+    the run is checked like any other (window_by_time)."""
+    if slow_s <= 0:
+        return False
+    return window_over(t_start, slow_s, timed_steps, steps, losses, identity)
+
+
+def window_over(t_start, limit_s, timed_steps, steps, losses, identity):
+    """Whether a window still in its first `steps` (one timed at least) has
+    run past `limit_s`, with the losses and the data check's batches in."""
+    if t_start is None or not 1 <= timed_steps < steps:
         return False
     if len(losses.values) < losses.n or not identity.full():
         return False
-    return time.perf_counter() - t_start > max(cap_s, window_s)
+    return time.perf_counter() - t_start > limit_s
 
 
 # Warm-up batches per worker before the timing starts.
@@ -841,6 +861,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--window-s", type=float, default=0.0)
     ap.add_argument("--window-cap-s", type=float, default=0.0)
+    ap.add_argument("--window-slow-s", type=float, default=0.0)
     ap.add_argument("--mode", choices=["throughput", "profile"], default="throughput")
     ap.add_argument("--ceiling", action="store_true")
     ap.add_argument("--ceiling-steps", type=int, default=20)
@@ -929,16 +950,24 @@ def main():
     # not while profiling, nor across ranks, for the same reasons.
     cap_s = args.window_cap_s if not profiling and dist_env is None else 0.0
     cut = False
+    # A slow first stretch ends past `--window-slow-s` (window_slow); not
+    # while profiling or across ranks, for the same reasons.
+    slow_s = args.window_slow_s if lengthen else 0.0
+    by_time = False
     with ctx as prof:
         i = -1
         while True:
             i += 1
-            if window_cut(t_start, cap_s, args.window_s, i - args.warmup, args.steps,
-                          losses, identity):
-                total_steps = i
-                cut = True
+            if not (cut or by_time):
+                if window_cut(t_start, cap_s, args.window_s, i - args.warmup, args.steps,
+                              losses, identity):
+                    total_steps = i
+                    cut = True
+                elif window_slow(t_start, slow_s, i - args.warmup, args.steps, losses, identity):
+                    total_steps = i
+                    by_time = True
             if i == total_steps:
-                if cut or not (lengthen and window_short(t_start, args.window_s, stretches)):
+                if cut or by_time or not (lengthen and window_short(t_start, args.window_s, stretches)):
                     break
                 stretches += 1
                 total_steps += args.steps
@@ -1046,6 +1075,8 @@ def main():
         "steps": total_steps - args.warmup,
         "window_stretches": stretches,
         "window_cut": cut,
+        "window_by_time": by_time,
+        "stretch_steps": args.steps,
         "warmup_steps": args.warmup,
         "batch_size": batch_size,
         "batch_bytes": batch_bytes,

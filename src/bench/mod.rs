@@ -65,6 +65,16 @@ pub struct Measurement {
     /// the incumbent's, from the steps timed until then.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub window_cut: bool,
+    /// The window ended in its first stretch at [`window::SLOW_AFTER`] times
+    /// `[bench] window_s`: a slow run's steps (the baseline without
+    /// workers), timed for that long and no longer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub window_by_time: bool,
+    /// The steps of one stretch as the run was given them (`[bench] steps`,
+    /// or as widened to an epoch or fitted to the command), whatever it
+    /// then timed. Older harnesses leave it out ([`Measurement::stretch_steps`]).
+    #[serde(default, rename = "stretch_steps", skip_serializing_if = "Option::is_none")]
+    pub stretch: Option<u32>,
     /// Untimed steps before them: `[bench] warmup_steps`, or more with many
     /// workers (at least 4 batches a worker: a worker's first batches cost
     /// more; in command mode within the batches the command has).
@@ -246,11 +256,26 @@ pub struct StepParts {
 }
 
 impl Measurement {
-    /// The timed steps of one stretch: `steps` as configured (or as widened
-    /// to an epoch), before `[bench] window_s` lengthened the window.
+    /// The steps of one stretch: `steps` as configured (or as widened to an
+    /// epoch), before `[bench] window_s` lengthened the window or ended it.
     pub fn stretch_steps(&self) -> Option<u32> {
+        if let Some(s) = self.stretch {
+            return Some(s);
+        }
         let steps = self.steps?;
         Some(steps / self.window_stretches.unwrap_or(1).max(1))
+    }
+
+    /// The steps this run's window was to time at least: the steps it timed,
+    /// or its first stretch where it ended inside it (by time or at the
+    /// cap). What a window can tell apart (the batches in flight against
+    /// the timed steps) is judged on this: a faster candidate times at
+    /// least that stretch.
+    pub fn planned_steps(&self) -> Option<u32> {
+        match self.window_by_time || self.window_cut {
+            true => self.stretch_steps().or(self.steps),
+            false => self.steps,
+        }
     }
 
     /// A loader knob's value as the harness read it off the training loader.
@@ -393,6 +418,10 @@ pub struct Bencher {
     /// seconds (`--window-cap-s`, `TUNELOOP_WINDOW_CAP_S`; the harness's
     /// `window_cut`). Set by [`crate::run_loop::measure_pairs`].
     pub window_cap_s: Option<f64>,
+    /// `steps` is one whole epoch (`window::whole_epoch_steps`): a window
+    /// then holds every position of an epoch and is never ended by time
+    /// ([`Bencher::window_slow_s`]).
+    pub whole_epoch: bool,
 }
 
 impl Bencher {
@@ -429,6 +458,7 @@ impl Bencher {
             ),
             threads: None,
             window_cap_s: None,
+            whole_epoch: false,
         };
         if bencher.entry.is_some() || bencher.run.is_some() {
             std::fs::create_dir_all(harness_dir)?;
@@ -450,6 +480,25 @@ impl Bencher {
             .into_iter()
             .filter(|w| !w.starts_with('-') && self.project_root.join(w).is_file())
             .collect()
+    }
+
+    /// Where a window still in its first stretch ends by time
+    /// (`--window-slow-s`, `TUNELOOP_WINDOW_SLOW_S`):
+    /// [`window::SLOW_AFTER`] × `window_s`. None with `window_s` 0 (the
+    /// configured steps only) or a whole epoch's steps.
+    pub fn window_slow_s(&self) -> Option<f64> {
+        (self.window_s > 0.0 && !self.whole_epoch).then(|| window::SLOW_AFTER * self.window_s)
+    }
+
+    /// This bencher timing `steps` a stretch: more than configured is an
+    /// epoch's batches (`window::whole_epoch_steps`), fewer the command's
+    /// batches fitted (`measure::fit_to_command`).
+    pub fn with_steps_of(&self, steps: u32) -> Bencher {
+        Bencher {
+            steps,
+            whole_epoch: steps > self.steps,
+            ..self.clone()
+        }
     }
 
     pub fn harness_path(&self) -> PathBuf {
@@ -552,6 +601,9 @@ impl Bencher {
         ];
         if let Some(cap) = self.window_cap_s {
             args.extend(["--window-cap-s".into(), cap.to_string()]);
+        }
+        if let Some(slow) = self.window_slow_s() {
+            args.extend(["--window-slow-s".into(), slow.to_string()]);
         }
         match mode {
             Mode::Throughput => {}
@@ -872,6 +924,7 @@ mod tests {
             run_file: None,
             threads: None,
             window_cap_s: None,
+            whole_epoch: false,
         }
     }
 
@@ -936,6 +989,67 @@ mod tests {
         assert_eq!(
             env.get("TUNELOOP_WINDOW_CAP_S").map(String::as_str),
             Some("6.5")
+        );
+    }
+
+    #[test]
+    fn a_slow_window_ends_at_twice_window_s_except_over_a_whole_epoch() {
+        let slow_of = |b: &Bencher| {
+            let args = b.spec(Mode::Throughput).args;
+            let arg = args
+                .iter()
+                .position(|a| a == "--window-slow-s")
+                .map(|i| args[i + 1].clone());
+            let cmd = Bencher {
+                run: Some(vec!["python".into(), "train.py".into()]),
+                ..b.clone()
+            };
+            let words = cmd.command_words().unwrap();
+            let env = command::spec(&cmd, &words, Mode::Throughput, BTreeMap::new()).env;
+            assert_eq!(arg.as_deref(), env.get("TUNELOOP_WINDOW_SLOW_S").map(String::as_str));
+            arg
+        };
+        let b = Bencher {
+            window_s: 1.5,
+            ..plain_bencher()
+        };
+        assert_eq!(slow_of(&b).as_deref(), Some("3"));
+        // `window_s = 0`: the configured steps, whole.
+        assert_eq!(slow_of(&plain_bencher()), None);
+        // Widened to an epoch (more steps than configured): never ended by
+        // time; fitted to a short command (fewer): still ended.
+        assert_eq!(slow_of(&b.with_steps_of(25)), None);
+        assert_eq!(slow_of(&b.with_steps_of(6)).as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn a_window_ended_inside_its_stretch_plans_by_the_stretch() {
+        let lengthened = Measurement {
+            steps: Some(160),
+            window_stretches: Some(2),
+            ..Measurement::default()
+        };
+        assert_eq!(lengthened.stretch_steps(), Some(80));
+        assert_eq!(lengthened.planned_steps(), Some(160));
+        let by_time = Measurement {
+            steps: Some(26),
+            window_by_time: true,
+            stretch: Some(80),
+            ..Measurement::default()
+        };
+        assert_eq!(by_time.stretch_steps(), Some(80));
+        assert_eq!(by_time.planned_steps(), Some(80));
+        // The harness's JSON names the stretch `stretch_steps`.
+        let m: Measurement = serde_json::from_value(serde_json::json!({
+            "samples_per_sec": 1.0, "steps": 26, "window_by_time": true, "stretch_steps": 80
+        }))
+        .unwrap();
+        assert_eq!(
+            m,
+            Measurement {
+                samples_per_sec: 1.0,
+                ..by_time
+            }
         );
     }
 

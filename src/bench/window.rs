@@ -53,6 +53,16 @@ pub struct Widened {
 /// candidate's window cut").
 pub const CUT_AFTER: f64 = 4.0;
 
+/// A window whose first stretch of `steps` is not timed by this many times
+/// `[bench] window_s` ends at the step under way
+/// (`Measurement::window_by_time`): every window is then between `window_s`
+/// and twice it, whatever the rate, unless it is one whole epoch. A slow
+/// run's `steps` (the baseline without workers: 6 s for 80 batches of
+/// `bench/workloads/io_latency`) otherwise timed for seconds past what its
+/// figure needs, each such run (bench/RESULTS.md, "Windows by time, both
+/// ways"). The harness's `SLOW_AFTER` matches it.
+pub const SLOW_AFTER: f64 = 2.0;
+
 /// The cap on a candidate's window, from the incumbent's runs so far: none
 /// before one has a window to go by.
 pub fn cap_s(incumbent: &[Measurement]) -> Option<f64> {

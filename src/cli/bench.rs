@@ -183,10 +183,7 @@ impl Runs<'_> {
         };
         self.say(f.describe());
         self.fitted = Some(f);
-        self.bencher = Bencher {
-            steps: f.steps,
-            ..self.bencher.clone()
-        };
+        self.bencher = self.bencher.with_steps_of(f.steps);
         true
     }
 
@@ -196,10 +193,7 @@ impl Runs<'_> {
         let configured = self.bencher.steps;
         let steps = window::whole_epoch_steps(first, configured)?;
         (self.emit)(&Event::WindowWidened { configured, steps });
-        Some(Bencher {
-            steps,
-            ..self.bencher.clone()
-        })
+        Some(self.bencher.with_steps_of(steps))
     }
 
     /// The command ended before a whole epoch after the warm-up: back to
@@ -564,15 +558,30 @@ fn print_timed_steps(timed: u32, configured: u32) {
 }
 
 /// How long the runs' timed windows were, when `[bench] window_s`
-/// lengthened any of them past its steps.
+/// lengthened any of them past its steps or ended any inside them.
 fn window_line(runs: &[Measurement], window_s: f64) -> Option<String> {
-    if !runs.iter().any(|m| m.window_stretches.unwrap_or(1) > 1) {
+    let lengthened = runs.iter().any(|m| m.window_stretches.unwrap_or(1) > 1);
+    let by_time = runs.iter().filter(|m| m.window_by_time).count();
+    if !lengthened && by_time == 0 {
         return None;
     }
     let steps: Vec<f64> = runs.iter().filter_map(|m| m.steps).map(f64::from).collect();
     let walls: Vec<f64> = runs.iter().filter_map(|m| m.wall_s).collect();
+    let how = match (lengthened, by_time) {
+        (true, 0) => "lengthened by whole stretches of [bench] steps".to_string(),
+        (false, n) => format!(
+            "{n} of {} ended before [bench] steps, at {} × [bench] window_s",
+            runs.len(),
+            crate::bench::window::SLOW_AFTER
+        ),
+        (true, n) => format!(
+            "lengthened by whole stretches of [bench] steps, {n} of {} ended before them at {} × [bench] window_s",
+            runs.len(),
+            crate::bench::window::SLOW_AFTER
+        ),
+    };
     Some(format!(
-        "timed window: {:.0} steps, {:.2} s a run (median), lengthened by whole stretches of [bench] steps to [bench] window_s = {window_s} s",
+        "timed window: {:.0} steps, {:.2} s a run (median), {how}; [bench] window_s = {window_s} s",
         crate::bench::stats::median(&steps),
         crate::bench::stats::median(&walls),
     ))
@@ -600,9 +609,23 @@ mod tests {
             ..Measurement::default()
         };
         assert_eq!(
-            window_line(&[long.clone(), long, plain], 1.0).unwrap(),
-            "timed window: 240 steps, 1.10 s a run (median), lengthened by whole stretches of [bench] steps to [bench] window_s = 1 s"
+            window_line(&[long.clone(), long.clone(), plain.clone()], 1.0).unwrap(),
+            "timed window: 240 steps, 1.10 s a run (median), lengthened by whole stretches of [bench] steps; [bench] window_s = 1 s"
         );
+        // A slow run's window ended by time, in its first stretch.
+        let slow = Measurement {
+            steps: Some(26),
+            window_by_time: true,
+            wall_s: Some(2.0),
+            ..Measurement::default()
+        };
+        assert_eq!(
+            window_line(&[slow.clone(), slow.clone(), plain], 1.0).unwrap(),
+            "timed window: 26 steps, 2.00 s a run (median), 2 of 3 ended before [bench] steps, at 2 × [bench] window_s; [bench] window_s = 1 s"
+        );
+        assert!(window_line(&[long, slow], 1.0)
+            .unwrap()
+            .contains("lengthened by whole stretches of [bench] steps, 1 of 2 ended before them at 2 × [bench] window_s"));
     }
 
     fn run(sps: f64, share: f64, ceiling: Option<f64>) -> Measurement {

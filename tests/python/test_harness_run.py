@@ -256,6 +256,54 @@ def test_a_window_is_cut_only_in_its_first_stretch_and_past_window_s(H, monkeypa
     assert not H.window_cut(started, 0.5, 0.0, 3, 40, full, full)
 
 
+def test_a_slow_first_stretch_ends_past_the_slow_limit_and_says_so(run_harness, managed_project):
+    # 40 steps of 20 ms would take 0.8 s; with a 0.1 s window a slow first
+    # stretch ends past 0.2 s (tuneloop passes twice the window), with the
+    # rate of the steps it timed and the stretch it was given.
+    project = managed_project(batch_size=4, step_sleep=0.02)
+    r = run_harness(project, STEPS, "40", WARMUP, "1", "--window-s", "0.1",
+                    "--window-slow-s", "0.2").result
+    assert r["window_by_time"] is True and r["window_cut"] is False, r
+    assert 4 <= r["steps"] < 40, r["steps"]
+    assert (r["stretch_steps"], r["window_stretches"]) == (40, 1)
+    assert 0.2 <= r["wall_s"] < 0.4, r["wall_s"]
+    assert r["samples_per_sec"] == pytest.approx(r["samples"] / r["wall_s"])
+    assert len(r["losses"]) == 5
+    # No slow limit (tuneloop passes none for a whole epoch, or window_s 0):
+    # every step is timed, as when the stretch ends first.
+    for extra in ([], ["--window-slow-s", "30"]):
+        full = run_harness(project, STEPS, "40", WARMUP, "1", "--window-s", "0.1", *extra).result
+        assert (full["steps"], full["window_by_time"]) == (40, False), full
+
+
+def test_a_slow_window_ends_only_in_its_first_stretch_with_the_checks_in(H):
+    import time
+
+    class Full:
+        n = 1
+        values = [1.0]
+
+        def full(self):
+            return True
+    started = time.perf_counter() - 1.0  # a window open for a second
+    full = Full()
+    assert H.window_slow(started, 0.5, 3, 40, full, full)
+    assert not H.window_slow(started, 2.0, 3, 40, full, full)  # not past the limit yet
+    assert not H.window_slow(started, 0.0, 3, 40, full, full)  # no limit
+    assert not H.window_slow(started, 0.5, 40, 40, full, full)  # its first stretch is done
+    assert not H.window_slow(started, 0.5, 0, 40, full, full)  # nothing timed yet
+    full.values = []
+    assert not H.window_slow(started, 0.5, 3, 40, full, full)
+
+
+def test_profiled_run_is_never_ended_by_time(run_harness, managed_project, tmp_path):
+    project = managed_project(batch_size=4, step_sleep=0.02)
+    r = run_harness(project, STEPS, "20", WARMUP, "1", "--window-s", "0.05",
+                    "--window-slow-s", "0.1", "--mode", "profile",
+                    "--table-out", str(tmp_path / "t.txt")).result
+    assert (r["steps"], r["window_by_time"]) == (20, False)
+
+
 def test_profiled_run_is_never_lengthened(run_harness, managed_project, tmp_path):
     project = managed_project(batch_size=4, step_sleep=0.01)
     r = run_harness(project, STEPS, "4", WARMUP, "1", "--window-s", "0.5",

@@ -424,6 +424,22 @@ def test_a_window_past_its_cap_ends_with_the_steps_it_timed(command):
     assert len(r["losses"]) == 5
 
 
+def test_a_slow_first_stretch_ends_by_time_and_the_command_ends_with_its_result(command):
+    # Long epochs, 20 ms a step, 40 steps asked (0.8 s): TUNELOOP_WINDOW_SLOW_S
+    # (twice the window, set by tuneloop) ends the window at about 0.2 s.
+    c = command("slow", steps=40, warmup=2,
+                env={**env(n=1600, step_sleep=0.02, epochs=1), "TUNELOOP_WINDOW_S": "0.1",
+                     "TUNELOOP_WINDOW_SLOW_S": "0.2"})
+    r = c.result
+    assert c.rc == 0, c.stderr
+    assert r["window_by_time"] is True and r["window_cut"] is False
+    assert 3 <= r["steps"] < 40, r["steps"]
+    assert (r["stretch_steps"], r["window_stretches"]) == (40, 1)
+    assert r["samples"] == 4 * r["steps"]
+    assert 0.2 <= r["data_wait_s"] + r["train_step_s"] < 0.5
+    assert len(r["losses"]) == 5
+
+
 def test_a_calibration_run_pins_torchs_threads(command, timed):
     # TUNELOOP_THREADS (the numerics guard's yardstick run): the command runs
     # with torch's intra-op threads at that count, and says so.

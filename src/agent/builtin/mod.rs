@@ -96,11 +96,11 @@ pub fn worker_cap(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel
 /// (while the epoch start that paid for them goes unmeasured). More timed
 /// steps (`[bench] steps`), or an epoch start within them, measure further.
 fn window_cap(nw: u64, m: &Measurement) -> Option<u64> {
-    evidence::window_workers(m.epoch_starts_timed, m.steps, prefetch_of(m)).map(|w| w.max(nw))
+    evidence::window_workers(m.epoch_starts_timed, m.planned_steps(), prefetch_of(m)).map(|w| w.max(nw))
 }
 
 fn window_steps(m: &Measurement) -> Option<u64> {
-    evidence::window_steps(m.epoch_starts_timed, m.steps)
+    evidence::window_steps(m.epoch_starts_timed, m.planned_steps())
 }
 
 /// The workers a measurement can warm up within the command's batches, once
@@ -110,7 +110,7 @@ fn window_steps(m: &Measurement) -> Option<u64> {
 fn fit_cap(nw: u64, m: &Measurement) -> Option<u64> {
     let fit = crate::bench::command::workers_that_fit(
         m.command_batches?,
-        u64::from(m.steps?),
+        u64::from(m.planned_steps()?),
         prefetch_of(m),
         1,
     )?;
@@ -276,7 +276,7 @@ impl BuiltinAgent {
                 if window_cap(nw, m).is_none_or(|w| fit < w) {
                     report.summary.push_str(&format!(
                         "; the command's {batches} training batches fit the first batches of no more than {fit} workers before the {} timed steps",
-                        m.steps.unwrap_or(0)
+                        m.planned_steps().unwrap_or(0)
                     ));
                 }
             }
@@ -1121,6 +1121,15 @@ mod tests {
         // Nor without the figure (an older harness).
         restarts.epoch_starts_timed = None;
         assert!(worker_cap(2, 14, &restarts, model) > 20);
+        // A slow incumbent whose window ended by time after 12 of its 40
+        // steps: a faster candidate times at least the 40, so the cap stays.
+        let mut by_time = m.clone();
+        by_time.steps = Some(12);
+        by_time.window_by_time = true;
+        by_time.stretch = Some(40);
+        assert_eq!(worker_cap(2, 14, &by_time, model), 20);
+        by_time.window_by_time = false;
+        assert_eq!(worker_cap(2, 14, &by_time, model), 14, "12 steps tell 6 apart, never below 14");
     }
 
     /// The Lightning `--epochs 1` shape: 2 waiting workers kept, 40 timed

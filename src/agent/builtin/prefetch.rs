@@ -43,7 +43,7 @@ pub(super) fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
     let beyond_fit = s
         .incumbent
         .command_batches
-        .zip(s.incumbent.steps)
+        .zip(s.incumbent.planned_steps())
         .is_some_and(|(b, steps)| {
             crate::bench::command::warmup_that_fits(b, u64::from(steps))
                 .is_none_or(|r| s.nw * next > r)

@@ -75,7 +75,7 @@ pub(super) fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
                         "data_wait is {:.0}% of the step; the command runs {} training batches, so no more than {cap} worker(s) fit their first batches before the {} timed steps (a longer run in [bench] run measures more)",
                         s.share * 100.0,
                         s.incumbent.command_batches.unwrap_or(0),
-                        s.incumbent.steps.unwrap_or(0)
+                        s.incumbent.planned_steps().unwrap_or(0)
                     ),
                 ))
             }
@@ -283,12 +283,12 @@ fn cut_short(
         format!(
             "; the command runs {} training batches, so past {cap} workers their first batches and the {} timed steps do not fit (a longer run in [bench] run measures more)",
             s.incumbent.command_batches.unwrap_or(0),
-            s.incumbent.steps.unwrap_or(0)
+            s.incumbent.planned_steps().unwrap_or(0)
         )
     } else if window_cap(s.nw, s.incumbent) == Some(cap) {
         format!(
             "; past {cap} workers the {} timed steps could all be served from batches made ready before them (raise [bench] steps to measure more)",
-            s.incumbent.steps.unwrap_or(0)
+            s.incumbent.planned_steps().unwrap_or(0)
         )
     } else {
         String::new()

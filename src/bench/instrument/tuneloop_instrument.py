@@ -53,6 +53,9 @@ WINDOW_S = float(ENV.get("TUNELOOP_WINDOW_S", "0") or 0)
 # A candidate's window ends past this many seconds (0: never; see
 # Recorder.cut and the harness's window_cut).
 WINDOW_CAP_S = float(ENV.get("TUNELOOP_WINDOW_CAP_S", "0") or 0)
+# A window whose first STEPS take longer than this many seconds ends there
+# (0: never; see Recorder.cut and the harness's window_slow).
+WINDOW_SLOW_S = float(ENV.get("TUNELOOP_WINDOW_SLOW_S", "0") or 0)
 # The command's training batches, once tuneloop knows them (0: not known).
 COMMAND_BATCHES = int(ENV.get("TUNELOOP_COMMAND_BATCHES", "0") or 0)
 CEILING = ENV.get("TUNELOOP_CEILING") == "1"
@@ -168,6 +171,7 @@ class Recorder:
         self.torch = None
         self.window = None        # counters at the timed window's start
         self.window_cut = False   # the window ended past WINDOW_CAP_S (cut)
+        self.window_by_time = False  # it ended past WINDOW_SLOW_S, in its first STEPS
         self.excluded_cpu = 0.0   # process CPU of cut-out spans inside the window
         self.excluded_busy = 0.0
         self.gap_marks = None     # (cpu, busy) where a cut-out span of the training loader began
@@ -259,7 +263,7 @@ class Recorder:
         if tr is self.train and self.window is not None and self.cut(tr):
             self.hi = tr.batches
         if (tr is self.train and self.window is not None and tr.batches == self.hi
-                and (self.window_cut or not self.lengthen(tr))):
+                and (self.window_cut or self.window_by_time or not self.lengthen(tr))):
             self.end_window(it)
             if CEILING:
                 self.ceiling_left = CEILING_WARM + CEILING_STEPS
@@ -383,20 +387,27 @@ class Recorder:
         return True
 
     def cut(self, tr):
-        """Whether the window ends at this batch, still in its first STEPS
-        and past WINDOW_CAP_S seconds (and WINDOW_S): the harness's
-        window_cut, a candidate under a fraction of the incumbent's rate,
-        the losses and the data check's batches already in. Never while
-        profiling, nor across ranks."""
-        if WINDOW_CAP_S <= 0 or MODE == "profile" or WORLD > 1 or self.window_cut:
+        """Whether the window ends at this batch, still in its first STEPS:
+        past WINDOW_CAP_S seconds (and WINDOW_S), the harness's window_cut,
+        a candidate under a fraction of the incumbent's rate; or past
+        WINDOW_SLOW_S, the harness's window_slow, a slow run's first
+        stretch. Only with the losses and
+        the data check's batches in; never while profiling, nor across
+        ranks."""
+        if MODE == "profile" or WORLD > 1 or self.window_cut or self.window_by_time:
+            return False
+        if WINDOW_CAP_S <= 0 and WINDOW_SLOW_S <= 0:
             return False
         if not self.lo < tr.batches < min(self.hi, self.lo + STEPS):
             return False
         if len(LOSSES.values) < LOSSES.n or not tr.identity.full():
             return False
         timed = sum(tr.waits[self.lo:tr.batches]) + sum(tr.steps[self.lo:tr.batches])
-        self.window_cut = timed > max(WINDOW_CAP_S, WINDOW_S)
-        return self.window_cut
+        if WINDOW_CAP_S > 0 and timed > max(WINDOW_CAP_S, WINDOW_S):
+            self.window_cut = True
+        elif WINDOW_SLOW_S > 0 and timed > WINDOW_SLOW_S:
+            self.window_by_time = True
+        return self.window_cut or self.window_by_time
 
     def begin_window(self, it):
         # Usually at batch WARMUP; later when the training loader was known late.
@@ -448,6 +459,8 @@ class Recorder:
             "steps": hi - lo,
             "window_stretches": self.stretches,
             "window_cut": self.window_cut,
+            "window_by_time": self.window_by_time,
+            "stretch_steps": STEPS,
             "warmup_steps": lo,
             "batch_size": tr.batch_size,
             "batch_bytes": tr.batch_bytes,
