@@ -487,7 +487,7 @@ impl Bencher {
     /// [`window::SLOW_AFTER`] × `window_s`. None with `window_s` 0 (the
     /// configured steps only) or a whole epoch's steps.
     pub fn window_slow_s(&self) -> Option<f64> {
-        (self.window_s > 0.0 && !self.whole_epoch).then(|| window::SLOW_AFTER * self.window_s)
+        (self.window_s > 0.0 && !self.whole_epoch).then_some(window::SLOW_AFTER * self.window_s)
     }
 
     /// This bencher timing `steps` a stretch: more than configured is an
