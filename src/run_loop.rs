@@ -794,7 +794,11 @@ pub fn resume<'a>(
     // one whole epoch, or fewer steps than configured for a short command.
     // Its stretch, not its timed steps: a window lengthened by time holds
     // several stretches, and one ended by time fewer steps.
-    let timed = rec.baseline_bench.runs.first().and_then(|m| m.stretch_steps());
+    let timed = rec
+        .baseline_bench
+        .runs
+        .first()
+        .and_then(|m| m.stretch_steps());
     if let Some(steps) = timed.filter(|s| Some(*s) != bencher.steps()) {
         bencher = bencher.with_steps(steps).unwrap_or(bencher);
     }

@@ -106,13 +106,18 @@ fn a_slow_first_stretch_ends_at_twice_the_window() {
         assert_eq!(m["window_by_time"], true, "{m}");
         let steps = m["steps"].as_u64().unwrap();
         assert!((1..12).contains(&steps), "{m}");
-        assert_eq!((&m["stretch_steps"], &m["window_stretches"]), (&12.into(), &1.into()), "{m}");
+        assert_eq!(
+            (&m["stretch_steps"], &m["window_stretches"]),
+            (&12.into(), &1.into()),
+            "{m}"
+        );
         assert!(m["wall_s"].as_f64().unwrap() >= 0.3, "{m}");
         assert_eq!(m["samples"].as_u64().unwrap(), 16 * steps);
     }
     let r = ws.tuneloop_env(&["bench", "--repeats", "2"], &[("TUNELOOP_WINDOW_S", "")]);
     assert!(
-        r.stdout.contains("2 of 2 ended before [bench] steps, at 2 × [bench] window_s"),
+        r.stdout
+            .contains("2 of 2 ended before [bench] steps, at 2 × [bench] window_s"),
         "{}",
         r.stdout
     );

@@ -73,7 +73,11 @@ pub struct Measurement {
     /// The steps of one stretch as the run was given them (`[bench] steps`,
     /// or as widened to an epoch or fitted to the command), whatever it
     /// then timed. Older harnesses leave it out ([`Measurement::stretch_steps`]).
-    #[serde(default, rename = "stretch_steps", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "stretch_steps",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub stretch: Option<u32>,
     /// Untimed steps before them: `[bench] warmup_steps`, or more with many
     /// workers (at least 4 batches a worker: a worker's first batches cost
@@ -1006,7 +1010,10 @@ mod tests {
             };
             let words = cmd.command_words().unwrap();
             let env = command::spec(&cmd, &words, Mode::Throughput, BTreeMap::new()).env;
-            assert_eq!(arg.as_deref(), env.get("TUNELOOP_WINDOW_SLOW_S").map(String::as_str));
+            assert_eq!(
+                arg.as_deref(),
+                env.get("TUNELOOP_WINDOW_SLOW_S").map(String::as_str)
+            );
             arg
         };
         let b = Bencher {

@@ -96,7 +96,8 @@ pub fn worker_cap(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel
 /// (while the epoch start that paid for them goes unmeasured). More timed
 /// steps (`[bench] steps`), or an epoch start within them, measure further.
 fn window_cap(nw: u64, m: &Measurement) -> Option<u64> {
-    evidence::window_workers(m.epoch_starts_timed, m.planned_steps(), prefetch_of(m)).map(|w| w.max(nw))
+    evidence::window_workers(m.epoch_starts_timed, m.planned_steps(), prefetch_of(m))
+        .map(|w| w.max(nw))
 }
 
 fn window_steps(m: &Measurement) -> Option<u64> {
@@ -1129,7 +1130,11 @@ mod tests {
         by_time.stretch = Some(40);
         assert_eq!(worker_cap(2, 14, &by_time, model), 20);
         by_time.window_by_time = false;
-        assert_eq!(worker_cap(2, 14, &by_time, model), 14, "12 steps tell 6 apart, never below 14");
+        assert_eq!(
+            worker_cap(2, 14, &by_time, model),
+            14,
+            "12 steps tell 6 apart, never below 14"
+        );
     }
 
     /// The Lightning `--epochs 1` shape: 2 waiting workers kept, 40 timed
