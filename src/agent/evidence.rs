@@ -309,9 +309,11 @@ impl Evidence {
             model: LoaderModel::of(m, workers, cores),
             cpu: CpuBusy::of(m),
             wait: WaitShape::of(m),
-            epoch_starts: m.epoch_starts_timed,
+            // The window as planned: a slow run's window ended by time
+            // stands for the whole stretch a faster one times.
+            epoch_starts: m.planned_epoch_starts(),
             batches_per_epoch: m.batches_per_epoch,
-            steps: m.steps,
+            steps: m.planned_steps(),
             prefetch_factor: m
                 .loader_value(LoaderKnob::PrefetchFactor)
                 .and_then(|v| v.as_u64())

@@ -282,6 +282,28 @@ impl Measurement {
         }
     }
 
+    /// The epoch starts this run's window was to hold: those it timed, or
+    /// where it ended inside its first stretch, those the whole stretch
+    /// holds after the warm-up (an epoch of `batches_per_epoch` batches
+    /// restarts at each multiple of it). None for such a run whose epoch
+    /// length is unknown. Whether the window sees the workers' restarts is
+    /// the agent's question (persistent workers, the restart and window
+    /// caps), and a faster candidate times that whole stretch.
+    pub fn planned_epoch_starts(&self) -> Option<u32> {
+        if !(self.window_by_time || self.window_cut) {
+            return self.epoch_starts_timed;
+        }
+        let per = self.batches_per_epoch.filter(|b| *b > 0)?;
+        let warmup = u64::from(self.warmup_steps?);
+        let (lo, hi) = (warmup.max(1), warmup + u64::from(self.stretch_steps()?));
+        // Multiples of `per` among the timed batch indices [lo, hi): batch
+        // 0 is the first epoch's own start, not a restart.
+        if hi <= lo {
+            return Some(0);
+        }
+        u32::try_from((hi - 1) / per - (lo - 1) / per).ok()
+    }
+
     /// A loader knob's value as the harness read it off the training loader.
     pub fn loader_value(&self, knob: LoaderKnob) -> Option<&serde_json::Value> {
         self.loader.get(knob.name())
@@ -1027,6 +1049,48 @@ mod tests {
         // time; fitted to a short command (fewer): still ended.
         assert_eq!(slow_of(&b.with_steps_of(25)), None);
         assert_eq!(slow_of(&b.with_steps_of(6)).as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn a_window_ended_by_time_holds_the_epoch_starts_of_its_whole_stretch() {
+        // The demo's baseline: 32 batches an epoch, 5 warm-up steps, a
+        // stretch of 40; ended by time after 26, before batch 32.
+        let cut = Measurement {
+            steps: Some(26),
+            window_by_time: true,
+            stretch: Some(40),
+            warmup_steps: Some(5),
+            batches_per_epoch: Some(32),
+            epoch_starts_timed: Some(0),
+            ..Measurement::default()
+        };
+        assert_eq!(
+            cut.planned_epoch_starts(),
+            Some(1),
+            "batch 32 is in [5, 45)"
+        );
+        let long = Measurement {
+            batches_per_epoch: Some(8),
+            ..cut.clone()
+        };
+        assert_eq!(long.planned_epoch_starts(), Some(5), "8, 16, 24, 32, 40");
+        let none = Measurement {
+            batches_per_epoch: Some(100),
+            ..cut.clone()
+        };
+        assert_eq!(none.planned_epoch_starts(), Some(0));
+        // Not known for a loader without a length; what was timed otherwise.
+        let unknown = Measurement {
+            batches_per_epoch: None,
+            ..cut.clone()
+        };
+        assert_eq!(unknown.planned_epoch_starts(), None);
+        let whole = Measurement {
+            window_by_time: false,
+            epoch_starts_timed: Some(3),
+            ..cut
+        };
+        assert_eq!(whole.planned_epoch_starts(), Some(3));
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub const MAX_EPOCH_WINDOW: u32 = 2;
 pub fn whole_epoch_steps(m: &Measurement, steps: u32) -> Option<u32> {
     let per_epoch = u32::try_from(m.batches_per_epoch?).ok()?;
     let short = per_epoch > steps && per_epoch <= steps.saturating_mul(MAX_EPOCH_WINDOW);
-    (m.epoch_starts_timed == Some(0) && short).then_some(per_epoch)
+    (m.planned_epoch_starts() == Some(0) && short).then_some(per_epoch)
 }
 
 /// The configured steps widened to one epoch, as recorded for the report.

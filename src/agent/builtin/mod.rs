@@ -96,12 +96,12 @@ pub fn worker_cap(cpus: u64, nw: u64, m: &Measurement, model: Option<LoaderModel
 /// (while the epoch start that paid for them goes unmeasured). More timed
 /// steps (`[bench] steps`), or an epoch start within them, measure further.
 fn window_cap(nw: u64, m: &Measurement) -> Option<u64> {
-    evidence::window_workers(m.epoch_starts_timed, m.planned_steps(), prefetch_of(m))
+    evidence::window_workers(m.planned_epoch_starts(), m.planned_steps(), prefetch_of(m))
         .map(|w| w.max(nw))
 }
 
 fn window_steps(m: &Measurement) -> Option<u64> {
-    evidence::window_steps(m.epoch_starts_timed, m.planned_steps())
+    evidence::window_steps(m.planned_epoch_starts(), m.planned_steps())
 }
 
 /// The workers a measurement can warm up within the command's batches, once
@@ -1128,6 +1128,8 @@ mod tests {
         by_time.steps = Some(12);
         by_time.window_by_time = true;
         by_time.stretch = Some(40);
+        by_time.warmup_steps = Some(5);
+        by_time.batches_per_epoch = Some(10_000);
         assert_eq!(worker_cap(2, 14, &by_time, model), 20);
         by_time.window_by_time = false;
         assert_eq!(

@@ -10,13 +10,13 @@ use crate::knob::LoaderKnob;
 
 /// Before the climb: workers that start again every epoch are kept first.
 pub(super) fn before_workers(s: &LoaderState<'_>) -> Option<Proposal> {
-    let restarts = s.incumbent.epoch_starts_timed.is_some_and(|n| n > 0);
+    let restarts = s.incumbent.planned_epoch_starts().is_some_and(|n| n > 0);
     (s.nw > 0 && restarts).then(|| proposal(s)).flatten()
 }
 
 /// After the prefetch rule: unless no epoch began during the measurement.
 pub(super) fn after_prefetch(s: &LoaderState<'_>) -> Option<Proposal> {
-    let saw_no_epoch = s.incumbent.epoch_starts_timed == Some(0);
+    let saw_no_epoch = s.incumbent.planned_epoch_starts() == Some(0);
     (s.nw > 0 && !saw_no_epoch).then(|| proposal(s)).flatten()
 }
 
@@ -30,7 +30,7 @@ fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
     .then(|| Proposal {
         knob: LoaderKnob::PersistentWorkers,
         value: "True".into(),
-        why: match s.incumbent.epoch_starts_timed {
+        why: match s.incumbent.planned_epoch_starts() {
             Some(1) => "an epoch began during the measurement, starting the workers again".into(),
             Some(n) if n > 0 => {
                 format!("{n} epochs began during the measurement, each starting the workers again")

@@ -224,7 +224,7 @@ fn jump(s: &LoaderState<'_>, m: &LoaderModel, cap: u64) -> Option<(u64, String)>
 /// when it did not, or an epoch's length is unknown).
 fn restart_cap(m: &crate::bench::Measurement) -> Option<u64> {
     let batches = m.batches_per_epoch.filter(|b| *b > 0)?;
-    m.epoch_starts_timed
+    m.planned_epoch_starts()
         .is_some_and(|n| n > 0)
         .then(|| batches / (2 * super::prefetch_of(m)))
 }
@@ -447,6 +447,17 @@ mod tests {
         m.epoch_starts_timed = Some(0);
         m.batches_per_epoch = Some(12);
         assert_eq!(propose(&m, src, &[]).unwrap().value, "12");
+        // The demo's baseline ended by time at batch 31, before its epoch's
+        // restart at 32: its whole stretch (batches 5-44) holds that
+        // restart, and a faster run times it, so the bound is still 8.
+        let mut cut = demo_baseline();
+        cut.epoch_starts_timed = Some(0);
+        cut.batches_per_epoch = Some(32);
+        cut.steps = Some(26);
+        cut.window_by_time = true;
+        cut.stretch = Some(40);
+        cut.warmup_steps = Some(5);
+        assert_eq!(propose(&cut, src, &[]).unwrap().value, "8");
     }
 
     #[test]
