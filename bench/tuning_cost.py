@@ -178,7 +178,8 @@ def table():
           "box on 2026-12-07 (see \"Slots for the test suite\"); `5e6b8dc` bf16 autocast "
           "passed over on a CPU without bf16 arithmetic, on that box the same day (see \"A "
           "CPU without bf16\"); `d69f444` windows by time both ways (a slow first stretch "
-          "ends at twice window_s), on that box the same day (see \"Windows by time, both "
+          "ends at twice window_s) and `fd5abd0` the same with the agent judging such a "
+          "window as planned, on that box the same day (see \"Windows by time, both "
           "ways\").",
           "",
           "| workload | binary | n | wall | processes | measured | turns | speedup "
