@@ -967,7 +967,8 @@ def main():
                     total_steps = i
                     by_time = True
             if i == total_steps:
-                if cut or by_time or not (lengthen and window_short(t_start, args.window_s, stretches)):
+                ended = cut or by_time
+                if ended or not (lengthen and window_short(t_start, args.window_s, stretches)):
                     break
                 stretches += 1
                 total_steps += args.steps
