@@ -60,7 +60,8 @@ pub const CUT_AFTER: f64 = 4.0;
 /// run's `steps` (the baseline without workers: 6 s for 80 batches of
 /// `bench/workloads/io_latency`) otherwise timed for seconds past what its
 /// figure needs, each such run (bench/RESULTS.md, "Windows by time, both
-/// ways"). The harness's `SLOW_AFTER` matches it.
+/// ways"). The harness and the instrumentation are given the product
+/// (`Bencher::window_slow_s`).
 pub const SLOW_AFTER: f64 = 2.0;
 
 /// The cap on a candidate's window, from the incumbent's runs so far: none

@@ -391,9 +391,8 @@ class Recorder:
         past WINDOW_CAP_S seconds (and WINDOW_S), the harness's window_cut,
         a candidate under a fraction of the incumbent's rate; or past
         WINDOW_SLOW_S, the harness's window_slow, a slow run's first
-        stretch. Only with the losses and
-        the data check's batches in; never while profiling, nor across
-        ranks."""
+        stretch. Only with the losses and the data check's batches in;
+        never while profiling, nor across ranks."""
         if MODE == "profile" or WORLD > 1 or self.window_cut or self.window_by_time:
             return False
         if WINDOW_CAP_S <= 0 and WINDOW_SLOW_S <= 0:
