@@ -234,17 +234,23 @@ def test_a_window_past_its_cap_ends_with_the_rate_of_the_steps_it_timed(
         assert (full["steps"], full["window_cut"]) == (40, False)
 
 
+class ChecksIn:
+    """Stands for both the losses (Losses: n, values) and the data check
+    (DataIdentity: full()) of a run whose checks are all in."""
+    n = 1
+
+    def __init__(self):
+        self.values = [1.0]
+
+    def full(self):
+        return True
+
+
 def test_a_window_is_cut_only_in_its_first_stretch_and_past_window_s(H, monkeypatch):
     import time
 
-    class Full:
-        n = 1
-        values = [1.0]
-
-        def full(self):
-            return True
     started = time.perf_counter() - 1.0  # a window open for a second
-    full = Full()
+    full = ChecksIn()
     assert H.window_cut(started, 0.5, 0.0, 3, 40, full, full)
     # Past its first `steps` it was as fast as the incumbent: never cut.
     assert not H.window_cut(started, 0.5, 0.0, 40, 40, full, full)
@@ -279,14 +285,8 @@ def test_a_slow_first_stretch_ends_past_the_slow_limit_and_says_so(run_harness, 
 def test_a_slow_window_ends_only_in_its_first_stretch_with_the_checks_in(H):
     import time
 
-    class Full:
-        n = 1
-        values = [1.0]
-
-        def full(self):
-            return True
     started = time.perf_counter() - 1.0  # a window open for a second
-    full = Full()
+    full = ChecksIn()
     assert H.window_slow(started, 0.5, 3, 40, full, full)
     assert not H.window_slow(started, 2.0, 3, 40, full, full)  # not past the limit yet
     assert not H.window_slow(started, 0.0, 3, 40, full, full)  # no limit
