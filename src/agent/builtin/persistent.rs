@@ -30,11 +30,22 @@ fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
     .then(|| Proposal {
         knob: LoaderKnob::PersistentWorkers,
         value: "True".into(),
-        why: match s.incumbent.planned_epoch_starts() {
-            Some(1) => "an epoch began during the measurement, starting the workers again".into(),
-            Some(n) if n > 0 => {
+        // A window ended by time counts the starts of the steps a run
+        // times (`Measurement::planned_epoch_starts`), not all of them seen.
+        why: match (
+            s.incumbent.planned_epoch_starts(),
+            s.incumbent.window_by_time,
+        ) {
+            (Some(1), false) => {
+                "an epoch began during the measurement, starting the workers again".into()
+            }
+            (Some(n), false) if n > 0 => {
                 format!("{n} epochs began during the measurement, each starting the workers again")
             }
+            (Some(n), true) if n > 0 => format!(
+                "the {} steps a run times hold {n} epoch start(s), each starting the workers again",
+                s.incumbent.planned_steps().unwrap_or(0)
+            ),
             _ => "keep workers alive across epochs instead of restarting them".into(),
         },
     })
@@ -116,6 +127,21 @@ mod tests {
         assert!(after.unwrap().why.starts_with("keep workers alive"));
         // No workers, nothing to keep.
         assert_eq!(both(&with_epochs(0, Some(2)), &[]), (None, None));
+        // A window ended by time before its epoch's restart: the steps a
+        // run times hold it, and the words say so, not that it was seen.
+        let cut = Measurement {
+            steps: Some(10),
+            window_by_time: true,
+            stretch: Some(40),
+            warmup_steps: Some(5),
+            batches_per_epoch: Some(32),
+            ..with_epochs(4, Some(0))
+        };
+        let p = both(&cut, &[]).0.expect("before the climb");
+        assert_eq!(
+            p.why,
+            "the 40 steps a run times hold 1 epoch start(s), each starting the workers again"
+        );
     }
 
     #[test]
