@@ -12,7 +12,8 @@ Under a launcher such as torchrun each rank runs this file; see Distributed.
 
 Modes:
   throughput  no profiler at all; warm-up steps excluded from the timers
-  profile     torch.profiler with a schedule; the table goes to --table-out
+  profile     torch.profiler with a schedule; the table goes to --table-out,
+              and the run ends once the profiler's steps are taken
   ceiling     (flag, any mode) also times the step alone, fed one batch already
               on the device: the samples/sec no DataLoader setting can beat
 
@@ -650,6 +651,16 @@ def window_over(t_start, limit_s, timed_steps, steps, losses, identity):
     return time.perf_counter() - t_start > limit_s
 
 
+def profile_taken(profile_end, i, total_steps, losses, identity):
+    """Whether the profiled run's window ends before step `i`: the profiler's
+    steps end at `profile_end` (None: not a profiled run, or across ranks),
+    before the `total_steps` planned, and the losses and the data check's
+    batches are in."""
+    if profile_end is None or not profile_end <= i < total_steps:
+        return False
+    return len(losses.values) >= losses.n and identity.full()
+
+
 # Warm-up batches per worker before the timing starts.
 WARMUP_PER_WORKER = 4
 
@@ -954,6 +965,14 @@ def main():
     # while profiling or across ranks, for the same reasons.
     slow_s = args.window_slow_s if lengthen else 0.0
     by_time = False
+    # The profiled run ends once the profiler's steps are taken (its warm-up
+    # step and `active` steps), with the losses and the data check's batches
+    # in: its table, its step's parts and its first batches are what
+    # tuneloop reads of it, and the rest of `steps` would only time a rate
+    # under the profiler that no decision uses (profile_only). Not across
+    # ranks, for the same reason as above.
+    profile_end = args.warmup + 1 + active if profiling and dist_env is None else None
+    profile_only = False
     with ctx as prof:
         i = -1
         while True:
@@ -966,8 +985,11 @@ def main():
                 elif window_slow(t_start, slow_s, i - args.warmup, args.steps, losses, identity):
                     total_steps = i
                     by_time = True
+            if profile_taken(profile_end, i, total_steps, losses, identity):
+                total_steps = i
+                profile_only = True
             if i == total_steps:
-                ended = cut or by_time
+                ended = cut or by_time or profile_only
                 if ended or not (lengthen and window_short(t_start, args.window_s, stretches)):
                     break
                 stretches += 1
@@ -1077,6 +1099,7 @@ def main():
         "window_stretches": stretches,
         "window_cut": cut,
         "window_by_time": by_time,
+        "profile_only": profile_only,
         "stretch_steps": args.steps,
         "warmup_steps": args.warmup,
         "batch_size": batch_size,

@@ -70,6 +70,12 @@ pub struct Measurement {
     /// workers), timed for that long and no longer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub window_by_time: bool,
+    /// The profiled run's window ended once the profiler's steps were taken
+    /// (with the losses and the data check's batches in): its table, its
+    /// step's parts and its first batches are what is read of it, and its
+    /// rate is that of those steps, under the profiler.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub profile_only: bool,
     /// The steps of one stretch as the run was given them (`[bench] steps`,
     /// or as widened to an epoch or fitted to the command), whatever it
     /// then timed. Older harnesses leave it out ([`Measurement::stretch_steps`]).
@@ -270,13 +276,18 @@ impl Measurement {
         Some(steps / self.window_stretches.unwrap_or(1).max(1))
     }
 
+    /// Whether the window ended inside its first stretch: by time, at the
+    /// cap, or (the profiled run) with the profiler's steps.
+    pub fn ended_in_stretch(&self) -> bool {
+        self.window_by_time || self.window_cut || self.profile_only
+    }
+
     /// The steps this run's window was to time at least: the steps it timed,
-    /// or its first stretch where it ended inside it (by time or at the
-    /// cap). What a window can tell apart (the batches in flight against
+    /// or its first stretch where it ended inside it. What a window can tell apart (the batches in flight against
     /// the timed steps) is judged on this: a faster candidate times at
     /// least that stretch.
     pub fn planned_steps(&self) -> Option<u32> {
-        match self.window_by_time || self.window_cut {
+        match self.ended_in_stretch() {
             true => self.stretch_steps().or(self.steps),
             false => self.steps,
         }
@@ -290,7 +301,7 @@ impl Measurement {
     /// the agent's question (persistent workers, the restart and window
     /// caps), and a faster candidate times that whole stretch.
     pub fn planned_epoch_starts(&self) -> Option<u32> {
-        if !(self.window_by_time || self.window_cut) {
+        if !self.ended_in_stretch() {
             return self.epoch_starts_timed;
         }
         let per = self.batches_per_epoch.filter(|b| *b > 0)?;
@@ -1085,6 +1096,15 @@ mod tests {
             ..cut.clone()
         };
         assert_eq!(unknown.planned_epoch_starts(), None);
+        // The profiled run, ended with the profiler's steps: the same.
+        let profiled = Measurement {
+            window_by_time: false,
+            profile_only: true,
+            steps: Some(11),
+            ..cut.clone()
+        };
+        assert_eq!(profiled.planned_epoch_starts(), Some(1));
+        assert_eq!(profiled.planned_steps(), Some(40));
         let whole = Measurement {
             window_by_time: false,
             epoch_starts_timed: Some(3),

@@ -296,12 +296,35 @@ def test_a_slow_window_ends_only_in_its_first_stretch_with_the_checks_in(H):
     assert not H.window_slow(started, 0.5, 3, 40, full, full)
 
 
-def test_profiled_run_is_never_ended_by_time(run_harness, managed_project, tmp_path):
+def test_profiled_run_ends_with_its_profilers_steps_never_by_time(
+        run_harness, managed_project, tmp_path):
+    # 20 steps asked: the profiler's warm-up step and its 10 active ones are
+    # timed, then the window ends with the table written, the losses and the
+    # data check's batches in, and the stretch it was given recorded. The
+    # slow limit (0.1 s, passed 20 ms steps) never ends a profiled run.
     project = managed_project(batch_size=4, step_sleep=0.02)
+    table = tmp_path / "t.txt"
     r = run_harness(project, STEPS, "20", WARMUP, "1", "--window-s", "0.05",
                     "--window-slow-s", "0.1", "--mode", "profile",
-                    "--table-out", str(tmp_path / "t.txt")).result
-    assert (r["steps"], r["window_by_time"]) == (20, False)
+                    "--table-out", str(table)).result
+    assert (r["profile_only"], r["window_by_time"], r["window_cut"]) == (True, False, False)
+    assert (r["steps"], r["stretch_steps"], r["window_stretches"]) == (11, 20, 1)
+    assert "train_step" in table.read_text()
+    assert len(r["losses"]) == 5 and r["fingerprint"]
+    # A throughput run times its steps whole.
+    plain = run_harness(project, STEPS, "20", WARMUP, "1").result
+    assert (plain["steps"], plain["profile_only"]) == (20, False)
+
+
+def test_a_profiled_run_ends_only_past_its_profile_with_the_checks_in(H):
+    full = ChecksIn()
+    assert H.profile_taken(12, 12, 41, full, full)
+    assert H.profile_taken(12, 13, 41, full, full)  # checks in late: ends then
+    assert not H.profile_taken(12, 11, 41, full, full)  # the profiler's last step to come
+    assert not H.profile_taken(12, 12, 12, full, full)  # the planned steps end there anyway
+    assert not H.profile_taken(None, 20, 41, full, full)  # not a profiled run
+    full.values = []
+    assert not H.profile_taken(12, 12, 41, full, full)
 
 
 def test_profiled_run_is_never_lengthened(run_harness, managed_project, tmp_path):

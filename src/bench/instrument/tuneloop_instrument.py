@@ -392,7 +392,10 @@ class Recorder:
         a candidate under a fraction of the incumbent's rate; or past
         WINDOW_SLOW_S, the harness's window_slow, a slow run's first
         stretch. Only with the losses and the data check's batches in;
-        never while profiling, nor across ranks."""
+        never while profiling, nor across ranks. (Unlike the harness's, a
+        command's profiled run times its steps whole: it is also the run
+        that finds whether the command holds them, before tuneloop knows
+        its batches.)"""
         if MODE == "profile" or WORLD > 1 or self.window_cut or self.window_by_time:
             return False
         if WINDOW_CAP_S <= 0 and WINDOW_SLOW_S <= 0:
