@@ -2,7 +2,8 @@
 //! passes the workspace's window to the harness, whose runs then time whole
 //! stretches of `[bench] steps` until the window is long enough, or end a
 //! slow first stretch at twice the window (not over a whole epoch), and
-//! `tuneloop bench` says so. (Every other test binary runs with
+//! `tuneloop bench` says so; a profiled run ends with its profiler's steps,
+//! and the short-epochs rule reads the steps it was given. (Every other test binary runs with
 //! `TUNELOOP_WINDOW_S=0`: `[bench] steps` only, for the suite's time.)
 
 use crate::support::{slot, Ws};
@@ -133,6 +134,33 @@ fn a_whole_epoch_window_is_never_ended_by_time() {
         assert_eq!(m["steps"], 20, "{m}");
         assert_eq!(m["epoch_starts_timed"], 1, "{m}");
         assert!(m.get("window_by_time").is_none_or(|v| v == false), "{m}");
+    }
+}
+
+#[test]
+fn a_profiled_run_ended_with_its_profile_widens_by_the_steps_it_was_given() {
+    let _run = slot();
+    // 30 steps configured and 2 warm-up: the profiled run times the
+    // profiler's 11 (batches 2 to 12) and ends, before any epoch restart.
+    // Whether the 30 steps hold one is worked out from the epoch's length:
+    // an epoch of 31 batches restarts at batch 31, inside them, and every
+    // run times the 30 steps; one of 40 does not, and every run times one
+    // whole epoch of 40.
+    for (batches, want) in [(31, 30), (40, 40)] {
+        let train = TRAIN_PY.replace("return 4096", &format!("return {}", batches * 16));
+        let ws = Ws::managed(&train, "", "");
+        let toml = ws.read("tuneloop.toml").replace("steps = 12", "steps = 30");
+        ws.write("tuneloop.toml", &toml);
+        let r = ws.tuneloop_env(
+            &["bench", "--profile", "--repeats", "1", "--json"],
+            &[("TUNELOOP_WINDOW_S", "0")],
+        );
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        let v: Value = serde_json::from_str(&r.stdout).unwrap();
+        assert!(v["profile_table"].as_str().is_some_and(|t| t.contains("train_step")), "{v:#}");
+        for m in v.as_array_of_runs() {
+            assert_eq!(m["steps"], want, "an epoch of {batches}: {m}");
+        }
     }
 }
 
