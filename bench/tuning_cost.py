@@ -180,7 +180,8 @@ def table():
           "CPU without bf16\"); `d69f444` windows by time both ways (a slow first stretch "
           "ends at twice window_s) and `fd5abd0` the same with the agent judging such a "
           "window as planned, on that box the same day (see \"Windows by time, both "
-          "ways\").",
+          "ways\"); `72e9159` the profiled run ended with its profiler's steps, on that "
+          "box later that day (see \"The profiled run ends with its profile\").",
           "",
           "| workload | binary | n | wall | processes | measured | turns | speedup "
           "| final / binding limit | stop reason (last run) |",
