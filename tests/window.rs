@@ -3,8 +3,9 @@
 //! stretches of `[bench] steps` until the window is long enough, or end a
 //! slow first stretch at twice the window (not over a whole epoch), and
 //! `tuneloop bench` says so; a profiled run ends with its profiler's steps,
-//! and the short-epochs rule reads the steps it was given. (Every other test binary runs with
-//! `TUNELOOP_WINDOW_S=0`: `[bench] steps` only, for the suite's time.)
+//! and the short-epochs rule reads the steps it was given. (Every other
+//! test binary runs with `TUNELOOP_WINDOW_S=0`: `[bench] steps` only, for
+//! the suite's time.)
 
 use crate::support::{slot, Ws};
 use serde_json::Value;
@@ -157,7 +158,12 @@ fn a_profiled_run_ended_with_its_profile_widens_by_the_steps_it_was_given() {
         );
         assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
         let v: Value = serde_json::from_str(&r.stdout).unwrap();
-        assert!(v["profile_table"].as_str().is_some_and(|t| t.contains("train_step")), "{v:#}");
+        assert!(
+            v["profile_table"]
+                .as_str()
+                .is_some_and(|t| t.contains("train_step")),
+            "{v:#}"
+        );
         for m in v.as_array_of_runs() {
             assert_eq!(m["steps"], want, "an epoch of {batches}: {m}");
         }

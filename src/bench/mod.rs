@@ -283,9 +283,9 @@ impl Measurement {
     }
 
     /// The steps this run's window was to time at least: the steps it timed,
-    /// or its first stretch where it ended inside it. What a window can tell apart (the batches in flight against
-    /// the timed steps) is judged on this: a faster candidate times at
-    /// least that stretch.
+    /// or its first stretch where it ended inside it. What a window can tell
+    /// apart (the batches in flight against the timed steps) is judged on
+    /// this: a faster candidate times at least that stretch.
     pub fn planned_steps(&self) -> Option<u32> {
         match self.ended_in_stretch() {
             true => self.stretch_steps().or(self.steps),
