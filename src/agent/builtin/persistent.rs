@@ -30,11 +30,12 @@ fn proposal(s: &LoaderState<'_>) -> Option<Proposal> {
     .then(|| Proposal {
         knob: LoaderKnob::PersistentWorkers,
         value: "True".into(),
-        // A window ended by time counts the starts of the steps a run
-        // times (`Measurement::planned_epoch_starts`), not all of them seen.
+        // A window ended inside its stretch counts the starts of the steps
+        // a run times (`Measurement::planned_epoch_starts`), not all of
+        // them seen.
         why: match (
             s.incumbent.planned_epoch_starts(),
-            s.incumbent.window_by_time,
+            s.incumbent.ended_in_stretch(),
         ) {
             (Some(1), false) => {
                 "an epoch began during the measurement, starting the workers again".into()
