@@ -1801,14 +1801,31 @@ impl<'a> Session<'a> {
 
     /// The final state's measurements: the final comparison's runs of it
     /// when there was one, else the incumbent's last measurement.
+    /// The final state's runs: the final comparison's, else those
+    /// [`run_report::unmeasured_final_runs`] names (the same runs a rebuilt
+    /// report uses; the incumbent alone is one run, not the state's median).
     fn final_state_runs(&self) -> Vec<Measurement> {
         let best = FinalBench::read(&self.store.dir)
             .map(|f| f.best)
             .unwrap_or_default();
-        if best.is_empty() {
+        if !best.is_empty() {
+            return best;
+        }
+        let last_kept = self
+            .rows
+            .iter()
+            .rev()
+            .find(|r| r.decision.is_kept())
+            .and_then(|r| {
+                run_folder::turn_folders(&self.store.dir)
+                    .into_iter()
+                    .find(|t| t.turn == r.turn)
+            });
+        let runs = run_report::unmeasured_final_runs(last_kept.as_ref(), &self.baseline_bench);
+        if runs.is_empty() {
             vec![self.incumbent.clone()]
         } else {
-            best
+            runs
         }
     }
 

@@ -85,18 +85,11 @@ impl RunFacts {
             &decided,
         );
         let run_command = run_command(dir, &editable, last_kept.map(|(t, _)| t.candidate_dir()));
-        let kept_runs = last_kept
-            .and_then(|(t, _)| t.bench().ok())
-            .map(|b| b.candidate)
-            .unwrap_or_default();
-        let incumbent = kept_runs
-            .last()
-            .cloned()
-            .or_else(|| baseline.runs.first().cloned());
-        let final_runs = if last_kept.is_some() {
-            kept_runs
+        let final_runs = unmeasured_final_runs(last_kept.map(|(t, _)| t), &baseline);
+        let incumbent = if last_kept.is_some() {
+            final_runs.last().cloned()
         } else {
-            baseline.runs.clone()
+            baseline.runs.first().cloned()
         };
         let str_of =
             |f: fn(&RunRecord) -> &String| run.as_ref().map(f).cloned().unwrap_or_default();
@@ -322,6 +315,21 @@ fn machine_load(
         })
         .collect();
     MachineLoad::of(baseline, &turn_runs, final_runs)
+}
+
+/// The final state's runs before a final comparison measures it (or when
+/// none does): the last kept turn's candidate runs, else the baseline's
+/// throughput runs. The live session and a rebuilt report both take them
+/// from here, so the report's final row is the median of the same runs
+/// whichever wrote it.
+pub fn unmeasured_final_runs(
+    last_kept: Option<&TurnFolder>,
+    baseline: &BaselineBench,
+) -> Vec<Measurement> {
+    match last_kept {
+        Some(t) => t.bench().map(|b| b.candidate).unwrap_or_default(),
+        None => baseline.runs.clone(),
+    }
 }
 
 /// Each state's cost: the baseline's runs, every measured turn's candidate

@@ -200,7 +200,10 @@ fn a_slower_change_is_reverted_byte_for_byte() {
         "",
         &format!(
             "{}{COMPUTE_OFF}",
-            FAST_POLICY.replace("max_iterations = 1", "max_iterations = 3")
+            // Two baseline runs: the final row below is their median run.
+            FAST_POLICY
+                .replace("max_iterations = 1", "max_iterations = 3")
+                .replace("baseline_runs = 1", "baseline_runs = 2")
         ),
     );
     let before = std::fs::read(ws.path().join("train.py")).unwrap();
@@ -240,6 +243,11 @@ fn a_slower_change_is_reverted_byte_for_byte() {
         "{rep:#}"
     );
     assert_eq!(rep["speedup"].as_f64().unwrap(), 1.0);
+    // Nothing kept: the final state is the baseline's, and its row in
+    // "Memory and CPU by state" is the same median run of the same runs.
+    let costs = &rep["costs"];
+    assert_eq!(costs["final"], costs["baseline"], "{costs:#}");
+    assert_eq!(costs["final"]["runs"], 2, "{costs:#}");
 }
 
 const CRASHES_IN_WORKERS_TRAIN: &str = r#"import time
