@@ -30,6 +30,17 @@ pub trait Measure: Send + Sync {
     /// One profiled run: its figures and the profiler table.
     fn profile<'a>(&'a self, interrupt: &'a Interrupt) -> Pending<'a, Profiled>;
 
+    /// The baseline's first throughput run with the profiler's steps taken
+    /// after its window in the same process: the run and the profiled
+    /// run's record. `None` where the measure cannot (command mode, across
+    /// ranks, scripted measures): the loop takes a profiled run apart.
+    fn measure_then_profile<'a>(
+        &'a self,
+        _interrupt: &'a Interrupt,
+    ) -> Option<Pending<'a, (Measurement, Profiled)>> {
+        None
+    }
+
     /// The batches a run times (`[bench] steps`), where this measure has them.
     fn steps(&self) -> Option<u32> {
         None
@@ -123,6 +134,14 @@ impl Measure for Bencher {
 
     fn profile<'a>(&'a self, interrupt: &'a Interrupt) -> Pending<'a, Profiled> {
         Box::pin(Bencher::profile(self, interrupt))
+    }
+
+    fn measure_then_profile<'a>(
+        &'a self,
+        interrupt: &'a Interrupt,
+    ) -> Option<Pending<'a, (Measurement, Profiled)>> {
+        self.profiles_after_window()
+            .then(|| Box::pin(Bencher::measure_then_profile(self, interrupt)) as Pending<'a, _>)
     }
 
     fn steps(&self) -> Option<u32> {

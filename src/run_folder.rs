@@ -246,12 +246,15 @@ impl BaselineBench {
         crate::fsio::write_json(&Self::path(run_dir), self)
     }
 
-    /// Bench runs it took: the profiled one (when recorded, or failed) and
-    /// the throughput runs.
+    /// Bench runs it took: the profiled one (when recorded, or failed),
+    /// unless its steps were taken in the first throughput run's process,
+    /// and the throughput runs.
     pub fn run_count(&self) -> u32 {
-        u32::from(self.profiled.is_some() || self.profile_unavailable.is_some())
-            + self.runs.len() as u32
-            + u32::from(self.calibration.is_some())
+        let profiled_apart = match &self.profiled {
+            Some(p) => !p.in_first_run,
+            None => self.profile_unavailable.is_some(),
+        };
+        u32::from(profiled_apart) + self.runs.len() as u32 + u32::from(self.calibration.is_some())
     }
 
     /// Which parts of the first batches the baseline's own runs (the
@@ -598,6 +601,39 @@ mod tests {
             &json!({ "best": [], "baseline": [], "ratios": [], "median": 2.45, "ci": [2.39, 2.51] }),
         );
         assert_eq!(FinalBench::read(d.path()).unwrap().median, Some(2.45));
+    }
+
+    #[test]
+    fn a_profile_taken_in_the_first_runs_process_is_no_run_of_its_own() {
+        let m = |sps| Measurement {
+            samples_per_sec: sps,
+            ..Measurement::default()
+        };
+        let mut profiled = m(90.0);
+        profiled.in_first_run = true;
+        let mut b = BaselineBench {
+            profiled: Some(profiled),
+            runs: vec![m(100.0), m(101.0), m(99.0)],
+            ..Default::default()
+        };
+        assert_eq!(b.run_count(), 3);
+        // Its first run set aside for a widened window: a process apart.
+        b.profiled.as_mut().unwrap().in_first_run = false;
+        assert_eq!(b.run_count(), 4);
+        // A profile that failed: its process counted, folded or not.
+        b.profiled = None;
+        b.profile_unavailable = Some("the profiled run failed (crashed)".into());
+        assert_eq!(b.run_count(), 4);
+        // Taken, with no table (the profiler did not stop): no process apart.
+        let mut p = m(90.0);
+        p.in_first_run = true;
+        b.profiled = Some(p);
+        assert_eq!(b.run_count(), 3);
+        // And it round-trips through baseline/bench.json.
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("baseline")).unwrap();
+        b.write(d.path()).unwrap();
+        assert_eq!(BaselineBench::read(d.path()).unwrap().run_count(), 3);
     }
 
     #[test]

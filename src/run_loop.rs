@@ -1312,12 +1312,42 @@ impl<'a> Session<'a> {
             ),
             false => None,
         };
-        self.phase("baseline", None, "profiled run");
-        let mut prof = self.bencher.profile(&self.interrupt).await;
-        self.bench_runs += 1;
-        if matches!(&prof, Err(e) if e.is_too_few_steps()) && self.fit_steps_to_command() {
+        let n = self.policy.decision.baseline_runs;
+        // Managed mode on one process: the profiler's steps follow the first
+        // throughput run's window in its process (no process of their own).
+        // That run then decides the window's widening, as a first run
+        // without a profiled measurement does below.
+        let mut first: Option<Measurement> = None;
+        let mut prof;
+        let (bencher, interrupt) = (self.bencher.clone(), self.interrupt.clone());
+        if let Some(run) = bencher.measure_then_profile(&interrupt) {
+            self.phase(
+                "baseline",
+                None,
+                format!("throughput run 1 of {n}, then the profiler's steps"),
+            );
+            let clock = Instant::now();
+            let run = run.await;
+            self.bench_runs += 1;
+            prof = match run {
+                Ok((m, p)) => {
+                    self.run_secs.push(clock.elapsed().as_secs_f64());
+                    first = Some(m);
+                    Ok(p)
+                }
+                // A run that failed on its way past the window: the
+                // throughput runs below say whether the project measures
+                // at all, without a profile, as after a failed profiled run.
+                Err(e) => Err(e),
+            };
+        } else {
+            self.phase("baseline", None, "profiled run");
             prof = self.bencher.profile(&self.interrupt).await;
             self.bench_runs += 1;
+            if matches!(&prof, Err(e) if e.is_too_few_steps()) && self.fit_steps_to_command() {
+                prof = self.bencher.profile(&self.interrupt).await;
+                self.bench_runs += 1;
+            }
         }
         match &prof {
             Err(BenchError::Interrupted) => return Err(LoopError::Interrupted),
@@ -1333,37 +1363,48 @@ impl<'a> Session<'a> {
                 reason: reason.clone(),
             });
         }
-        let prof = prof.ok();
+        let mut prof = prof.ok();
         let table = prof.as_ref().map(|p| p.table.clone()).unwrap_or_default();
         std::fs::write(bdir.join("profile.txt"), &table)
             .at("cannot write", &bdir.join("profile.txt"))?;
         self.profile_table = table;
         // Short epochs: the measure as configured, kept for a command too
-        // short. Without a profiled measurement the first throughput run
-        // decides, and is taken again over the widened window.
+        // short. Without a profiled run apart (it failed, or its steps
+        // followed the first throughput run's window) the first throughput
+        // run decides, and is taken again over the widened window.
         let mut configured = prof
             .as_ref()
+            .filter(|_| first.is_none())
             .and_then(|p| self.widen_to_epochs(&p.measurement));
-        let mut decided = prof.is_some();
-        let n = self.policy.decision.baseline_runs;
+        let mut decided = prof.is_some() && first.is_none();
         let mut ms = Vec::new();
         while ms.len() < n as usize {
             self.check_interrupt()?;
             let i = ms.len();
-            self.phase("baseline", None, format!("throughput run {} of {n}", i + 1));
-            let clock = Instant::now();
-            let run = self
-                .bencher
-                .measure(Mode::ThroughputWithCeiling, &self.interrupt)
-                .await;
-            self.bench_runs += 1;
-            self.run_secs.push(clock.elapsed().as_secs_f64());
+            let run = match first.take() {
+                Some(m) => Ok(m),
+                None => {
+                    self.phase("baseline", None, format!("throughput run {} of {n}", i + 1));
+                    let clock = Instant::now();
+                    let run = self
+                        .bencher
+                        .measure(Mode::ThroughputWithCeiling, &self.interrupt)
+                        .await;
+                    self.bench_runs += 1;
+                    self.run_secs.push(clock.elapsed().as_secs_f64());
+                    run
+                }
+            };
             match run {
                 Ok(m) if !decided => {
                     decided = true;
                     configured = self.widen_to_epochs(&m);
                     if configured.is_none() {
                         ms.push(m);
+                    } else if let Some(p) = prof.as_mut() {
+                        // Its run set aside for the widened window: the
+                        // profiler's steps had a process of their own.
+                        p.measurement.in_first_run = false;
                     }
                 }
                 Ok(m) => ms.push(m),

@@ -3,7 +3,8 @@
 //! stretches of `[bench] steps` until the window is long enough, or end a
 //! slow first stretch at twice the window (not over a whole epoch), and
 //! `tuneloop bench` says so; a profiled run ends with its profiler's steps,
-//! and the short-epochs rule reads the steps it was given. (Every other
+//! and the short-epochs rule reads the steps it was given; `start` takes
+//! the profiler's steps after its first run's window, and that run decides. (Every other
 //! test binary runs with `TUNELOOP_WINDOW_S=0`: `[bench] steps` only, for
 //! the suite's time.)
 
@@ -167,6 +168,79 @@ fn a_profiled_run_ended_with_its_profile_widens_by_the_steps_it_was_given() {
         for m in v.as_array_of_runs() {
             assert_eq!(m["steps"], want, "an epoch of {batches}: {m}");
         }
+    }
+}
+
+#[test]
+fn starts_profile_follows_its_first_window_and_that_run_decides_the_widening() {
+    let _run = slot();
+    // `start`'s baseline in managed mode: no profiled run of its own. The
+    // first throughput run times its 30 steps with the profiler off, then
+    // takes the profiler's steps in its process. An epoch of 31 batches
+    // restarts inside its window: it is the first of the baseline's two
+    // runs, and the bench runs are those two. One of 40 does not: the run
+    // is set aside, two runs time a whole epoch of 40, and the profile
+    // stands as a process apart (3 bench runs).
+    let policy = crate::support::FAST_POLICY
+        .replace("max_iterations = 1", "max_iterations = 0")
+        .replace("baseline_runs = 1", "baseline_runs = 2");
+    for (batches, steps, in_first_run, bench_runs) in [(31, 30, true, 2), (40, 40, false, 3)] {
+        let train = TRAIN_PY.replace("return 4096", &format!("return {}", batches * 16));
+        let ws = Ws::managed(&train, "", &policy);
+        let toml = ws.read("tuneloop.toml").replace("steps = 12", "steps = 30");
+        ws.write("tuneloop.toml", &toml);
+        let r = ws.tuneloop_env(&["start"], &[("TUNELOOP_WINDOW_S", "0")]);
+        assert_eq!(
+            r.code, 0,
+            "{}
+{}",
+            r.stdout, r.stderr
+        );
+        assert!(
+            r.stderr
+                .contains("throughput run 1 of 2, then the profiler's steps"),
+            "{}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("profiled run"), "{}", r.stderr);
+        let dir = r.run_dir();
+        let base: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("baseline/bench.json")).unwrap(),
+        )
+        .unwrap();
+        let p = &base["profiled"];
+        assert_eq!(
+            p["in_first_run"].as_bool().unwrap_or(false),
+            in_first_run,
+            "{p}"
+        );
+        assert_eq!(p["steps"], 10, "{p}");
+        assert!(p["step_parts"]["optimizer"].is_number(), "{p}");
+        let runs = base.as_array_of_runs();
+        assert_eq!(runs.len(), 2);
+        for m in &runs {
+            assert_eq!(m["steps"], steps, "an epoch of {batches}: {m}");
+        }
+        // The run that took them carries the profiler's steps; where it was
+        // set aside no run of the baseline does.
+        assert_eq!(
+            !runs[0]["profile_after"].is_null(),
+            in_first_run,
+            "{}",
+            runs[0]
+        );
+        assert!(runs[1]["profile_after"].is_null());
+        let table = std::fs::read_to_string(dir.join("baseline/profile.txt")).unwrap();
+        assert!(table.contains("train_step"), "{table}");
+        let rep: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap())
+                .unwrap();
+        assert_eq!(rep["bench_runs"], bench_runs, "{rep:#}");
+        // A report rebuilt from the folder counts the same processes.
+        std::fs::remove_file(dir.join("report.json")).unwrap();
+        let again: Value =
+            serde_json::from_str(&ws.tuneloop(&["report", "--format", "json"]).stdout).unwrap();
+        assert_eq!(again["bench_runs"], bench_runs);
     }
 }
 

@@ -156,7 +156,9 @@ pub fn spec(b: &Bencher, words: &[String], mode: Mode, mut env: BTreeMap<String,
     }
     match mode {
         Mode::Throughput => {}
-        Mode::ThroughputWithCeiling => {
+        // A command is never asked for the profile after its window
+        // (`Bencher::profiles_after_window`): its throughput run is its own.
+        Mode::ThroughputWithCeiling | Mode::ThroughputThenProfile => {
             env.insert("TUNELOOP_CEILING".into(), "1".into());
         }
         Mode::Profile => {

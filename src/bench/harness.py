@@ -859,6 +859,61 @@ def _since_process_start():
         return None
 
 
+def profile_after_window(job, it, active, activities, torch, profile, schedule,
+                         record_function):
+    """The profiler's steps taken after a throughput run's timed window, in
+    the same process, with the same loader iterator: one warm-up step and
+    `active` profiled steps, each a ``data_wait`` and a ``train_step`` range
+    as in a profiled run. The window was timed with the profiler off; this
+    saves the baseline a process of its own (its start, build() and warm-up)
+    for the table and the step's parts. Returns (the profiler or None, the
+    steps' figures or None, the iterator). A profiler that cannot start or
+    stop leaves its reason in the figures, and the window's figures stand."""
+    figures = {"steps": active, "samples": 0, "wall_s": 0.0, "data_wait_s": 0.0,
+               "train_step_s": 0.0}
+    try:
+        prof = profile(activities=activities,
+                       schedule=schedule(wait=0, warmup=1, active=active, repeat=1))
+        prof.start()
+    except Exception as e:
+        figures["error"] = f"the profiler did not start ({type(e).__name__}: {e})"
+        return None, figures, it
+    try:
+        t_begin = None
+        for i in range(1 + active):
+            if i == 1:  # the profiler's warm-up step is not among its figures
+                job.sync()
+                t_begin = time.perf_counter()
+            t0 = time.perf_counter()
+            with record_function("data_wait"):
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    it = iter(job.loader)
+                    batch = next(it)
+            t1 = time.perf_counter()
+            with record_function("train_step"):
+                job.step(batch)
+                job.sync()
+            t2 = time.perf_counter()
+            if i >= 1:
+                figures["samples"] += batch_size_of(batch, torch)
+                figures["data_wait_s"] += t1 - t0
+                figures["train_step_s"] += t2 - t1
+            prof.step()
+        figures["wall_s"] = time.perf_counter() - t_begin
+        step_total = figures["data_wait_s"] + figures["train_step_s"]
+        figures["samples_per_sec"] = figures["samples"] / figures["wall_s"]
+        figures["data_wait_share"] = figures["data_wait_s"] / step_total if step_total > 0 else 0.0
+    finally:
+        try:
+            prof.stop()
+        except Exception as e:
+            figures["error"] = f"the profiler did not stop ({type(e).__name__}: {e})"
+            prof = None
+    return prof, figures, it
+
+
 def main():
     t_main = time.perf_counter()
     before_main = _since_process_start()
@@ -877,6 +932,9 @@ def main():
     ap.add_argument("--ceiling", action="store_true")
     ap.add_argument("--ceiling-steps", type=int, default=20)
     ap.add_argument("--table-out")
+    # A throughput run that profiles after its timed window, in its own
+    # process (the baseline's first run; see profile_after_window).
+    ap.add_argument("--profile-after", action="store_true")
     ap.add_argument("--distributed-sampler", action="store_true")
     args = ap.parse_args()
 
@@ -1061,6 +1119,11 @@ def main():
     # The workers' memory while they are alive, and what the machine has left.
     live_workers, workers_rss, workers_pss = workers_memory(it)
     main_rss, _ = _proc_memory(os.getpid())
+    after = None
+    if args.profile_after and not profiling and dist_env is None:
+        prof, after, it = profile_after_window(job, it, active, activities, torch, profile,
+                                               schedule, record_function)
+        profiling = prof is not None
     del it  # shut the workers down before the ceiling run
 
     # On CUDA the host's time says little of the device's: no parts there.
@@ -1076,6 +1139,9 @@ def main():
         except Exception as e:
             with open(args.table_out + ".error", "w") as f:
                 f.write(f"torch.profiler gave no table ({type(e).__name__}: {e})")
+    elif after is not None and after.get("error") and args.table_out:
+        with open(args.table_out + ".error", "w") as f:
+            f.write(after["error"])
 
     ceiling_sps = None
     if args.ceiling and first_batch is not None:
@@ -1139,8 +1205,11 @@ def main():
         "ceiling_sps": ceiling_sps,
         "loader": loader_settings(job.loader),
         "world_size": dist_env.world if dist_env is not None else 1,
-        "profiled": profiling,
-        "step_parts": parts,
+        "profiled": profiling and after is None,
+        "step_parts": parts if after is None else None,
+        # The profile taken after the window (--profile-after): its steps'
+        # own figures and the step's parts; the window's are the run's.
+        "profile_after": dict(after, step_parts=parts) if after is not None else None,
         # Forked from tuneloop's fork server (torch already imported), or
         # started as a process of its own.
         "process_start": "forked" if os.environ.get("TUNELOOP_FORKED") else "fresh",

@@ -76,6 +76,17 @@ pub struct Measurement {
     /// rate is that of those steps, under the profiler.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub profile_only: bool,
+    /// The profiler's steps were taken after the first throughput run's
+    /// timed window, in that run's process ([`Bencher::measure_then_profile`]),
+    /// and that run is the baseline's first: no process of its own. A
+    /// first run set aside for a widened window ([`window`]) is not among
+    /// the runs, and then this is false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_first_run: bool,
+    /// A throughput run that went on to the profiler's steps after its
+    /// window: those steps' own figures (the run's are its window's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_after: Option<ProfileAfter>,
     /// The steps of one stretch as the run was given them (`[bench] steps`,
     /// or as widened to an epoch or fitted to the command), whatever it
     /// then timed. Older harnesses leave it out ([`Measurement::stretch_steps`]).
@@ -253,6 +264,69 @@ pub struct Measurement {
     pub step_parts: Option<StepParts>,
 }
 
+/// The profiler's steps a throughput run took after its timed window (the
+/// harness's `profile_after`): one warm-up step, then `steps` profiled ones.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ProfileAfter {
+    /// The profiled steps (the profiler's warm-up step not counted).
+    #[serde(default)]
+    pub steps: u32,
+    #[serde(default)]
+    pub samples: u64,
+    #[serde(default)]
+    pub wall_s: f64,
+    #[serde(default)]
+    pub data_wait_s: f64,
+    #[serde(default)]
+    pub train_step_s: f64,
+    #[serde(default)]
+    pub samples_per_sec: f64,
+    #[serde(default)]
+    pub data_wait_share: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_parts: Option<StepParts>,
+    /// Why the profiler gave nothing (it did not start or stop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ProfileAfter {
+    /// The profiled run's record, from the run `run` that took these steps:
+    /// the steps' own rate and split, the step's parts, and what describes
+    /// the job and its window as given (not the window's CPU, memory or
+    /// data figures, which are the run's). `profile_only`: its rate is that
+    /// of the profiler's steps alone.
+    pub fn measurement(&self, run: &Measurement) -> Measurement {
+        Measurement {
+            samples_per_sec: self.samples_per_sec,
+            steps: Some(self.steps),
+            profile_only: true,
+            in_first_run: true,
+            stretch: run.stretch_steps(),
+            warmup_steps: run.warmup_steps,
+            batch_size: run.batch_size,
+            samples: Some(self.samples),
+            batch_bytes: run.batch_bytes,
+            wall_s: Some(self.wall_s),
+            data_wait_s: Some(self.data_wait_s),
+            train_step_s: Some(self.train_step_s),
+            data_wait_share: Some(self.data_wait_share),
+            device: run.device.clone(),
+            torch_version: run.torch_version.clone(),
+            cuda_available: run.cuda_available,
+            cpu_count: run.cpu_count,
+            usable_cores: run.usable_cores,
+            cpu_bf16: run.cpu_bf16,
+            loader: run.loader.clone(),
+            world_size: run.world_size,
+            process_start: run.process_start.clone(),
+            batches_per_epoch: run.batches_per_epoch,
+            step_parts: self.step_parts,
+            ..Default::default()
+        }
+    }
+}
+
 /// The profiled steps' time by part, each a share of the step's CPU time
 /// (the `train_step` ranges; the loading's own work not counted): what
 /// `crate::compute` weighs a knob by before giving it a turn. Measured on
@@ -366,6 +440,10 @@ pub enum Mode {
     ThroughputWithCeiling,
     /// torch.profiler on; the table is kept.
     Profile,
+    /// `ThroughputWithCeiling`, then the profiler's steps after the timed
+    /// window, in the same process; the table is kept
+    /// ([`Bencher::measure_then_profile`]).
+    ThroughputThenProfile,
 }
 
 /// The step alone (the ceiling), median over the runs that measured it.
@@ -649,6 +727,13 @@ impl Bencher {
                 args.extend(["--mode".into(), "profile".into(), "--table-out".into()]);
                 args.push(self.table_path().display().to_string());
             }
+            Mode::ThroughputThenProfile => {
+                args.extend(["--ceiling".into(), "--profile-after".into()]);
+                args.extend([
+                    "--table-out".into(),
+                    self.table_path().display().to_string(),
+                ]);
+            }
         }
         if self.distributed_sampler {
             args.push("--distributed-sampler".into());
@@ -741,6 +826,62 @@ impl Bencher {
         Ok(m)
     }
 
+    /// Whether the profiler's steps can follow a throughput run's window in
+    /// its process: managed mode on one process. A command's profiled run
+    /// also finds whether the command holds its steps, before its batches
+    /// are known, and ranks profile apart; both keep a profiled run of
+    /// their own.
+    pub fn profiles_after_window(&self) -> bool {
+        self.run.is_none() && self.command.is_none() && self.launcher.is_none()
+    }
+
+    /// The baseline's first throughput run (with the ceiling), then the
+    /// profiler's steps after its window, in the same process: the run,
+    /// and the profiled run's record ([`ProfileAfter::measurement`]) with
+    /// the table. Saves the process a profiled run of its own would start
+    /// (its start, build() and warm-up). The window is timed with the
+    /// profiler off, as every throughput run's is. Where
+    /// [`Bencher::profiles_after_window`] is false, the two runs apart.
+    pub async fn measure_then_profile(
+        &self,
+        interrupt: &Interrupt,
+    ) -> Result<(Measurement, Profiled), BenchError> {
+        if !self.profiles_after_window() {
+            let prof = self.profile(interrupt).await?;
+            let m = self.measure(Mode::ThroughputWithCeiling, interrupt).await?;
+            return Ok((m, prof));
+        }
+        let _ = std::fs::remove_file(self.table_path());
+        let _ = std::fs::remove_file(self.table_error_path());
+        let m = self.measure(Mode::ThroughputThenProfile, interrupt).await?;
+        let (table, no_table) = self.read_table();
+        let after = m.profile_after.clone().unwrap_or_else(|| ProfileAfter {
+            error: Some("the harness took no profiler steps after the window".into()),
+            ..Default::default()
+        });
+        let no_table = no_table.or_else(|| after.error.clone().filter(|_| table.is_empty()));
+        let measurement = after.measurement(&m);
+        Ok((
+            m,
+            Profiled {
+                measurement,
+                table,
+                no_table,
+            },
+        ))
+    }
+
+    /// The table the last profiled run wrote, and why there is none when
+    /// it wrote its reason instead.
+    fn read_table(&self) -> (String, Option<String>) {
+        let table = std::fs::read_to_string(self.table_path()).unwrap_or_default();
+        let no_table = std::fs::read_to_string(self.table_error_path())
+            .ok()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty() && table.trim().is_empty());
+        (table, no_table)
+    }
+
     /// One profiled run: its figures and the profiler table.
     pub async fn profile(&self, interrupt: &Interrupt) -> Result<Profiled, BenchError> {
         if self.command.is_some() {
@@ -768,11 +909,7 @@ impl Bencher {
         let _ = std::fs::remove_file(self.table_path());
         let _ = std::fs::remove_file(self.table_error_path());
         let m = self.measure(Mode::Profile, interrupt).await?;
-        let table = std::fs::read_to_string(self.table_path()).unwrap_or_default();
-        let no_table = std::fs::read_to_string(self.table_error_path())
-            .ok()
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty() && table.trim().is_empty());
+        let (table, no_table) = self.read_table();
         Ok(Profiled {
             measurement: m,
             table,
@@ -1142,6 +1279,42 @@ mod tests {
                 ..by_time
             }
         );
+    }
+
+    #[test]
+    fn the_profile_after_a_window_becomes_the_profiled_runs_record() {
+        // A first throughput run as the harness writes it with --profile-after.
+        let run: Measurement = serde_json::from_value(serde_json::json!({
+            "samples_per_sec": 1300.0, "steps": 120, "stretch_steps": 120,
+            "warmup_steps": 30, "batch_size": 16, "wall_s": 1.48, "data_wait_share": 0.66,
+            "loader_cpu_s": 2.1, "ceiling_sps": 18000.0, "batches_per_epoch": 512,
+            "epoch_starts_timed": 0, "device": "cpu", "fingerprint": "f",
+            "losses": [2.3, 2.2], "profiled": false, "step_parts": null,
+            "profile_after": {"steps": 10, "samples": 160, "wall_s": 0.137,
+                "data_wait_s": 0.058, "train_step_s": 0.056, "samples_per_sec": 1167.9,
+                "data_wait_share": 0.51,
+                "step_parts": {"optimizer": 0.1, "convolution": 0.0}}
+        }))
+        .unwrap();
+        let after = run.profile_after.as_ref().unwrap();
+        let p = after.measurement(&run);
+        // The profiler's steps' own rate and split, and the step's parts.
+        assert_eq!(
+            (p.samples_per_sec, p.steps, p.samples),
+            (1167.9, Some(10), Some(160))
+        );
+        assert_eq!(p.data_wait_share, Some(0.51));
+        assert_eq!(p.step_parts.unwrap().optimizer, 0.1);
+        // Taken in the run's process, after a window of the steps as given.
+        assert!(p.in_first_run && p.profile_only);
+        assert_eq!((p.stretch_steps(), p.warmup_steps), (Some(120), Some(30)));
+        assert_eq!((p.batches_per_epoch, p.batch_size), (Some(512), Some(16)));
+        // Not the window's figures: its CPU, its ceiling, its epoch starts,
+        // its first batches (the run itself carries them, once).
+        assert_eq!((p.loader_cpu_s, p.ceiling_sps), (None, None));
+        assert_eq!(p.epoch_starts_timed, None);
+        assert!(p.fingerprint.is_none() && p.losses.is_empty());
+        assert!(p.profile_after.is_none());
     }
 
     #[test]

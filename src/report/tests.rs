@@ -893,7 +893,7 @@ fn the_report_says_how_much_of_the_wall_time_was_measuring() {
     }
     let md = render_markdown(&around);
     assert!(
-        md.contains("(16%): the timed steps of 53 throughput runs (the rest is each process's start, imports and warm-up, the profiled run, the agent); around those windows: start and import torch 4.0s, the project's build() 1m 02s"),
+        md.contains("(16%): the timed steps of 53 throughput runs (the rest is each process's start, imports and warm-up, the profiler's steps, the agent); around those windows: start and import torch 4.0s, the project's build() 1m 02s"),
         "{md}"
     );
     let json: serde_json::Value = serde_json::from_str(&render_json(&around)).unwrap();

@@ -316,6 +316,35 @@ def test_profiled_run_ends_with_its_profilers_steps_never_by_time(
     assert (plain["steps"], plain["profile_only"]) == (20, False)
 
 
+def test_profile_after_the_window_leaves_the_window_unprofiled(
+        run_harness, managed_project, tmp_path):
+    # The baseline's first run: its 20 steps timed whole with the profiler
+    # off, then the profiler's warm-up step and 10 steps after the window,
+    # in the same process and with the same iterator. 24 items of 4 a
+    # batch: the window ends with the epoch after its warm-up step and 5
+    # timed ones, so the profiler's 11 batches cross two epochs' ends.
+    project = managed_project(n=24, batch_size=4, step_sleep=0.02)
+    table = tmp_path / "t.txt"
+    r = run_harness(project, STEPS, "5", WARMUP, "1", "--ceiling", "--profile-after",
+                    "--table-out", str(table)).result
+    assert (r["profiled"], r["profile_only"], r["step_parts"]) == (False, False, None)
+    assert (r["steps"], r["samples"], r["epoch_starts_timed"]) == (5, 20, 0)
+    assert r["ceiling_sps"] > 0
+    after = r["profile_after"]
+    assert (after["steps"], after["samples"]) == (5, 20)  # min(steps, 10) profiled
+    assert after["train_step_s"] >= 5 * 0.02
+    assert after["data_wait_s"] + after["train_step_s"] <= after["wall_s"]
+    assert after["samples_per_sec"] == after["samples"] / after["wall_s"]
+    assert set(after["step_parts"]) == {"optimizer", "convolution"}
+    assert "train_step" in table.read_text()
+    # 10 profiled steps where the window has more.
+    r = run_harness(project, STEPS, "12", WARMUP, "1", "--profile-after",
+                    "--table-out", str(tmp_path / "t2.txt")).result
+    assert (r["steps"], r["profile_after"]["steps"], r["profile_after"]["samples"]) == (12, 10, 40)
+    # Without the flag a throughput run takes no profiler steps.
+    assert run_harness(project, STEPS, "5", WARMUP, "1").result["profile_after"] is None
+
+
 def test_a_profiled_run_ends_only_past_its_profile_with_the_checks_in(H):
     full = ChecksIn()
     assert H.profile_taken(12, 12, 41, full, full)
