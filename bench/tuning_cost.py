@@ -181,7 +181,10 @@ def table():
           "ends at twice window_s) and `fd5abd0` the same with the agent judging such a "
           "window as planned, on that box the same day (see \"Windows by time, both "
           "ways\"); `72e9159` the profiled run ended with its profiler's steps, on that "
-          "box later that day (see \"The profiled run ends with its profile\").",
+          "box later that day (see \"The profiled run ends with its profile\"); "
+          "`015bfb6` the profiler's steps taken after the first throughput run's window, "
+          "in its process, on that box the next session (see \"The profiler's steps in "
+          "the first run\").",
           "",
           "| workload | binary | n | wall | processes | measured | turns | speedup "
           "| final / binding limit | stop reason (last run) |",

@@ -866,9 +866,9 @@ def profile_after_window(job, it, active, activities, torch, profile, schedule,
     `active` profiled steps, each a ``data_wait`` and a ``train_step`` range
     as in a profiled run. The window was timed with the profiler off; this
     saves the baseline a process of its own (its start, build() and warm-up)
-    for the table and the step's parts. Returns (the profiler or None, the
-    steps' figures or None, the iterator). A profiler that cannot start or
-    stop leaves its reason in the figures, and the window's figures stand."""
+    for the table and the step's parts. Returns (the profiler, or None where
+    it could not start or stop; the steps' figures, with the reason under
+    "error" then; the iterator). The window's figures stand either way."""
     figures = {"steps": active, "samples": 0, "wall_s": 0.0, "data_wait_s": 0.0,
                "train_step_s": 0.0}
     try:
