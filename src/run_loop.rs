@@ -1840,8 +1840,6 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// The final state's measurements: the final comparison's runs of it
-    /// when there was one, else the incumbent's last measurement.
     /// The final state's runs: the final comparison's, else those
     /// [`run_report::unmeasured_final_runs`] names (the same runs a rebuilt
     /// report uses; the incumbent alone is one run, not the state's median).
