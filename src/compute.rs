@@ -354,7 +354,7 @@ pub fn part_can_win(
 /// ([`part_can_win`]); its text is what the report's "Compute changes not
 /// tried" says.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("{part} took {:.1}% of the step in the profiled run, and the step is {:.0}% of what binds: removing all of it would gain under the {:.0}% a change must gain", .share * 100.0, .reach * 100.0, .min_gain * 100.0)]
+#[error("{part} took {:.1}% of the step under the profiler, and the step is {:.0}% of what binds: removing all of it would gain under the {:.0}% a change must gain", .share * 100.0, .reach * 100.0, .min_gain * 100.0)]
 pub struct PartSmall {
     pub part: &'static str,
     pub share: f64,
@@ -999,7 +999,7 @@ mod tests {
         );
         assert_eq!(
             plan.skipped[1].1.to_string(),
-            "the optimizer's step took 2.0% of the step in the profiled run, and the step is 95% of what binds: removing all of it would gain under the 3% a change must gain"
+            "the optimizer's step took 2.0% of the step under the profiler, and the step is 95% of what binds: removing all of it would gain under the 3% a change must gain"
         );
         // The report says the same, with the builtin agent's plan and
         // without one (Claude Code), who is not offered them either.
@@ -1008,7 +1008,7 @@ mod tests {
         assert_eq!(with_plan, without);
         assert!(
             describe_not_tried(&with_plan).starts_with(
-                "channels_last (convolutions took 0.0% of the step in the profiled run"
+                "channels_last (convolutions took 0.0% of the step under the profiler"
             ),
             "{with_plan:?}"
         );

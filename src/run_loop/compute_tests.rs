@@ -418,7 +418,7 @@ fn a_knob_whose_part_of_the_profiled_step_is_too_small_gets_no_turn() {
     );
     assert_eq!(
         crate::compute::describe_not_tried(&o.report.compute_not_tried),
-        "foreach_optimizer, fused_optimizer (the optimizer's step took 1.0% of the step in the profiled run, and the step is 98% of what binds: removing all of it would gain under the 3% a change must gain)"
+        "foreach_optimizer, fused_optimizer (the optimizer's step took 1.0% of the step under the profiler, and the step is 98% of what binds: removing all of it would gain under the 3% a change must gain)"
     );
 }
 
