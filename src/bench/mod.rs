@@ -840,17 +840,13 @@ impl Bencher {
     /// and the profiled run's record ([`ProfileAfter::measurement`]) with
     /// the table. Saves the process a profiled run of its own would start
     /// (its start, build() and warm-up). The window is timed with the
-    /// profiler off, as every throughput run's is. Where
-    /// [`Bencher::profiles_after_window`] is false, the two runs apart.
+    /// profiler off, as every throughput run's is. Only where
+    /// [`Bencher::profiles_after_window`] holds (the `Measure` impl asks);
+    /// elsewhere the run has no profiler's steps and the record says so.
     pub async fn measure_then_profile(
         &self,
         interrupt: &Interrupt,
     ) -> Result<(Measurement, Profiled), BenchError> {
-        if !self.profiles_after_window() {
-            let prof = self.profile(interrupt).await?;
-            let m = self.measure(Mode::ThroughputWithCeiling, interrupt).await?;
-            return Ok((m, prof));
-        }
         let _ = std::fs::remove_file(self.table_path());
         let _ = std::fs::remove_file(self.table_error_path());
         let m = self.measure(Mode::ThroughputThenProfile, interrupt).await?;
