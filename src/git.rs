@@ -46,6 +46,7 @@ fn git(
         stdin: stdin.map(|b| b.to_vec()),
         timeout: std::time::Duration::from_secs(60),
         done_marker: None,
+        end_at_done: false,
     };
     let out = process::run_quick(&spec).map_err(GitError::Spawn)?;
     if out.success() {

@@ -33,6 +33,13 @@ pub struct Spec {
     /// then gets [`DONE_GRACE`] to exit before its group is ended (a process
     /// stuck in teardown must not cost the whole timeout).
     pub done_marker: Option<String>,
+    /// With `done_marker`: the marker is the child's last word (tuneloop's
+    /// harness prints its result, then only exits), so the group is ended
+    /// at the marker and its teardown is not waited for. A process with
+    /// torch mapped, and each of its workers, takes 10-70 ms to unmap at
+    /// exit: time the next run need not wait for, as nothing is left to
+    /// read. The ending is then the signal that ended it.
+    pub end_at_done: bool,
 }
 
 /// How long a child may take to exit after printing its `done_marker`.
@@ -155,16 +162,28 @@ pub async fn run(
         }
     }
     let mut stderr = child.stderr.take().expect("piped");
-    let err_task = tokio::spawn(async move {
-        let mut buf = Vec::new();
-        let _ = stderr.read_to_end(&mut buf).await;
-        String::from_utf8_lossy(&buf).into_owned()
+    // Read into a shared buffer: a run ended at its done marker takes what
+    // has come without waiting for the end of the pipe (its workers, dying,
+    // hold it open a while).
+    let err_buf = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut err_task = tokio::spawn({
+        let err_buf = err_buf.clone();
+        async move {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                err_buf.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        }
     });
     let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
     let mut stdout = String::new();
     let mut deadline = tokio::time::Instant::now() + spec.timeout;
     let mut forced: Option<Ending> = None;
     let mut stdout_open = true;
+    let mut ended_at_done = false;
     // One timer for the whole run: a sleep made afresh in each pass of the
     // loop would never fire while the child prints faster than it.
     let mut poll = tokio::time::interval(Duration::from_millis(100));
@@ -174,12 +193,17 @@ pub async fn run(
         tokio::select! {
             line = lines.next_line(), if stdout_open => match line {
                 Ok(Some(l)) => {
-                    if spec.done_marker.as_deref().is_some_and(|m| l.starts_with(m)) {
-                        deadline = deadline.min(tokio::time::Instant::now() + DONE_GRACE);
-                    }
+                    let done = spec.done_marker.as_deref().is_some_and(|m| l.starts_with(m));
                     on_line(&l);
                     stdout.push_str(&l);
                     stdout.push('\n');
+                    if done && spec.end_at_done {
+                        ended_at_done = true;
+                        stdout_open = false;
+                        kill_group(pgid, libc::SIGKILL);
+                    } else if done {
+                        deadline = deadline.min(tokio::time::Instant::now() + DONE_GRACE);
+                    }
                 }
                 _ => stdout_open = false,
             },
@@ -198,20 +222,29 @@ pub async fn run(
     };
     // The leader is gone; its group may not be (workers, ranks): end it too.
     kill_group(pgid, libc::SIGKILL);
-    // Drain what is left of stdout, bounded so an orphan holding the pipe cannot hang us.
-    let _ = tokio::time::timeout(Duration::from_secs(2), async {
-        while let Ok(Some(l)) = lines.next_line().await {
-            on_line(&l);
-            stdout.push_str(&l);
-            stdout.push('\n');
-        }
-    })
-    .await;
-    let stderr = tokio::time::timeout(Duration::from_secs(2), err_task)
-        .await
-        .ok()
-        .and_then(|r| r.ok())
-        .unwrap_or_default();
+    // Drain what is left of stdout and stderr, bounded so an orphan holding
+    // a pipe cannot hang us; after the done marker, only what has come (what
+    // the child wrote before its marker is in the pipe already).
+    let drain = if ended_at_done {
+        Duration::from_millis(10)
+    } else {
+        Duration::from_secs(2)
+    };
+    if !ended_at_done {
+        let _ = tokio::time::timeout(drain, async {
+            while let Ok(Some(l)) = lines.next_line().await {
+                on_line(&l);
+                stdout.push_str(&l);
+                stdout.push('\n');
+            }
+        })
+        .await;
+    }
+    let _ = tokio::time::timeout(drain, &mut err_task).await;
+    if ended_at_done {
+        err_task.abort();
+    }
+    let stderr = String::from_utf8_lossy(&err_buf.lock().unwrap()).into_owned();
     use std::os::unix::process::ExitStatusExt;
     let ending = forced.unwrap_or_else(|| match status.code() {
         Some(c) => Ending::Exited(c),
@@ -491,6 +524,28 @@ mod tests {
             out.duration
         );
         assert_eq!(out.stdout, "RESULT {}\n");
+    }
+
+    #[tokio::test]
+    async fn a_run_ended_at_its_done_marker_waits_for_no_teardown() {
+        // A process of another session holds stdout and stderr open past the
+        // marker, as a forked harness's dying workers do.
+        let script = "echo before >&2; setsid sleep 30 & echo \"holder $!\"; \
+                      echo 'RESULT {}'; sleep 30";
+        let mut s = sh(script, Duration::from_secs(60));
+        s.done_marker = Some("RESULT ".into());
+        s.end_at_done = true;
+        let out = run(&s, &Interrupt::new(), |_| {}).await.unwrap();
+        let holder: i32 = out.stdout.lines().next().unwrap()[7..].parse().unwrap();
+        unsafe { libc::kill(holder, libc::SIGKILL) };
+        assert!(
+            out.duration < Duration::from_secs(2),
+            "waited {:?}",
+            out.duration
+        );
+        assert!(out.stdout.ends_with("RESULT {}\n"), "{}", out.stdout);
+        assert_eq!(out.stderr, "before\n");
+        assert!(matches!(out.ending, Ending::Signalled(9)), "{:?}", out.ending);
     }
 
     #[tokio::test]

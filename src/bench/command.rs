@@ -177,6 +177,7 @@ pub fn spec(b: &Bencher, words: &[String], mode: Mode, mut env: BTreeMap<String,
         stdin: None,
         timeout: b.timeout,
         done_marker: None,
+        end_at_done: false,
         env_remove: Vec::new(),
     }
 }

@@ -192,6 +192,7 @@ async fn start(run: &Spec, harness_dir: &Path, script: Option<&str>) -> State {
         timeout: READY_TIMEOUT.min(run.timeout.max(Duration::from_secs(1))),
         stdin: None,
         done_marker: None,
+        end_at_done: false,
         ..run.clone()
     };
     match Server::start(&spec, READY, &harness_dir.join(LOG_FILE)).await {
@@ -238,6 +239,7 @@ mod tests {
             stdin: None,
             timeout: Duration::from_secs(1),
             done_marker: None,
+            end_at_done: false,
         };
         let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(

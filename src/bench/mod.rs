@@ -699,6 +699,7 @@ impl Bencher {
                 stdin: None,
                 timeout: self.timeout,
                 done_marker: None,
+                end_at_done: false,
             };
         }
         let mut args = vec![
@@ -755,6 +756,9 @@ impl Bencher {
             stdin: None,
             timeout: self.timeout,
             done_marker: Some(RESULT_PREFIX.into()),
+            // Ranks under a launcher end after rank 0's line: they get the
+            // grace. One process has nothing after its result.
+            end_at_done: self.launcher.is_none(),
         }
     }
 

@@ -211,6 +211,7 @@ pub fn spec(b: &Bencher, words: &[String], limit: Duration) -> Spec {
         stdin: None,
         timeout: limit,
         done_marker: None,
+        end_at_done: false,
     }
 }
 

@@ -171,3 +171,49 @@ def test_cpu_bf16_can_be_forced_either_way(H, torch, monkeypatch):
     unforced = H.cpu_bf16(torch)
     monkeypatch.setenv("TUNELOOP_CPU_BF16", "yes")
     assert H.cpu_bf16(torch) == unforced
+
+
+class _Worker:
+    def __init__(self, pid):
+        self.pid = pid
+
+
+@pytest.mark.parametrize("cores", [1, 2, 8])
+def test_workers_memory_reads_each_worker_once_on_every_lane(H, monkeypatch, cores):
+    read = []
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(H, "_proc_memory", lambda pid: (read.append(pid), (pid, 10 * pid))[1])
+
+    class It:
+        _workers = [_Worker(p) for p in (1, 2, 3, 4, 5)]
+
+    assert H.workers_memory(It()) == (5, 15, 150)
+    assert sorted(read) == [1, 2, 3, 4, 5]
+
+
+def test_workers_memory_sums_are_none_when_a_figure_is_missing(H, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(H, "_proc_memory", lambda pid: (pid, None if pid == 2 else pid))
+
+    class It:
+        _workers = [_Worker(p) for p in (1, 2, 3)]
+
+    assert H.workers_memory(It()) == (3, 6, None)
+    assert H.workers_memory(object()) == (0, None, None)
+
+
+def test_workers_memory_of_live_workers(H, torch):
+    # Real workers: their count, and figures as /proc gives them one by one.
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(list(range(64)), batch_size=4, num_workers=3, persistent_workers=True)
+    it = iter(loader)
+    next(it)
+    count, rss, pss = H.workers_memory(it)
+    one_by_one = [H._proc_memory(w.pid) for w in it._workers]
+    assert count == 3
+    assert rss > 0 and pss > 0
+    # The same processes: within a tenth of the figures read one by one.
+    assert abs(rss - sum(r for r, _ in one_by_one)) < 0.1 * rss
+    assert abs(pss - sum(p for _, p in one_by_one)) < 0.1 * pss
+    it._shutdown_workers()

@@ -202,6 +202,7 @@ impl ClaudeAgent {
             stdin,
             timeout: ctx.policy.agent_timeout(),
             done_marker: None,
+            end_at_done: false,
         };
         let argv: Vec<&String> = std::iter::once(&spec.program)
             .chain(spec.args.iter())
