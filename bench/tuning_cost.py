@@ -184,7 +184,9 @@ def table():
           "box later that day (see \"The profiled run ends with its profile\"); "
           "`015bfb6` the profiler's steps taken after the first throughput run's window, "
           "in its process, on that box the next session (see \"The profiler's steps in "
-          "the first run\").",
+          "the first run\"); `b8878ef` main after that (015bfb6's behaviour) and `c5f3984` "
+          "runs ended at their result line, on that box the session after (see \"Runs end "
+          "at their result\").",
           "",
           "| workload | binary | n | wall | processes | measured | turns | speedup "
           "| final / binding limit | stop reason (last run) |",
