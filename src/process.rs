@@ -545,7 +545,11 @@ mod tests {
         );
         assert!(out.stdout.ends_with("RESULT {}\n"), "{}", out.stdout);
         assert_eq!(out.stderr, "before\n");
-        assert!(matches!(out.ending, Ending::Signalled(9)), "{:?}", out.ending);
+        assert!(
+            matches!(out.ending, Ending::Signalled(9)),
+            "{:?}",
+            out.ending
+        );
     }
 
     #[tokio::test]

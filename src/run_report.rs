@@ -281,7 +281,9 @@ fn time_spent(
         _ => Vec::new(),
     };
     let runs = (facts.baseline.runs.iter().chain(&turn_runs)).chain(final_runs);
+    let whole = crate::bench::whole::WholeCommand::read(dir);
     crate::bench::time::TimeSpent::of(live.wall_s, live.bench_runs, runs, turn_seconds(events))
+        .with_whole(whole.as_ref().map_or(&[], |w| &w.rounds[..]))
 }
 
 /// How busy the machine was: every measured run (the baseline's, each

@@ -132,6 +132,9 @@ pub struct Labels {
     /// The same runs' time around their windows: `{start}`, `{build}`,
     /// `{warmup}`, `{after}`, `{other}` are replaced.
     pub around_line: &'static str,
+    /// Command mode's whole-command rounds: `{whole}` and `{pct}` (the
+    /// timed steps and these together) are replaced.
+    pub whole_line: &'static str,
     pub stop_reason: &'static str,
     pub profiler: &'static str,
     /// The enabled compute knobs the run ended without trying, with why.
@@ -249,6 +252,7 @@ pub const EN: Labels = Labels {
     measuring: "Measuring",
     measuring_line: "{measured} of {wall} ({pct}): the timed steps of {runs} throughput runs (the rest is each process's start, imports and warm-up, the profiler's steps, the agent)",
     around_line: "around those windows: start and import torch {start}, the project's build() {build}, warm-up {warmup}, after the window {after}, the rest {other}",
+    whole_line: "your command timed whole (its rounds before and after) {whole} more, {pct} of the wall time with the timed steps",
     stop_reason: "Stop reason",
     profiler: "Profiler",
     compute_not_tried: "Compute changes not tried",
@@ -353,6 +357,7 @@ pub const JA: Labels = Labels {
     measuring: "計測",
     measuring_line: "{wall} のうち {measured} ({pct}): スループット計測 {runs} 回の計測区間（残りは各プロセスの起動・import・ウォームアップ、プロファイラの計測ステップ、エージェント）",
     around_line: "計測区間の前後: 起動と import torch {start}、プロジェクトの build() {build}、ウォームアップ {warmup}、計測後 {after}、その他 {other}",
+    whole_line: "コマンド全体の計時（前後の各ラウンド）がさらに {whole}、計測区間と合わせて所要時間の {pct}",
     stop_reason: "停止理由",
     profiler: "プロファイラ",
     compute_not_tried: "試さなかった計算側の変更",

@@ -84,6 +84,25 @@ fn the_command_is_timed_whole_before_and_after_in_interleaved_rounds() {
         .find(|l| l.contains("Your command, run whole"))
         .unwrap_or_else(|| panic!("{md}"));
     assert!(line.contains("median of 3 interleaved rounds"), "{line}");
+    // The rounds are measuring of their own: the report sums them beside
+    // the timed steps, in report.json and on the Measuring line.
+    let rounds_s: f64 = rounds
+        .iter()
+        .map(|r| r["baseline_s"].as_f64().unwrap() + r["final_s"].as_f64().unwrap())
+        .sum();
+    let t = &rep["time"];
+    assert!(
+        (t["whole_s"].as_f64().unwrap() - rounds_s).abs() < 1e-9,
+        "{t:#}"
+    );
+    let measuring = md
+        .lines()
+        .find(|l| l.contains("**Measuring:**"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(
+        measuring.contains("your command timed whole (its rounds before and after)"),
+        "{measuring}"
+    );
     assert!(
         line.contains("before the training loader starts (imports, set-up)"),
         "{line}"

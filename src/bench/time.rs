@@ -33,6 +33,11 @@ pub struct TimeSpent {
     /// harness reports its phases): seconds summed by phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub around: Option<Around>,
+    /// Command mode: the user's command timed whole, both states' rounds
+    /// summed (`whole.json`). Measuring of its own, start and end included
+    /// on purpose, so not timed steps; the report says it beside them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole_s: Option<f64>,
 }
 
 /// The phases of a run around its timed window, summed over runs.
@@ -48,8 +53,9 @@ pub struct Around {
     /// After the window: the workers' memory and shutdown, the ceiling's
     /// steps.
     pub after_s: f64,
-    /// The rest of each process's time as tuneloop timed it, spawn to exit:
-    /// the fork server's hand-over, the interpreter's exit.
+    /// The rest of each process's time as tuneloop timed it, spawn to exit
+    /// (to its result line, where a managed run on one process is ended):
+    /// the fork server's hand-over, the client's start.
     pub other_s: f64,
     /// The runs these sum.
     pub runs: u32,
@@ -105,6 +111,7 @@ impl TimeSpent {
         let (measured_s, measured_runs) = measured_seconds(runs.iter().copied());
         TimeSpent {
             around: Around::of(runs.iter().copied()),
+            whole_s: None,
             wall_s,
             measured_s,
             measured_share: (wall_s.is_finite() && wall_s > 0.0).then(|| measured_s / wall_s),
@@ -112,6 +119,26 @@ impl TimeSpent {
             measured_runs,
             turns,
         }
+    }
+
+    /// With the whole-command rounds' seconds summed (`whole.json`'s
+    /// rounds); none left `whole_s` out.
+    pub fn with_whole(mut self, rounds: &[crate::bench::whole::Round]) -> TimeSpent {
+        let s: f64 = rounds
+            .iter()
+            .flat_map(|r| [r.baseline_s, r.final_s])
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .sum();
+        self.whole_s = (s > 0.0).then_some(s);
+        self
+    }
+
+    /// The timed steps and the whole-command rounds together, as a share of
+    /// the wall time; `None` without whole-command rounds or a wall time.
+    pub fn share_with_whole(&self) -> Option<f64> {
+        let whole = self.whole_s?;
+        (self.wall_s.is_finite() && self.wall_s > 0.0)
+            .then(|| (self.measured_s + whole) / self.wall_s)
     }
 }
 
@@ -237,6 +264,32 @@ mod tests {
             None
         );
         assert_eq!(TimeSpent::of(0.0, 0, &[], vec![]).measured_share, None);
+    }
+
+    #[test]
+    fn the_whole_command_rounds_are_counted_beside_the_timed_steps() {
+        use crate::bench::whole::Round;
+        let runs = [timed(Some(3.0)), timed(Some(5.0))];
+        let rounds = [
+            Round {
+                baseline_s: 10.0,
+                final_s: 4.0,
+            },
+            Round {
+                baseline_s: 9.0,
+                final_s: 5.0,
+            },
+        ];
+        let t = TimeSpent::of(80.0, 2, &runs, vec![]).with_whole(&rounds);
+        assert_eq!(t.whole_s, Some(28.0));
+        assert_eq!(
+            t.measured_share,
+            Some(0.1),
+            "the timed steps alone, as before"
+        );
+        assert_eq!(t.share_with_whole(), Some(0.45));
+        let none = TimeSpent::of(80.0, 2, &runs, vec![]).with_whole(&[]);
+        assert_eq!((none.whole_s, none.share_with_whole()), (None, None));
     }
 
     #[test]

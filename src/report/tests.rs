@@ -179,6 +179,7 @@ fn sample_report() -> RunReport {
                 crate::bench::time::TurnSeconds { turn: 2, s: 58.0 },
             ],
             around: None,
+            whole_s: None,
         }),
     }
 }
@@ -899,6 +900,19 @@ fn the_report_says_how_much_of_the_wall_time_was_measuring() {
     let json: serde_json::Value = serde_json::from_str(&render_json(&around)).unwrap();
     assert_eq!(json["time"]["around"]["warmup_s"], 90.0);
     assert!(!render_json(&r).contains("\"around\""));
+    // Command mode: the whole-command rounds, beside the timed steps.
+    let mut whole = r.clone();
+    if let Some(t) = whole.time.as_mut() {
+        t.whole_s = Some(245.0);
+    }
+    let md = render_markdown(&whole);
+    assert!(
+        md.contains("the agent); your command timed whole (its rounds before and after) 4m 05s more, 50% of the wall time with the timed steps"),
+        "{md}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&render_json(&whole)).unwrap();
+    assert_eq!(json["time"]["whole_s"], 245.0);
+    assert!(!render_json(&r).contains("\"whole_s\""));
     // A report written before it has no time, and no line.
     let old = RunReport { time: None, ..r };
     assert!(!render_markdown(&old).contains("Measuring"));

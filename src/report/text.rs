@@ -80,6 +80,14 @@ pub fn measuring(t: &crate::bench::time::TimeSpent, l: &super::labels::Labels) -
                     .replace("{other}", &duration_s(a.other_s))
             )
         })
+        + &t.whole_s.map_or_else(String::new, |w| {
+            format!(
+                "; {}",
+                l.whole_line
+                    .replace("{whole}", &duration_s(w))
+                    .replace("{pct}", &percent_whole(t.share_with_whole()))
+            )
+        })
 }
 
 /// A share as a whole percent (`16%`), a dash when unknown.
