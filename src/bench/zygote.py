@@ -321,8 +321,13 @@ def serve(name, script=None):
     signal.signal(signal.SIGCHLD, lambda *_: None)
     print(READY, flush=True)
     children = {}  # pid -> the client's connection
+    ended = set()  # runs whose client hung up: killed, not yet reaped
     while True:
-        watched = [listener, sys.stdin, wake_r] + list(children.values())
+        # A hung-up client's connection reads as closed until its run is
+        # reaped: not watched then, or the loop would spin meanwhile.
+        watched = [listener, sys.stdin, wake_r] + [
+            c for p, c in children.items() if p not in ended
+        ]
         readable, _, _ = select.select(watched, [], [], 1.0)
         for r in readable:
             if r == wake_r:
@@ -382,11 +387,13 @@ def serve(name, script=None):
                 # A client that hangs up before its run ended: end the run.
                 if not r.recv(1):
                     pid = next(p for p, c in children.items() if c is r)
+                    ended.add(pid)
                     try:
                         os.killpg(pid, signal.SIGKILL)
                     except OSError:
                         pass
         reap(children)
+        ended.intersection_update(children)
 
 
 def reap(children):
