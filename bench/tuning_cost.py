@@ -186,7 +186,7 @@ def table():
           "in its process, on that box the next session (see \"The profiler's steps in "
           "the first run\"); `b8878ef` main after that (015bfb6's behaviour) and `c5f3984` "
           "runs ended at their result line, on that box the session after (see \"Runs end "
-          "at their result\").",
+          "at their result\"), and `7db07d7` the same for commands (same section).",
           "",
           "| workload | binary | n | wall | processes | measured | turns | speedup "
           "| final / binding limit | stop reason (last run) |",
