@@ -176,17 +176,11 @@ pub fn spec(b: &Bencher, words: &[String], mode: Mode, mut env: BTreeMap<String,
         env,
         stdin: None,
         timeout: b.timeout,
-        // A command's one measuring process prints it after its result file
-        // (never a rank: they end after rank 0, which waits on them).
-        done_marker: Some(DONE_MARKER.into()),
-        end_at_done: true,
+        done_marker: None,
+        end_at_done: false,
         env_remove: Vec::new(),
     }
 }
-
-/// The instrumentation's line once a single process's result is written
-/// (`tuneloop_instrument.DONE_MARKER`).
-const DONE_MARKER: &str = "TUNELOOP_DONE";
 
 /// Runs the command once and reads what its processes wrote.
 pub async fn measure(

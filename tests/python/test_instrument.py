@@ -139,20 +139,6 @@ def test_ends_the_command_after_the_window(timed):
     assert timed.rc == 0, timed.stderr
     assert "SCRIPT_DONE" not in timed.stdout  # os._exit once measured
     assert timed.json("status") is None
-    # Its last line says the result is written (tuneloop may end it there),
-    # on a line of its own, once.
-    assert timed.stdout.splitlines()[-1] == "TUNELOOP_DONE", timed.stdout
-    assert timed.stdout.count("TUNELOOP_DONE") == 1
-
-
-def test_a_rank_never_says_done(command):
-    # One of several ranks: rank 0 waits on the others, so no rank's end
-    # may end the command.
-    r = command("rank", steps=3, warmup=1,
-                env={**env(n=12), "WORLD_SIZE": "2", "RANK": "1"})
-    assert r.rc == 0, r.stderr
-    assert r.json("result", rank=1) is not None, "the rank measured and wrote its figure"
-    assert "TUNELOOP_DONE" not in r.stdout, r.stdout
 
 
 def test_counts_steps_and_samples(timed):

@@ -65,10 +65,6 @@ PROJECT = os.path.realpath(ENV.get("TUNELOOP_PROJECT", os.getcwd()))
 TABLE_OUT = ENV.get("TUNELOOP_TABLE_OUT")
 RANK = int(ENV.get("RANK", "0"))
 WORLD = int(ENV.get("WORLD_SIZE", "1"))
-# Printed once the result is written by a command's one process (not a rank,
-# not a process it started): nothing tuneloop reads comes after it.
-DONE_MARKER = "TUNELOOP_DONE"
-
 HERE = os.path.dirname(os.path.realpath(__file__))
 NEEDED = WARMUP + STEPS
 # The first training steps' losses, for the numerics guard (see the harness).
@@ -636,22 +632,6 @@ class Recorder:
     def finish(self):
         self.finished = True
         _write_json("result", self.result)
-        if WORLD == 1 and RESULT_DIR:
-            import multiprocessing
-
-            if multiprocessing.parent_process() is None:
-                # The command's one measuring process has its figure out:
-                # tuneloop may end it here (DONE_MARKER) rather than wait
-                # for its workers' shutdown and the unmapping of torch. A
-                # line of its own, whatever the command printed last.
-                try:
-                    sys.stdout.flush()
-                except Exception:
-                    pass
-                try:
-                    os.write(1, ("\n" + DONE_MARKER + "\n").encode())
-                except OSError:
-                    pass
         for it in list(self.live):
             shut = getattr(it, "_shutdown_workers", None)
             if shut is not None:
